@@ -1,0 +1,118 @@
+"""What a check is, how its arguments are bound, and what it may return."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Check", "CheckOutput", "CheckParams", "CheckResult", "Mode", "as_check", "check"]
+
+Mode = Literal["inline", "thread", "process", "async"]
+"""Where a check runs: ``inline`` on the grading thread (only for fast, pure checks), ``thread`` in a
+thread pool, ``process`` in a process pool (CPU-heavy work, uses every core), ``async`` as a coroutine."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """A score in [0, 1] and, optionally, why."""
+
+    score: float
+    detail: str = ""
+
+
+CheckOutput = bool | float | int | CheckResult
+BoundCheck = Callable[[str, Mapping[str, Any]], Any]
+
+
+class CheckParams(BaseModel):
+    """Base for a check's arguments (the ``args:`` of a layer). Unknown arguments are errors.
+
+    Validators may read the environment's directory as ``info.context["root"]`` to resolve files.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def columns(self) -> set[str]:
+        """Dataset columns this check reads; the loader verifies that they exist."""
+        return set()
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A named scoring function plus how to validate its arguments and where to run it.
+
+    ``fn`` is called as ``fn(completion, task, params)`` when ``params`` is a :class:`CheckParams`
+    model, otherwise as ``fn(completion, task, **args)``.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    params: type[CheckParams] | None = None
+    mode: Mode = "thread"
+    description: str = ""
+
+    def bind(self, args: Mapping[str, Any], root: Path | None = None) -> tuple[BoundCheck, CheckParams | None]:
+        """Validate ``args`` and return a two-argument callable; raises pydantic's ``ValidationError``
+        or ``TypeError`` naming the bad argument."""
+        if self.params is not None:
+            params = self.params.model_validate(dict(args), context={"root": root})
+            return functools.partial(self.fn, params=params), params
+        signature = inspect.signature(self.fn)
+        signature.bind("completion", {}, **args)  # raises TypeError for unknown or missing arguments
+        return (functools.partial(self.fn, **args) if args else self.fn), None
+
+
+_ATTRIBUTE = "__verihub_check__"
+
+
+def check(
+    name: str | None = None,
+    *,
+    params: type[CheckParams] | None = None,
+    mode: Mode | None = None,
+    description: str | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare how a function is used as a check; the function itself is returned unchanged.
+
+    >>> @check(mode="inline")
+    ... def non_empty(completion, task):
+    ...     return bool(completion.strip())
+    >>> as_check(non_empty).mode
+    'inline'
+
+    The default mode is ``async`` for coroutine functions and ``thread`` otherwise. Use ``process``
+    only for checks importable by name in a fresh interpreter (installed packages).
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, _ATTRIBUTE, _make(fn, name, params, mode, description))
+        return fn
+
+    return wrap
+
+
+def as_check(obj: Any, name: str | None = None) -> Check:
+    """The :class:`Check` for ``obj``: a Check, a function decorated with :func:`check`, or a plain
+    function (mode ``thread``, or ``async`` for a coroutine function)."""
+    if isinstance(obj, Check):
+        return obj
+    declared = getattr(obj, _ATTRIBUTE, None)
+    if isinstance(declared, Check):
+        return declared
+    if callable(obj):
+        return _make(obj, name, None, None, None)
+    raise TypeError(f"{obj!r} is not a check: expected a function or a verihub Check")
+
+
+def _make(
+    fn: Callable[..., Any], name: str | None, params: type[CheckParams] | None, mode: Mode | None, description: str | None
+) -> Check:
+    chosen: Mode = mode or ("async" if inspect.iscoroutinefunction(fn) else "thread")
+    doc = description if description is not None else (inspect.getdoc(fn) or "").split("\n\n")[0]
+    return Check(name=name or fn.__name__, fn=fn, params=params, mode=chosen, description=doc)

@@ -1,0 +1,170 @@
+"""The ``verihub`` command line. Commands that do not train never import torch."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from verihub.errors import VerihubError
+
+app = typer.Typer(
+    help="verihub: RL environments and layered verifiers as versioned packages.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+EnvArg = Annotated[str, typer.Argument(help="Environment directory, its environment.yaml, or an installed name.")]
+
+
+def main() -> None:
+    try:
+        app()
+    except VerihubError as error:
+        err.print(f"[red]error:[/red] {error}", highlight=False, markup=True, soft_wrap=True)
+        sys.exit(2)
+
+
+@app.command()
+def schema(indent: Annotated[int, typer.Option(help="JSON indentation.")] = 2) -> None:
+    """Print the JSON schema of environment.yaml (point your editor's YAML plugin at it)."""
+    from verihub.spec import EnvSpec
+
+    print(json.dumps(EnvSpec.model_json_schema(), indent=indent))
+
+
+@app.command()
+def validate(
+    env: EnvArg,
+    min_pass_rate: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Override gold.min_pass_rate (share of references that must pass).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check the spec, then the gold self-check: references must pass and negatives must fail.
+
+    Exits 0 when valid, 1 when the self-check fails, 2 when the spec is invalid.
+    """
+    from verihub.environment import load_env
+    from verihub.validate import validate_env
+
+    environment = load_env(env, on_missing_judge="skip")
+    report = validate_env(environment, min_pass_rate=min_pass_rate)
+    if as_json:
+        from dataclasses import asdict
+
+        print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
+    else:
+        _print_report(report)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _print_report(report: Any) -> None:
+    table = Table(title=f"{report.env_id}@{report.version}: gold self-check", title_justify="left")
+    for column in ("layer", "kind", "gate", "references passed", "negatives failed", "faults", "mean ms"):
+        table.add_column(column, justify="left" if column in ("layer", "kind") else "right")
+    for tally in report.layers:
+        mean_ms = 1000 * tally.time_s / tally.runs if tally.runs else 0.0
+        table.add_row(
+            tally.name, tally.layer, "yes" if tally.gate else "",
+            f"{tally.references_passed}/{tally.references_ran}", f"{tally.negatives_failed}/{tally.negatives_ran}",
+            str(tally.faults), f"{mean_ms:.3f}",
+        )
+    out.print(table)
+    if report.judge_skipped:
+        out.print("[yellow]note:[/yellow] judge layers were skipped: no judge model is configured.")
+    for failure in report.failures:
+        out.print(f"  [red]✗[/red] {failure}", highlight=False)
+    verdict = "[green]valid[/green]" if report.ok else "[red]INVALID[/red]"
+    out.print(
+        f"{verdict}: references passed {report.references_passed}/{report.references} "
+        f"(need {report.min_pass_rate:.0%}), negatives rejected {report.negatives_rejected}/{report.negatives}, "
+        f"environment faults {report.faults}"
+    )
+
+
+@app.command()
+def grade(
+    env: EnvArg,
+    completion: Annotated[str, typer.Option(help="The answer to grade; '-' reads it from stdin.")],
+    task: Annotated[str | None, typer.Option(help="Task id (default: the first task of the split).")] = None,
+    split: Annotated[str, typer.Option(help="Split to take the task from.")] = "eval",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the grade as JSON.")] = False,
+) -> None:
+    """Grade one completion for one task and show every layer's verdict. Exits 1 unless it passes."""
+    from verihub.environment import load_env
+
+    environment = load_env(env)
+    tasks = environment.dataset(split)
+    if task is None:
+        chosen = tasks[0]
+    else:
+        matches = tasks.filter(lambda row: str(row["id"]) == task)
+        if len(matches) == 0:
+            raise typer.BadParameter(f"no task {task!r} in split {split!r}", param_hint="--task")
+        chosen = matches[0]
+    text = sys.stdin.read() if completion == "-" else completion
+    result = environment.grade(chosen, text)
+    if as_json:
+        print(json.dumps({"task": chosen["id"], **result.to_dict()}, indent=2, default=str))
+    else:
+        table = Table(title=f"{environment.id} task {chosen['id']}: {result.status} reward {result.reward}")
+        for column in ("layer", "kind", "status", "score", "weight", "detail"):
+            table.add_column(column)
+        for layer in result.layers:
+            score = "" if layer.score is None else f"{layer.score:g}"
+            table.add_row(layer.name, layer.layer, layer.status, score, f"{layer.weight:g}", layer.detail)
+        out.print(table)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+@app.command()
+def init(
+    name: Annotated[str, typer.Argument(help="Name of the new environment (lowercase, digits, '-').")],
+    template: Annotated[str, typer.Option(help="single-turn, tool or judge.")] = "single-turn",
+    directory: Annotated[Path, typer.Option("--dir", help="Where to create it.")] = Path("."),
+) -> None:
+    """Create a new environment package from a template; it validates and pip-installs as it is."""
+    from verihub.scaffold import init_env
+
+    try:
+        target = init_env(name, template, directory)
+    except (ValueError, FileExistsError) as error:
+        err.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+    out.print(f"created {target}\nnext: verihub validate {target}")
+
+
+@app.command("checks")
+def list_checks() -> None:
+    """List the checks verifier layers can `use:` (built in and published by installed packages)."""
+    from verihub.checks.registry import BUILTIN_CHECKS, available_check_names, resolve_check
+
+    table = Table("name", "runs", "source", "description")
+    for name in available_check_names():
+        found = resolve_check(name)
+        table.add_row(name, found.mode, "built in" if name in BUILTIN_CHECKS else "package", found.description)
+    out.print(table)
+
+
+@app.command("envs")
+def list_envs() -> None:
+    """List installed environment packages."""
+    from verihub.installed import installed_envs
+
+    table = Table("name", "package")
+    for name, entry_point in sorted(installed_envs().items()):
+        table.add_row(name, entry_point.value)
+    out.print(table)
+
+
+if __name__ == "__main__":
+    main()

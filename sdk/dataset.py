@@ -1,0 +1,78 @@
+"""Loading an environment's tasks through `datasets`: files, Hugging Face datasets, seeded generators."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from verihub.spec import DATA_FILE_FORMATS, DatasetSpec, SourceKind
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+__all__ = ["load_splits", "task_id"]
+
+ID_COLUMN = "id"
+
+
+def task_id(task: Mapping[str, Any]) -> str:
+    """A task's stable id: its ``id`` column, or a hash of its content when it has none."""
+    value = task.get(ID_COLUMN)
+    if value is not None:
+        return str(value)
+    canonical = json.dumps(dict(task), sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha1(canonical.encode()).hexdigest()[:16]
+
+
+def load_splits(spec: DatasetSpec, root: Path) -> dict[str, Dataset]:
+    """Every split named in the spec, each with an ``id`` column.
+
+    Fractional splits are carved from one seeded shuffle of the whole source, so they never overlap
+    and do not change between runs.
+    """
+    import datasets
+
+    if spec.kind is SourceKind.HUB:
+        loaded = datasets.load_dataset(spec.source, name=spec.config)
+        names = {name: value for name, value in spec.split.items() if isinstance(value, str)}
+        if names:
+            return {name: _with_ids(loaded[source]) for name, source in names.items()}
+        whole = loaded["train"]
+    elif spec.kind is SourceKind.FILE:
+        path = root / spec.source
+        builder = DATA_FILE_FORMATS[path.suffix]
+        whole = datasets.load_dataset(builder, data_files=str(path), split="train")
+    else:
+        whole = datasets.Dataset.from_list(_generate(spec))
+    return _carve(_with_ids(whole), spec)
+
+
+def _generate(spec: DatasetSpec) -> list[dict[str, Any]]:
+    module_name, _, attribute = spec.source.partition(":")
+    make = getattr(importlib.import_module(module_name), attribute)
+    rows = list(make(n=spec.size, seed=spec.seed, **spec.args))
+    if not rows or not all(isinstance(row, Mapping) for row in rows):
+        raise ValueError(f"generator {spec.source!r} must yield mappings (one per task); got {rows[:1]!r}")
+    return [dict(row) for row in rows]
+
+
+def _with_ids(dataset: Dataset) -> Dataset:
+    if ID_COLUMN in dataset.column_names:
+        return dataset
+    return dataset.add_column(ID_COLUMN, [task_id(row) for row in dataset])
+
+
+def _carve(whole: Dataset, spec: DatasetSpec) -> dict[str, Dataset]:
+    shuffled = whole.shuffle(seed=spec.seed) if len(spec.split) > 1 else whole
+    splits: dict[str, Dataset] = {}
+    start = 0
+    total = len(whole)
+    for name, fraction in spec.split.items():
+        count = round(total * float(fraction))
+        splits[name] = shuffled.select(range(start, min(start + count, total)))
+        start += count
+    return splits

@@ -1,0 +1,161 @@
+"""An environment: tasks, how each becomes a prompt, and how an answer to it is graded."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from verihub.dataset import load_splits
+from verihub.errors import EnvNotFoundError, SpecError, SpecProblem
+from verihub.grade import Grade
+from verihub.installed import installed_env_dir, installed_envs
+from verihub.judge import Judge
+from verihub.spec import EnvSpec
+from verihub.spec_loader import LoadedSpec, find_spec_file, load_spec, template_fields
+from verihub.verifier import BoundLayer, Verifier
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+__all__ = ["Completion", "Environment", "load_env"]
+
+Task = Mapping[str, Any]
+Message = dict[str, str]
+Completion = str | Sequence[Mapping[str, Any]]
+"""The model's answer: text, or the chat messages of a rollout (the last assistant message is graded)."""
+
+
+class Environment:
+    """Tasks plus a verifier. Build one with :func:`load_env`.
+
+    >>> env = load_env("envs/arithmetic")                      # doctest: +SKIP
+    >>> task = env.dataset("eval")[0]                          # doctest: +SKIP
+    >>> env.grade(task, "\\\\boxed{42}").reward                 # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        loaded: LoadedSpec,
+        *,
+        judge: Judge | None = None,
+        on_missing_judge: Literal["error", "skip"] = "error",
+    ) -> None:
+        self.spec: EnvSpec = loaded.spec
+        self.root: Path = loaded.root
+        self._loaded = loaded
+        layers = [BoundLayer.from_spec(layer, self.root) for layer in self.spec.verifier]
+        self.verifier = Verifier(
+            layers,
+            judge=judge,
+            judge_model=self.spec.eval.judge_model,
+            render=self.render,
+            on_missing_judge=on_missing_judge,
+        )
+        self._splits: dict[str, Dataset] = load_splits(self.spec.dataset, self.root)
+        self._check_columns()
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def version(self) -> str:
+        return self.spec.version
+
+    @property
+    def domain(self) -> str:
+        return self.spec.domain
+
+    def __repr__(self) -> str:
+        return f"<Environment {self.id}@{self.version} ({self.domain}) from {self.root}>"
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self._splits)
+
+    def dataset(self, split: str = "train") -> Dataset:
+        """The tasks of one split, as a `datasets.Dataset` with an ``id`` column."""
+        try:
+            return self._splits[split]
+        except KeyError:
+            raise KeyError(f"{self.id} has no split {split!r}; splits: {', '.join(self._splits)}") from None
+
+    def render(self, task: Task) -> list[Message]:
+        """The chat messages that pose ``task`` to a model."""
+        prompt = self.spec.prompt
+        messages: list[Message] = []
+        if prompt.system is not None:
+            messages.append({"role": "system", "content": prompt.system.format_map(task)})
+        for shot in prompt.few_shot:
+            messages += [{"role": "user", "content": shot.user}, {"role": "assistant", "content": shot.assistant}]
+        messages.append({"role": "user", "content": prompt.user.format_map(task)})
+        return messages
+
+    def reference(self, task: Task) -> str:
+        """A completion for ``task`` that the verifier must accept."""
+        return self.spec.gold.reference.format_map(task)
+
+    def negatives(self, task: Task) -> list[str]:
+        """Completions for ``task`` that the verifier must reject."""
+        return [template.format_map(task) for template in self.spec.gold.negatives]
+
+    def grade(self, task: Task, completion: Completion) -> Grade:
+        return self.verifier.grade(task, completion_text(completion))
+
+    async def agrade(self, task: Task, completion: Completion) -> Grade:
+        return await self.verifier.agrade(task, completion_text(completion))
+
+    def _check_columns(self) -> None:
+        """Every placeholder and every column a check reads must exist in every split."""
+        columns = set.intersection(*(set(split.column_names) for split in self._splits.values()))
+        shown = ", ".join(sorted(columns))
+        problems: list[SpecProblem] = []
+        prompt, gold = self.spec.prompt, self.spec.gold
+        templates = [(("prompt", "user"), prompt.user), (("gold", "reference"), gold.reference)]
+        templates += [(("prompt", "system"), prompt.system)] if prompt.system is not None else []
+        templates += [(("gold", "negatives", i), text) for i, text in enumerate(gold.negatives)]
+        for loc, template in templates:
+            for name in sorted(template_fields(template) - columns):
+                problems.append(self._loaded.problem(loc, f"placeholder {{{name}}} is not a dataset column (columns: {shown})"))
+        for layer in self.verifier.layers:
+            index = self.spec.verifier.index(layer.spec)
+            for name in sorted(layer.columns - columns):
+                loc = ("verifier", index, "args", "field") if "field" in layer.spec.args else ("verifier", index)
+                problems.append(self._loaded.problem(loc, f"check reads column {name!r}, which the dataset lacks (columns: {shown})"))
+        if problems:
+            raise SpecError(sorted(problems, key=lambda p: p.line or 0))
+
+
+def completion_text(completion: Completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    for message in reversed(completion):
+        if message.get("role") == "assistant":
+            return str(message.get("content") or "")
+    raise ValueError("the completion's messages hold no assistant message to grade")
+
+
+def load_env(
+    ref: str | Path,
+    *,
+    judge: Judge | None = None,
+    on_missing_judge: Literal["error", "skip"] = "error",
+) -> Environment:
+    """Load an environment from a directory (or its environment.yaml) or by installed name.
+
+    Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
+    :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
+    """
+    path = Path(ref)
+    if not find_spec_file(path).is_file():
+        installed = installed_envs()
+        entry_point = installed.get(str(ref))
+        if entry_point is None:
+            if path.exists():
+                load_spec(path)  # raises the precise "no environment.yaml here" error
+            names = sorted(installed)
+            raise EnvNotFoundError(str(ref), names, difflib.get_close_matches(str(ref), names, n=3))
+        path = installed_env_dir(entry_point)
+    return Environment(load_spec(path), judge=judge, on_missing_judge=on_missing_judge)

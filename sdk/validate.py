@@ -1,0 +1,131 @@
+"""The gold self-check behind ``verihub validate``: references must pass, negatives must fail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from verihub.environment import Environment
+from verihub.grade import Grade, GradeStatus, LayerStatus
+
+__all__ = ["LayerTally", "ValidationReport", "validate_env"]
+
+_SHOWN_FAILURES = 10
+
+
+@dataclass
+class LayerTally:
+    """How one layer did on the references and on the negatives."""
+
+    name: str
+    layer: str
+    gate: bool
+    references_passed: int = 0
+    references_ran: int = 0
+    negatives_failed: int = 0
+    negatives_ran: int = 0
+    faults: int = 0
+    skipped: int = 0
+    time_s: float = 0.0
+
+    @property
+    def runs(self) -> int:
+        return self.references_ran + self.negatives_ran
+
+
+@dataclass
+class ValidationReport:
+    env_id: str
+    version: str
+    min_pass_rate: float
+    references: int = 0
+    references_passed: int = 0
+    negatives: int = 0
+    negatives_rejected: int = 0
+    faults: int = 0
+    layers: list[LayerTally] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # the first few, with reasons
+    judge_skipped: bool = False
+
+    @property
+    def reference_pass_rate(self) -> float:
+        return self.references_passed / self.references if self.references else 1.0
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.references > 0
+            and self.reference_pass_rate >= self.min_pass_rate
+            and self.negatives_rejected == self.negatives
+            and self.faults == 0
+        )
+
+
+def validate_env(env: Environment, *, min_pass_rate: float | None = None) -> ValidationReport:
+    """Grade every task's reference (must pass) and negatives (must fail); tally per layer."""
+    gold = env.spec.gold
+    report = ValidationReport(
+        env.id, env.version, gold.min_pass_rate if min_pass_rate is None else min_pass_rate,
+        judge_skipped=env.verifier.judge is None and env.verifier.on_missing_judge == "skip",
+    )
+    report.layers = [LayerTally(layer.spec.name, layer.spec.layer.value, layer.spec.gate) for layer in env.verifier.layers]
+    splits = [gold.split] if gold.split is not None else env.split_names
+    tasks = [task for name in splits for task in _first(env.dataset(name), gold.max_tasks)]
+    references = [env.reference(task) for task in tasks]
+    negatives = [(task, text) for task in tasks for text in env.negatives(task)]
+    reference_grades = env.verifier.grade_many(tasks, references)
+    negative_grades = env.verifier.grade_many([task for task, _ in negatives], [text for _, text in negatives])
+
+    for task, grade in zip(tasks, reference_grades, strict=True):
+        report.references += 1
+        _tally(report, grade, reference=True)
+        if grade.passed:
+            report.references_passed += 1
+        else:
+            _note(report, f"reference for task {task['id']} {_why(grade)}")
+    for (task, _), grade in zip(negatives, negative_grades, strict=True):
+        report.negatives += 1
+        _tally(report, grade, reference=False)
+        if grade.status is GradeStatus.WRONG:
+            report.negatives_rejected += 1
+        elif grade.status is GradeStatus.OK:
+            _note(report, f"negative for task {task['id']} was accepted (reward {grade.reward:g})")
+        else:
+            _note(report, f"negative for task {task['id']} {_why(grade)}")
+    return report
+
+
+def _first(dataset: Iterable[dict], limit: int | None) -> Iterable[dict]:
+    for index, task in enumerate(dataset):
+        if limit is not None and index >= limit:
+            return
+        yield task
+
+
+def _tally(report: ValidationReport, grade: Grade, *, reference: bool) -> None:
+    if grade.reward is None:
+        report.faults += 1
+    for tally, result in zip(report.layers, grade.layers, strict=True):
+        tally.time_s += result.time_s
+        if result.status is LayerStatus.SKIPPED:
+            tally.skipped += 1
+        elif result.status in (LayerStatus.ERROR, LayerStatus.TIMEOUT):
+            tally.faults += 1
+        elif reference:
+            tally.references_ran += 1
+            tally.references_passed += result.status is LayerStatus.PASSED
+        else:
+            tally.negatives_ran += 1
+            tally.negatives_failed += result.status is LayerStatus.FAILED
+
+
+def _why(grade: Grade) -> str:
+    if grade.reward is None:
+        return f"hit an environment fault ({grade.status}): {grade.reason}"
+    failed = [f"{r.name}: {r.detail or 'failed'}" for r in grade.layers if r.status is LayerStatus.FAILED]
+    return f"failed ({'; '.join(failed)})"
+
+
+def _note(report: ValidationReport, message: str) -> None:
+    if len(report.failures) < _SHOWN_FAILURES:
+        report.failures.append(message)
