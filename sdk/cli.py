@@ -79,7 +79,7 @@ def _print_report(report: Any) -> None:
             str(tally.faults), f"{mean_ms:.3f}",
         )
     out.print(table)
-    if report.judge_skipped:
+    if report.judge_skipped and any(tally.layer == "judge" for tally in report.layers):
         out.print("[yellow]note:[/yellow] judge layers were skipped: no judge model is configured.")
     for failure in report.failures:
         out.print(f"  [red]✗[/red] {failure}", highlight=False)

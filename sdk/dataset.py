@@ -36,6 +36,16 @@ def load_splits(spec: DatasetSpec, root: Path) -> dict[str, Dataset]:
     """
     import datasets
 
+    quiet = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # loading a spec's data is not worth a progress bar
+    try:
+        return _load(spec, root, datasets)
+    finally:
+        if not quiet:
+            datasets.enable_progress_bars()
+
+
+def _load(spec: DatasetSpec, root: Path, datasets: Any) -> dict[str, Dataset]:
     if spec.kind is SourceKind.HUB:
         loaded = datasets.load_dataset(spec.source, name=spec.config)
         names = {name: value for name, value in spec.split.items() if isinstance(value, str)}

@@ -15,8 +15,8 @@ from verihub.checks.base import CheckParams, CheckResult
 class NumericParams(CheckParams):
     field: str = Field("answer", description="Column with the expected number (a number or text holding one).")
     extract: Extract = Field("auto", description="Which part of the completion holds the number.")
-    rel_tol: float = Field(1e-6, ge=0, description="Relative tolerance.")
-    abs_tol: float = Field(1e-9, ge=0, description="Absolute tolerance.")
+    rel_tol: float = Field(0.0, ge=0, description="Relative tolerance (for answers at any scale).")
+    abs_tol: float = Field(1e-6, ge=0, description="Absolute tolerance (integers and fractions compare exactly).")
     percent_as_fraction: bool = Field(False, description="Read '50%' as 0.5 instead of 50.")
 
     def columns(self) -> set[str]:

@@ -1,0 +1,55 @@
+"""Shared fixtures: small environments written into tmp_path."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+BASE_SPEC = """\
+id: tiny
+version: 0.1.0
+domain: math
+description: Tiny test environment.
+dataset:
+  source: data/tasks.jsonl
+  split: {train: 0.5, eval: 0.5}
+prompt:
+  system: "Answer in \\\\boxed{{}}."
+  user: "What is {question}?"
+verifier:
+  - {name: format, layer: rule, use: boxed, gate: true}
+  - {name: correct, layer: check, use: numeric}
+gold:
+  reference: '\\boxed{{{answer}}}'
+  negatives: ['\\boxed{{{wrong}}}']
+"""
+
+TASKS = [
+    {"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(1, 9)
+]
+
+MakeEnv = Callable[..., Path]
+
+
+@pytest.fixture
+def make_env(tmp_path: Path) -> MakeEnv:
+    """Write an environment directory: ``make_env(spec_text, rows=TASKS, files={name: text})``."""
+
+    def make(spec: str = BASE_SPEC, rows: list[dict[str, Any]] | None = None, files: dict[str, str] | None = None,
+             name: str = "env") -> Path:
+        root = tmp_path / name
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        (root / "environment.yaml").write_text(spec)
+        (root / "data" / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (rows or TASKS)))
+        for relative, text in (files or {}).items():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text)
+        return root
+
+    return make
