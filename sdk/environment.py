@@ -145,6 +145,8 @@ def load_env(
 ) -> Environment:
     """Load an environment from a directory (or its environment.yaml) or by installed name.
 
+    A directory that holds an environment.yaml wins over an installed environment of the same name.
+
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
     """

@@ -237,7 +237,9 @@ def _message(item: Any, loc: Loc, model: type[BaseModel] | None) -> str:
               "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
     if kind in bounds:
         symbol, key = bounds[kind]
-        return f"must be {symbol} {ctx[key]} (got {value!r})"
+        bound = ctx[key]
+        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        return f"must be {symbol} {bound} (got {value!r})"
     if kind in ("literal_error", "enum"):
         return f"must be one of {ctx.get('expected')} (got {value!r})"
     if kind == "too_short":

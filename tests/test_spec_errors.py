@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,17 +55,21 @@ gold:
     - '\\boxed{{{wrong}}}'
     - "{answer}"
 """
+# Lines of BASE: 1 id, 2 version, 5 dataset, 6 source, 7 seed, 8 split, 10 eval, 11 prompt, 12 system,
+# 13 user, 14 interaction, 15 kind, 16 max_turns, 17 verifier, 18-21 verifier[0] (name, layer, use, gate),
+# 22-30 verifier[1] (name, layer, use, args, field, rel_tol, weight, pass_score, timeout_s),
+# 31 gold, 32 reference, 33 negatives, 34-35 negatives[0] and [1].
 BASE = HEAD + VERIFIER + GOLD
-"""Lines: 1 id, 2 version, 5 dataset, 6 source, 7 seed, 8 split, 10 eval, 11 prompt, 12 system, 13 user,
-14 interaction, 15 kind, 16 max_turns, 17 verifier, 18-21 verifier[0] (name, layer, use, gate),
-22-30 verifier[1] (name, layer, use, args, field, rel_tol, weight, pass_score, timeout_s),
-31 gold, 32 reference, 33 negatives."""
 
-TASKS = [
-    {"id": "t1", "question": "1 + 1", "answer": "2", "wrong": "3"},
-    {"id": "t2", "question": "2 * 3", "answer": "6", "wrong": "5"},
-]
 DATA = "data/tasks.jsonl"
+TASKS = "".join(
+    json.dumps(task) + "\n"
+    for task in (
+        {"id": "t1", "question": "1 + 1", "answer": "2", "wrong": "3"},
+        {"id": "t2", "question": "2 * 3", "answer": "6", "wrong": "5"},
+    )
+)
+WITH_DATA: Mapping[str, str] = {DATA: TASKS}
 
 
 class Case(NamedTuple):
@@ -72,7 +78,7 @@ class Case(NamedTuple):
     path: str
     line: int
     phrase: str
-    files: tuple[str, ...] = (DATA,)
+    files: Mapping[str, str] = WITH_DATA
 
 
 def edit(replacements: dict[str, str], base: str = BASE) -> str:
@@ -84,16 +90,28 @@ def edit(replacements: dict[str, str], base: str = BASE) -> str:
     return text
 
 
-def write_env(root: Path, yaml_text: str, files: tuple[str, ...] = (DATA,)) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "environment.yaml").write_text(yaml_text, encoding="utf-8")
-    for name in files:
+def write_env(root: Path, yaml_text: str, files: Mapping[str, str] = WITH_DATA) -> Path:
+    """An environment directory holding ``environment.yaml`` and ``files`` (name -> content)."""
+    for name, content in {"environment.yaml": yaml_text, **files}.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith(".jsonl"):
-            path.write_text("".join(json.dumps(task) + "\n" for task in TASKS), encoding="utf-8")
-        else:
-            path.write_text("placeholder\n", encoding="utf-8")
+        path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _restore_sys_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Loading a spec puts the environment's directory on sys.path; undo that after each test."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The environment directory, made the working directory so problems name 'environment.yaml'."""
+    root = tmp_path / "env"
+    root.mkdir()
+    monkeypatch.chdir(root)
     return root
 
 
@@ -116,6 +134,8 @@ SPEC_CASES = [
          "did you mean 'kind'?"),
     Case("unknown-layer-key", edit({"    gate: true": "    gaet: true"}), "verifier[0].gaet", 21,
          "did you mean 'gate'?"),
+    Case("duplicate-yaml-key", edit({"    pass_score: 1.0": "    weight: -1"}), "verifier[1].weight", 29,
+         "duplicate key"),
     # Bounds, enums and patterns.
     Case("negative-weight", edit({"weight: 1.0": "weight: -1"}), "verifier[1].weight", 28, "must be >= 0"),
     Case("pass-score-above-1", edit({"pass_score: 1.0": "pass_score: 1.5"}), "verifier[1].pass_score", 29,
@@ -135,7 +155,8 @@ SPEC_CASES = [
     Case("missing-prompt-user", edit({'  user: "What is {question}?"': "  # user removed"}), "prompt.user", 11,
          "required field is missing"),
     # Checks and their arguments.
-    Case("unknown-check", edit({"use: numeric": "use: nosuchcheck"}), "verifier[1].use", 24, "numeric"),
+    Case("unknown-check", edit({"use: numeric": "use: nosuchcheck"}), "verifier[1].use", 24,
+         "Available: exact, numeric"),
     Case("check-did-you-mean", edit({"use: numeric": "use: numerc"}), "verifier[1].use", 24,
          "Did you mean 'numeric'"),
     Case("unimportable-check", edit({"use: numeric": "use: no_such_module_xyz:check"}), "verifier[1].use", 24,
@@ -146,21 +167,31 @@ SPEC_CASES = [
          "must be a valid number"),
     Case("invalid-regex", edit({"    use: boxed\n    gate: true": "    use: regex\n    args: {pattern: '(open'}"}),
          "verifier[0].args.pattern", 21, "invalid regular expression"),
-    Case("check-args-rule", edit({"    use: boxed": "    use: length"}), "verifier[0].args", 18,
+    Case("length-without-bounds", edit({"    use: boxed": "    use: length"}), "verifier[0].args", 18,
          "set at least one of"),
+    Case("arg-for-check-without-args", edit({"    gate: true": "    args: {x: 1}"}), "verifier[0].args.x", 21,
+         "no arguments"),
+    Case("check-module-raises", edit({"use: numeric": "use: broken_check_mod:fn"}), "verifier[1].use", 24,
+         "broken_check_mod", files={**WITH_DATA, "broken_check_mod.py": "raise RuntimeError('boom')\n"}),
     # Dataset.
-    Case("missing-data-file", BASE, "dataset.source", 6, "'data/tasks.jsonl' not found", files=()),
+    Case("missing-data-file", BASE, "dataset.source", 6, "'data/tasks.jsonl' not found", files={}),
     Case("unsupported-data-suffix", edit({"source: data/tasks.jsonl": "source: data/tasks.txt"}), "dataset.source",
-         6, "unsupported data file type '.txt'", files=("data/tasks.txt",)),
+         6, "unsupported data file type '.txt'", files={"data/tasks.txt": "1 + 1 = 2\n"}),
     Case("unimportable-generator", edit({"source: data/tasks.jsonl": "source: no_such_module_xyz:make",
                                           "  seed: 0": "  size: 10"}),
          "dataset.source", 6, "cannot import generator module 'no_such_module_xyz'"),
+    Case("generator-module-broken", edit({"source: data/tasks.jsonl": "source: broken_gen_mod:make",
+                                           "  seed: 0": "  size: 10"}),
+         "dataset.source", 6, "broken_gen_mod", files={"broken_gen_mod.py": "def make(:\n"}),
     Case("generator-without-size", edit({"source: data/tasks.jsonl": "source: random:random"}), "dataset.size", 5,
          "needs 'size'"),
     Case("size-for-file-source", edit({"  seed: 0": "  size: 10"}), "dataset.size", 7,
          "apply only to a generator source"),
     Case("split-sum-above-1", edit({"eval: 0.5": "eval: 0.7"}), "dataset.split", 8, "must sum to at most 1"),
     Case("split-fraction-zero", edit({"eval: 0.5": "eval: 0"}), "dataset.split", 8, "fraction for 'eval' must be > 0"),
+    Case("split-fraction-bool", edit({"eval: 0.5": "eval: true"}), "dataset.split", 8, "'eval'"),
+    Case("split-name-not-a-string", edit({"    eval: 0.5": "    2: 0.5"}), "dataset.split.2", 10,
+         "must be a valid string"),
     Case("split-mixed-values", edit({"eval: 0.5": "eval: test"}), "dataset.split", 8,
          "either fractions for every split or source split names"),
     # Interaction.
@@ -179,6 +210,8 @@ SPEC_CASES = [
     # Templates.
     Case("template-unclosed-brace", edit({'"What is {question}?"': '"What is {question?"'}), "prompt.user", 13,
          "bad template"),
+    Case("template-bad-conversion", edit({'"What is {question}?"': '"What is {question!x}?"'}), "prompt.user", 13,
+         "bad template"),
     Case("template-empty-placeholder", edit({'"Answer inside \\\\boxed{{}}."': '"Answer inside \\\\boxed{}."'}),
          "prompt.system", 12, "empty placeholder"),
     Case("template-stray-close-brace", edit({"- '\\boxed{{{wrong}}}'": "- 'wrong}'"}), "gold.negatives[0]", 34,
@@ -187,7 +220,8 @@ SPEC_CASES = [
     Case("yaml-syntax-error", edit({'  user: "What is {question}?"': "  user: What is: {question}?"}), "", 13,
          "invalid YAML: mapping values are not allowed here"),
     Case("yaml-bad-indent", edit({"    layer: check": "   layer: check"}), "", 23, "invalid YAML"),
-    Case("top-level-list", "- id: tiny-math\n- version: 0.1.0\n", "", 1, "must be a mapping of keys to values, got list"),
+    Case("top-level-list", "- id: tiny-math\n- version: 0.1.0\n", "", 1,
+         "must be a mapping of keys to values, got list"),
     Case("empty-file", "", "", 1, "got an empty file"),
     Case("comments-only", "# nothing here yet\n", "", 1, "got an empty file"),
 ]
@@ -197,40 +231,42 @@ COLUMN_CASES = [
          "prompt.user", 13, "placeholder {hint} is not a dataset column"),
     Case("gold-placeholder-not-a-column", edit({"reference: '\\boxed{{{answer}}}'": "reference: '\\boxed{{{answr}}}'"}),
          "gold.reference", 32, "placeholder {answr} is not a dataset column"),
+    Case("nested-placeholder-not-a-column", edit({'"What is {question}?"': '"What is {question:>{width}}?"'}),
+         "prompt.user", 13, "placeholder {width} is not a dataset column"),
+    Case("data-file-not-json", BASE, "dataset.source", 6, "data/tasks.jsonl", files={DATA: "not json\n"}),
     Case("check-field-not-a-column", edit({"      field: answer": "      field: solution"}), "verifier[1].args.field",
          26, "check reads column 'solution'"),
 ]
 
 
-def test_base_spec_is_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(write_env(tmp_path / "env", BASE))
-    env = load_env(".")
+def test_base_spec_is_valid(root: Path) -> None:
+    env = load_env(write_env(root, BASE))
     assert env.id == "tiny-math"
     assert env.verifier.layers and len(env.spec.verifier) == 2
 
 
 @pytest.mark.parametrize("case", SPEC_CASES, ids=[case.id for case in SPEC_CASES])
-def test_load_spec_reports_problem(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(write_env(tmp_path / "env", case.yaml, case.files))
+def test_load_spec_reports_problem(case: Case, root: Path) -> None:
+    write_env(root, case.yaml, case.files)
     with pytest.raises(SpecError) as caught:
-        load_spec(".")
+        load_spec(root)
     assert_problem(caught.value, case.path, case.line, case.phrase)
 
 
 @pytest.mark.parametrize("case", COLUMN_CASES, ids=[case.id for case in COLUMN_CASES])
-def test_load_env_reports_dataset_column(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(write_env(tmp_path / "env", case.yaml, case.files))
-    load_spec(".")
+def test_load_env_reports_dataset_column(case: Case, root: Path) -> None:
+    write_env(root, case.yaml, case.files)
+    load_spec(root)
     with pytest.raises(SpecError) as caught:
-        load_env(".")
+        load_env(root)
     assert_problem(caught.value, case.path, case.line, case.phrase)
 
 
-def test_every_problem_is_reported_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_problem_is_reported_at_once(root: Path) -> None:
     text = edit({"version: 0.1.0": "version: one", "    gate: true": "    gaet: true", "timeout_s: 5": "timeout_s: -1"})
-    monkeypatch.chdir(write_env(tmp_path / "env", text))
+    write_env(root, text)
     with pytest.raises(SpecError) as caught:
-        load_spec(".")
+        load_spec(root)
     problems = caught.value.problems
     assert len(problems) >= 3
     assert_problem(caught.value, "version", 2, "semantic version")
@@ -239,13 +275,26 @@ def test_every_problem_is_reported_at_once(tmp_path: Path, monkeypatch: pytest.M
     assert str(caught.value).startswith(f"invalid environment spec ({len(problems)} problems):")
 
 
-def test_problems_are_ordered_by_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_problems_are_ordered_by_line(root: Path) -> None:
     text = edit({"pass_score: 1.0": "pass_score: 2", "id: tiny-math": "id: Tiny", "kind: single_turn": "kind: chat",
                  "use: numeric": "use: numerc", "  - name: correct": "  - name: format"})
-    monkeypatch.chdir(write_env(tmp_path / "env", text, files=()))
+    write_env(root, text, files={})
     with pytest.raises(SpecError) as caught:
+        load_spec(root)
+    lines = [problem.line or 0 for problem in caught.value.problems]
+    assert len(lines) >= 5 and all(lines)
+    assert lines == sorted(lines)
+
+
+def test_non_utf8_file_is_a_spec_error(root: Path) -> None:
+    (root / "environment.yaml").write_bytes(BASE.encode() + b"# caf\xe9\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(root)
+    assert_problem(caught.value, "", 36, "UTF-8")
+
+
+def test_env_modules_import_when_loaded_by_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("first_env_gen", "second_env_gen"):
+        text = edit({"source: data/tasks.jsonl": f"source: {name}:make", "  seed: 0": "  size: 2"})
+        monkeypatch.chdir(write_env(tmp_path / name, text, {f"{name}.py": "def make(n, seed):\n    return []\n"}))
         load_spec(".")
-    lines = [problem.line for problem in caught.value.problems]
-    assert len(lines) >= 5
-    assert None not in lines
-    assert lines == sorted(lines)  # type: ignore[type-var]
