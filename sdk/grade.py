@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Grade", "GradeStatus", "LayerResult", "LayerStatus"]
 
@@ -24,8 +23,11 @@ class LayerStatus(StrEnum):
     TIMEOUT = "timeout"
 
 
-@dataclass(frozen=True, slots=True)
-class LayerResult:
+# Grades are NamedTuples: immutable (cached grades are shared) and cheap to build (the engine makes
+# one per layer per grade, and its overhead is benchmarked against calling the check directly).
+
+
+class LayerResult(NamedTuple):
     name: str
     layer: str
     status: LayerStatus
@@ -35,8 +37,7 @@ class LayerResult:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Grade:
+class Grade(NamedTuple):
     """The verdict on one completion. ``reward`` is None exactly when ``status`` is an environment fault."""
 
     status: GradeStatus
@@ -63,4 +64,4 @@ class Grade:
         raise KeyError(f"no layer {name!r}; layers: {[r.name for r in self.layers]}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**self._asdict(), "layers": [layer._asdict() for layer in self.layers]}

@@ -14,7 +14,7 @@ never scored as a wrong answer.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import functools
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -37,6 +37,12 @@ Task = Mapping[str, Any]
 Outcome = tuple[LayerStatus, float | None, str, float]  # status, score, detail, seconds
 
 _KIND_ORDER = {LayerKind.RULE: 0, LayerKind.CHECK: 1, LayerKind.JUDGE: 2}
+_PASSED, _FAILED, _OK, _WRONG = LayerStatus.PASSED, LayerStatus.FAILED, GradeStatus.OK, GradeStatus.WRONG
+# Process jobs in flight per worker: jobs queued behind the running one hide the round trip to it.
+_PROCESS_QUEUE_DEPTH = 4
+# Build the NamedTuples from a complete field tuple, skipping their keyword-handling constructors.
+_new_layer_result = functools.partial(tuple.__new__, LayerResult)
+_new_grade = functools.partial(tuple.__new__, Grade)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +91,12 @@ class Verifier:
         self.on_missing_judge = on_missing_judge
         self.max_concurrency = max_concurrency
         self.all_inline = all(layer.mode == "inline" for layer in self.layers)
-        self._cache: dict[tuple[str, bytes], Grade] = {}
+        # What the inline fast path reads per layer, unpacked once instead of per grade.
+        self._inline_plan = [
+            (layer.run, layer.spec.name, layer.spec.layer.value, layer.spec.weight, layer.spec.pass_score, layer.spec.gate)
+            for layer in self.layers
+        ]
+        self._cache: dict[tuple[str, str], Grade] = {}
         self._cache_size = cache_size
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Mode, asyncio.Semaphore]] = (
             weakref.WeakKeyDictionary()
@@ -101,10 +112,12 @@ class Verifier:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        if self.all_inline:
-            grade = self._grade_inline(task, completion)
-        else:
-            grade = _run_sync(self._agrade(task, completion), "grade")
+        if not self.all_inline:
+            return self._remember(key, _run_sync(self._agrade(task, completion), "grade"))
+        grade = self._grade_inline(task, completion)
+        if self._cache_size and len(self._cache) < self._cache_size:  # _remember, inlined for the hot path
+            self._cache[key] = grade
+            return grade
         return self._remember(key, grade)
 
     async def agrade(self, task: Task, completion: str) -> Grade:
@@ -119,7 +132,8 @@ class Verifier:
     def grade_many(self, tasks: Iterable[Task], completions: Iterable[str]) -> list[Grade]:
         """Grade pairs; offloaded checks of different pairs run concurrently."""
         if self.all_inline:
-            return [self.grade(task, completion) for task, completion in zip(tasks, completions, strict=True)]
+            grade = self.grade
+            return [grade(task, completion) for task, completion in zip(tasks, completions, strict=True)]
         return _run_sync(self.agrade_many(tasks, completions), "grade_many")
 
     async def agrade_many(self, tasks: Iterable[Task], completions: Iterable[str]) -> list[Grade]:
@@ -134,11 +148,13 @@ class Verifier:
     # -- cache -------------------------------------------------------------------------------------
 
     @staticmethod
-    def _key(task: Task, completion: str) -> tuple[str, bytes]:
-        digest = hashlib.blake2b(completion.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        return task_id(task), digest
+    def _key(task: Task, completion: str) -> tuple[str, str]:
+        # The dict hashes the completion (str hashes are cached) and compares it on a hit, so two
+        # completions can never share a grade. The verifier belongs to one environment version.
+        identifier = task.get("id")
+        return (identifier if identifier.__class__ is str else task_id(task)), completion  # type: ignore[return-value]
 
-    def _remember(self, key: tuple[str, bytes], grade: Grade) -> Grade:
+    def _remember(self, key: tuple[str, str], grade: Grade) -> Grade:
         # Faults are not cached: the next attempt must really retry.
         if self._cache_size and grade.reward is not None:
             if len(self._cache) >= self._cache_size:
@@ -149,32 +165,34 @@ class Verifier:
     # -- the synchronous fast path (every layer inline) ----------------------------------------------
 
     def _grade_inline(self, task: Task, completion: str) -> Grade:
+        # The hot path for cheap checks: its cost is benchmarked against calling the check directly
+        # (bench/verifier_bench.py), hence the unpacked plan and the inlined score conversion.
         results: list[LayerResult] = []
         reward = 0.0
         all_passed = True
-        layers = self.layers
         start = perf_counter()
-        for index, layer in enumerate(layers):
-            spec = layer.spec
+        for index, (run, name, kind, weight, pass_score, gate) in enumerate(self._inline_plan):
             try:
-                score, detail = _as_score(layer.run(completion, task))  # type: ignore[misc]
+                output = run(completion, task)
+                if output.__class__ is CheckResult:
+                    score, detail = output.score, output.detail
+                    if not 0.0 <= score <= 1.0:
+                        score, detail = _as_score(output)  # raises with the reason
+                else:
+                    score, detail = _as_score(output)
             except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
-                outcome = (LayerStatus.ERROR, None, _describe(error), perf_counter() - start)
-                return self._fault(results, index, outcome)
+                return self._fault(results, index, (LayerStatus.ERROR, None, _describe(error), perf_counter() - start))
             end = perf_counter()
-            passed = score >= spec.pass_score
-            results.append(
-                LayerResult(spec.name, spec.layer, LayerStatus.PASSED if passed else LayerStatus.FAILED,
-                            score, spec.weight, end - start, detail)
-            )
+            passed = score >= pass_score
+            results.append(_new_layer_result((name, kind, _PASSED if passed else _FAILED, score, weight, end - start, detail)))
             start = end
-            reward += spec.weight * score
+            reward += weight * score
             if not passed:
                 all_passed = False
-                if spec.gate:
+                if gate:
                     results.extend(self._skipped_after_gate[index + 1 :])
                     break
-        return Grade(GradeStatus.OK if all_passed else GradeStatus.WRONG, reward, tuple(results))
+        return _new_grade((_OK if all_passed else _WRONG, reward, tuple(results), ""))
 
     # -- the general path ---------------------------------------------------------------------------
 
@@ -191,7 +209,7 @@ class Verifier:
                 if status in (LayerStatus.ERROR, LayerStatus.TIMEOUT):
                     return self._fault(results, done, outcome)
                 spec = layer.spec
-                results.append(LayerResult(spec.name, spec.layer, status, score, spec.weight, seconds, detail))
+                results.append(LayerResult(spec.name, spec.layer.value, status, score, spec.weight, seconds, detail))
                 done += 1
                 if status is LayerStatus.SKIPPED:
                     continue
@@ -216,30 +234,36 @@ class Verifier:
             if self.on_missing_judge == "skip":
                 return LayerStatus.SKIPPED, None, "no judge configured", 0.0
             return LayerStatus.ERROR, None, "no judge configured for this judge layer", 0.0
+        timeout = layer.spec.timeout_s
         async with self._limit(layer.mode):
             start = perf_counter()
             try:
-                output = await asyncio.wait_for(self._start(layer, task, completion), layer.spec.timeout_s)
+                # Process jobs may wait in the pool's queue behind one job per worker; the outer deadline
+                # allows for that, and the limit itself applies to the time the check really ran.
+                deadline = timeout * (1 + _PROCESS_QUEUE_DEPTH) if layer.mode == "process" else timeout
+                output, seconds = await asyncio.wait_for(self._start(layer, task, completion), deadline)
+                if seconds > timeout:
+                    raise TimeoutError
                 score, detail = _as_score(output)
             except TimeoutError:
-                return LayerStatus.TIMEOUT, None, f"ran past {layer.spec.timeout_s:g}s", perf_counter() - start
+                return LayerStatus.TIMEOUT, None, f"ran past {timeout:g}s", perf_counter() - start
             except BrokenProcessPool:
                 _pools.reset_process_pool()
                 return LayerStatus.ERROR, None, "a check worker process died", perf_counter() - start
             except Exception as error:  # noqa: BLE001
                 return LayerStatus.ERROR, None, _describe(error), perf_counter() - start
-            return _passed_or_failed(layer, score), score, detail, perf_counter() - start
+            return _passed_or_failed(layer, score), score, detail, seconds
 
     def _start(self, layer: BoundLayer, task: Task, completion: str) -> Any:
-        """An awaitable for one offloaded layer."""
+        """An awaitable of (check output, seconds the check ran) for one offloaded layer."""
         if layer.spec.layer is LayerKind.JUDGE:
-            return self._judge(layer, task, completion)
+            return _timed_coroutine(self._judge(layer, task, completion))
         if layer.mode == "async":
-            return layer.run(completion, task)  # type: ignore[misc]
+            return _timed_coroutine(layer.run(completion, task))  # type: ignore[misc]
         pool = _pools.process_pool() if layer.mode == "process" else _pools.thread_pool()
         # Process workers get a plain dict: a datasets row or other mapping may not pickle.
         payload = dict(task) if layer.mode == "process" else task
-        return asyncio.get_running_loop().run_in_executor(pool, layer.run, completion, payload)
+        return asyncio.get_running_loop().run_in_executor(pool, _call_timed, layer.run, completion, payload)
 
     async def _judge(self, layer: BoundLayer, task: Task, completion: str) -> CheckResult:
         assert self.judge is not None
@@ -256,7 +280,7 @@ class Verifier:
         if limits is None:
             size = _pools.cpu_count()
             limits = {
-                "process": asyncio.Semaphore(size),
+                "process": asyncio.Semaphore(size * _PROCESS_QUEUE_DEPTH),
                 "thread": asyncio.Semaphore(min(32, size + 4)),
                 "async": asyncio.Semaphore(self.max_concurrency),
             }
@@ -267,10 +291,23 @@ class Verifier:
         status, _, detail, seconds = outcome
         layer = self.layers[index]
         spec = layer.spec
-        results.append(LayerResult(spec.name, spec.layer, status, None, spec.weight, seconds, detail))
+        results.append(LayerResult(spec.name, spec.layer.value, status, None, spec.weight, seconds, detail))
         results.extend(self._skipped_after_fault[index + 1 :])
         grade_status = GradeStatus.TIMEOUT if status is LayerStatus.TIMEOUT else GradeStatus.ENV_ERROR
         return Grade(grade_status, None, tuple(results), reason=f"layer {spec.name!r}: {detail}")
+
+
+def _call_timed(run: BoundCheck, completion: str, task: Task) -> tuple[Any, float]:
+    """Runs in the worker, so that the time limit counts the check's own time, not its queueing."""
+    start = perf_counter()
+    output = run(completion, task)
+    return output, perf_counter() - start
+
+
+async def _timed_coroutine(coroutine: Any) -> tuple[Any, float]:
+    start = perf_counter()
+    output = await coroutine
+    return output, perf_counter() - start
 
 
 def _split_stages(layers: list[BoundLayer]) -> list[list[BoundLayer]]:
@@ -309,7 +346,7 @@ def _passed_or_failed(layer: BoundLayer, score: float) -> LayerStatus:
 
 
 def _skipped(layer: BoundLayer, why: str) -> LayerResult:
-    return LayerResult(layer.spec.name, layer.spec.layer, LayerStatus.SKIPPED, None, layer.spec.weight, 0.0, why)
+    return LayerResult(layer.spec.name, layer.spec.layer.value, LayerStatus.SKIPPED, None, layer.spec.weight, 0.0, why)
 
 
 def _describe(error: BaseException) -> str:
