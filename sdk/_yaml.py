@@ -16,9 +16,10 @@ class LineMap:
 
     def __init__(self) -> None:
         self._lines: dict[Loc, int] = {}
+        self.duplicates: list[tuple[Loc, int, int]] = []  # (location, line, line of the first one)
 
     def record(self, loc: Loc, line: int) -> None:
-        self._lines.setdefault(loc, line)
+        self._lines[loc] = line
 
     def line_of(self, loc: Loc) -> int | None:
         """The line of ``loc``, or of its closest ancestor that has one."""
@@ -43,14 +44,17 @@ def load_with_lines(text: str) -> tuple[Any, LineMap]:
     return data, lines
 
 
-def _walk(node: yaml.Node, loc: Loc, lines: LineMap) -> None:
-    lines.record(loc, node.start_mark.line + 1)
+def _walk(node: yaml.Node, loc: Loc, lines: LineMap, line: int | None = None) -> None:
+    # A value is located at its key's line: the better pointer for "unknown key" and block values.
+    lines.record(loc, line or node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
+        first_lines: dict[str, int] = {}
         for key_node, value_node in node.value:
-            key = key_node.value
-            # A key's own line is the better pointer for "unknown key" and for block values.
-            lines.record((*loc, key), key_node.start_mark.line + 1)
-            _walk(value_node, (*loc, key), lines)
+            key, key_line = key_node.value, key_node.start_mark.line + 1
+            if key in first_lines:
+                lines.duplicates.append(((*loc, key), key_line, first_lines[key]))
+            first_lines.setdefault(key, key_line)
+            _walk(value_node, (*loc, key), lines, key_line)  # a later duplicate wins, as in the data
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _walk(item, (*loc, index), lines)

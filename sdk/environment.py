@@ -53,7 +53,11 @@ class Environment:
             render=self.render,
             on_missing_judge=on_missing_judge,
         )
-        self._splits: dict[str, Dataset] = load_splits(self.spec.dataset, self.root)
+        try:
+            self._splits: dict[str, Dataset] = load_splits(self.spec.dataset, self.root)
+        except Exception as error:  # noqa: BLE001 - whatever `datasets` or a generator raises, say where
+            message = f"cannot load tasks from {self.spec.dataset.source!r}: {type(error).__name__}: {error}"
+            raise SpecError([loaded.problem(("dataset", "source"), message[:600])]) from error
         self._check_columns()
 
     @property

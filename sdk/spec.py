@@ -26,6 +26,7 @@ __all__ = [
     "SandboxSpec",
     "SourceKind",
     "DATA_FILE_FORMATS",
+    "FieldError",
 ]
 
 # The suffixes a local dataset file may have, and the `datasets` builder that reads each.
@@ -36,6 +37,14 @@ _SEMVER = re.compile(
     r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
 )
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class FieldError(ValueError):
+    """A cross-field rule broken by one field: ``at`` (relative to the model) is where to point."""
+
+    def __init__(self, at: str | tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.at = (at,) if isinstance(at, str) else at
 
 
 class _Section(BaseModel):
@@ -76,6 +85,15 @@ class DatasetSpec(_Section):
             return SourceKind.GENERATOR
         return SourceKind.HUB
 
+    @field_validator("split", mode="before")
+    @classmethod
+    def _no_booleans(cls, split: Any) -> Any:
+        if isinstance(split, dict):
+            for name, value in split.items():
+                if isinstance(value, bool):
+                    raise FieldError(str(name), f"split {name!r} must be a fraction or a split name, got {value!r}")
+        return split
+
     @field_validator("split")
     @classmethod
     def _split_is_fractions_or_names(cls, split: dict[str, float | str]) -> dict[str, float | str]:
@@ -97,13 +115,14 @@ class DatasetSpec(_Section):
     def _generator_rules(self) -> DatasetSpec:
         if self.kind is SourceKind.GENERATOR:
             if self.size is None:
-                raise ValueError("a generator source needs 'size' (how many tasks to make)")
+                raise FieldError("size", "a generator source needs 'size' (how many tasks to make)")
         elif self.size is not None or self.args:
-            raise ValueError("'size' and 'args' apply only to a generator source ('module:function')")
+            field = "size" if self.size is not None else "args"
+            raise FieldError(field, "'size' and 'args' apply only to a generator source ('module:function')")
         if self.config is not None and self.kind is not SourceKind.HUB:
-            raise ValueError("'config' applies only to a Hugging Face dataset id")
+            raise FieldError("config", "'config' applies only to a Hugging Face dataset id")
         if self.kind is not SourceKind.HUB and any(isinstance(v, str) for v in self.split.values()):
-            raise ValueError("split values must be fractions for a file or generator source")
+            raise FieldError("split", "split values must be fractions for a file or generator source")
         return self
 
 
@@ -141,7 +160,7 @@ class InteractionSpec(_Section):
     @model_validator(mode="after")
     def _single_turn_has_no_tools(self) -> InteractionSpec:
         if self.kind == "single_turn" and (self.tools or self.max_turns != 1):
-            raise ValueError("tools and max_turns > 1 need kind: multi_turn")
+            raise FieldError("tools" if self.tools else "max_turns", "tools and max_turns > 1 need kind: multi_turn")
         return self
 
 
@@ -193,14 +212,14 @@ class LayerSpec(_Section):
     def _fields_fit_the_kind(self) -> LayerSpec:
         if self.layer is LayerKind.JUDGE:
             if self.rubric is None:
-                raise ValueError("a judge layer needs 'rubric' (a file relative to the environment)")
+                raise FieldError("rubric", "a judge layer needs 'rubric' (a file relative to the environment)")
             if self.use is not None or self.args:
-                raise ValueError("a judge layer takes 'rubric' and 'model', not 'use' or 'args'")
+                raise FieldError("use" if self.use is not None else "args", "a judge layer takes 'rubric' and 'model', not 'use' or 'args'")
         else:
             if self.use is None:
-                raise ValueError(f"a {self.layer.value} layer needs 'use' (the check to run)")
+                raise FieldError("use", f"a {self.layer.value} layer needs 'use' (the check to run)")
             if self.rubric is not None or self.model is not None:
-                raise ValueError("'rubric' and 'model' apply only to judge layers")
+                raise FieldError("rubric" if self.rubric is not None else "model", "'rubric' and 'model' apply only to judge layers")
         return self
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from verihub._yaml import LineMap, Loc, load_with_lines
 from verihub.checks.registry import resolve_check
 from verihub.errors import CheckNotFoundError, SpecError, SpecProblem, relative_display
-from verihub.spec import DATA_FILE_FORMATS, EnvSpec, SourceKind
+from verihub.spec import DATA_FILE_FORMATS, EnvSpec, FieldError, SourceKind
 
 __all__ = ["SPEC_FILE", "LoadedSpec", "find_spec_file", "format_loc", "load_spec", "template_fields"]
 
@@ -56,8 +56,12 @@ def load_spec(path: str | Path) -> LoadedSpec:
     shown = relative_display(file)
     if not file.is_file():
         raise SpecError([SpecProblem(shown, None, "", f"no such file (expected {SPEC_FILE} in {file.parent})")])
+    data = file.read_bytes()
     try:
-        raw, lines = load_with_lines(file.read_text(encoding="utf-8"))
+        raw, lines = load_with_lines(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise SpecError([SpecProblem(shown, line, "", f"not valid UTF-8 text (byte {data[error.start]:#04x})")]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -79,6 +83,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
             report(loc, message)
     add_import_root(file.parent)
     _check_references(raw, file.parent, report)
+    for loc, line, first in lines.duplicates:
+        problems.append(SpecProblem(shown, line, format_loc(loc), f"duplicate key (first given on line {first}; YAML keeps the last)"))
     if problems:
         raise SpecError(sorted(problems, key=lambda p: (p.line or 0, p.path)))
     assert spec is not None
@@ -87,6 +93,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
 
 def add_import_root(root: Path) -> None:
     """Make an environment's own modules importable when it is loaded from a directory."""
+    root = root.resolve()  # a relative entry would follow later changes of directory
     for candidate in (root / "src", root):
         if candidate.is_dir() and str(candidate) not in sys.path:
             sys.path.insert(0, str(candidate))
@@ -136,8 +143,8 @@ def _check_source(source: str, root: Path, report: typing.Callable[[Loc, str], N
         module_name, _, attribute = source.partition(":")
         try:
             module = importlib.import_module(module_name)
-        except ImportError as error:
-            report(loc, f"cannot import generator module {module_name!r}: {error}")
+        except Exception as error:  # noqa: BLE001 - any failure of the author's module is reported here
+            report(loc, f"cannot import generator module {module_name!r}: {type(error).__name__}: {error}")
             return
         if not callable(getattr(module, attribute, None)):
             report(loc, f"generator {source!r}: module {module_name!r} has no function {attribute!r}")
@@ -178,13 +185,19 @@ def _templates(raw: dict[str, Any]) -> list[tuple[Loc, str]]:
 
 
 def template_fields(template: str) -> set[str]:
-    """Column names a ``{column}`` template reads; raises ValueError for malformed braces."""
+    """Column names a ``{column}`` template reads (format specs included); raises ValueError for
+    malformed braces and unknown conversions."""
     names = set()
-    for _, field, _, _ in string.Formatter().parse(template):
-        if field is not None:
-            if not field:
-                raise ValueError("empty placeholder {}")
-            names.add(field.split(".")[0].split("[")[0])
+    for _, field, format_spec, conversion in string.Formatter().parse(template):
+        if field is None:
+            continue
+        if not field:
+            raise ValueError("empty placeholder {}")
+        if conversion not in (None, "r", "s", "a"):
+            raise ValueError(f"unknown conversion '!{conversion}' in {{{field}}}")
+        names.add(field.split(".")[0].split("[")[0])
+        if format_spec:
+            names |= template_fields(format_spec)
     return names
 
 
@@ -200,7 +213,9 @@ def pydantic_problems(error: ValidationError, raw: Any, model: type[BaseModel] |
     """(location in the data, message) per problem; errors for one value from a union are merged."""
     merged: dict[Loc, list[str]] = {}
     for item in error.errors(include_url=False):
-        loc = _data_loc(tuple(item["loc"]), raw, item["type"])
+        cause = (item.get("ctx") or {}).get("error")
+        at = cause.at if isinstance(cause, FieldError) else ()
+        loc = _data_loc((*item["loc"], *at), raw, "missing" if at else item["type"])
         message = _message(item, loc, model)
         messages = merged.setdefault(loc, [])
         if message not in messages:
@@ -215,7 +230,7 @@ def _data_loc(loc: Loc, raw: Any, kind: str) -> Loc:
     for position, part in enumerate(loc):
         if isinstance(current, dict) and part in current:
             current = current[part]
-            kept.append(part)
+            kept.append(str(part))  # a YAML key, even a numeric one, is shown as a key, not an index
         elif isinstance(current, list) and isinstance(part, int) and part < len(current):
             current = current[part]
             kept.append(part)
@@ -230,6 +245,8 @@ def _message(item: Any, loc: Loc, model: type[BaseModel] | None) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         allowed = _allowed_keys(model, loc[:-1])
+        if not allowed:
+            return f"unknown key {loc[-1]!r}: this takes no arguments"
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"unknown key {loc[-1]!r}{hint}; allowed: {', '.join(allowed)}"

@@ -189,7 +189,7 @@ SPEC_CASES = [
          "apply only to a generator source"),
     Case("split-sum-above-1", edit({"eval: 0.5": "eval: 0.7"}), "dataset.split", 8, "must sum to at most 1"),
     Case("split-fraction-zero", edit({"eval: 0.5": "eval: 0"}), "dataset.split", 8, "fraction for 'eval' must be > 0"),
-    Case("split-fraction-bool", edit({"eval: 0.5": "eval: true"}), "dataset.split", 8, "'eval'"),
+    Case("split-fraction-bool", edit({"eval: 0.5": "eval: true"}), "dataset.split.eval", 10, "'eval'"),
     Case("split-name-not-a-string", edit({"    eval: 0.5": "    2: 0.5"}), "dataset.split.2", 10,
          "must be a valid string"),
     Case("split-mixed-values", edit({"eval: 0.5": "eval: test"}), "dataset.split", 8,

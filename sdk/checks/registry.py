@@ -80,8 +80,8 @@ def resolve_check(name: str) -> Check:
 def _load(name: str, load: Callable[[], Any], what: str) -> Check:
     try:
         obj = load()
-    except (ImportError, AttributeError) as error:
-        raise CheckNotFoundError(name, f"cannot import {what}: {error}") from error
+    except Exception as error:  # noqa: BLE001 - a broken module of the author's is reported, not raised
+        raise CheckNotFoundError(name, f"cannot import {what}: {type(error).__name__}: {error}") from error
     try:
         return as_check(obj, name=name.rpartition(":")[2])
     except TypeError as error:
