@@ -51,6 +51,15 @@ def exact(completion: str, task: Mapping[str, Any], params: ExactParams) -> Chec
     return CheckResult(0.0, f"got {answer[:80]!r}, expected {str(expected)[:80]!r}")
 
 
+def must_compile(pattern: str) -> str:
+    """``pattern`` if it is a valid regular expression; a ValueError saying why otherwise."""
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"invalid regular expression {pattern!r}: {error}") from None
+    return pattern
+
+
 _FLAGS = {"IGNORECASE": re.IGNORECASE, "MULTILINE": re.MULTILINE, "DOTALL": re.DOTALL}
 
 
@@ -63,11 +72,7 @@ class RegexParams(CheckParams):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            raise ValueError(f"invalid regular expression: {error}") from None
-        return pattern
+        return must_compile(pattern)
 
     @cached_property
     def compiled(self) -> re.Pattern[str]:
@@ -127,10 +132,7 @@ class PatternsParams(CheckParams):
     def _compiles(self) -> PatternsParams:
         if self.regex:
             for pattern in self.patterns:
-                try:
-                    re.compile(pattern)
-                except re.error as error:
-                    raise ValueError(f"invalid regular expression {pattern!r}: {error}") from None
+                must_compile(pattern)
         return self
 
     @cached_property
