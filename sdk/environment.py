@@ -13,7 +13,7 @@ from verihub.grade import Grade
 from verihub.installed import installed_env_dir, installed_envs
 from verihub.judge import Judge
 from verihub.spec import EnvSpec
-from verihub.spec_loader import LoadedSpec, find_spec_file, load_spec, template_fields
+from verihub.spec_loader import LoadedSpec, find_spec_file, load_spec, template_fields, template_locations
 from verihub.verifier import BoundLayer, Verifier
 
 if TYPE_CHECKING:
@@ -116,11 +116,7 @@ class Environment:
         columns = set.intersection(*(set(split.column_names) for split in self._splits.values()))
         shown = ", ".join(sorted(columns))
         problems: list[SpecProblem] = []
-        prompt, gold = self.spec.prompt, self.spec.gold
-        templates = [(("prompt", "user"), prompt.user), (("gold", "reference"), gold.reference)]
-        templates += [(("prompt", "system"), prompt.system)] if prompt.system is not None else []
-        templates += [(("gold", "negatives", i), text) for i, text in enumerate(gold.negatives)]
-        for loc, template in templates:
+        for loc, template in template_locations(self.spec):
             for name in sorted(template_fields(template) - columns):
                 problems.append(self._loaded.problem(loc, f"placeholder {{{name}}} is not a dataset column (columns: {shown})"))
         for layer in self.verifier.layers:

@@ -18,9 +18,19 @@ from pydantic import BaseModel, ValidationError
 from verihub._yaml import LineMap, Loc, load_with_lines
 from verihub.checks.registry import resolve_check
 from verihub.errors import CheckNotFoundError, SpecError, SpecProblem, relative_display
-from verihub.spec import DATA_FILE_FORMATS, EnvSpec, FieldError, SourceKind
+from verihub.spec import DATA_FILE_FORMATS, EnvSpec, FieldError
 
-__all__ = ["SPEC_FILE", "LoadedSpec", "find_spec_file", "format_loc", "load_spec", "template_fields"]
+__all__ = [
+    "SPEC_FILE",
+    "LoadedSpec",
+    "add_import_root",
+    "find_spec_file",
+    "format_loc",
+    "load_spec",
+    "pydantic_problems",
+    "template_fields",
+    "template_locations",
+]
 
 SPEC_FILE = "environment.yaml"
 
@@ -201,9 +211,9 @@ def template_fields(template: str) -> set[str]:
     return names
 
 
-def template_locations(loaded: LoadedSpec) -> list[tuple[Loc, str]]:
-    """Every template of a loaded spec with its location."""
-    return _templates(loaded.spec.model_dump(mode="json", exclude_none=True))
+def template_locations(spec: EnvSpec) -> list[tuple[Loc, str]]:
+    """Every ``{column}`` template of a spec (prompt and gold) with its location."""
+    return _templates(spec.model_dump(mode="json", exclude_none=True))
 
 
 # -- pydantic errors as short messages -----------------------------------------------------------------
@@ -311,5 +321,3 @@ def format_loc(loc: Loc) -> str:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
 
-
-__all__ += ["SourceKind", "add_import_root", "pydantic_problems", "template_locations"]
