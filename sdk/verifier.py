@@ -112,12 +112,10 @@ class Verifier:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        if not self.all_inline:
-            return self._remember(key, _run_sync(self._agrade(task, completion), "grade"))
-        grade = self._grade_inline(task, completion)
-        if self._cache_size and len(self._cache) < self._cache_size:  # _remember, inlined for the hot path
-            self._cache[key] = grade
-            return grade
+        if self.all_inline:
+            grade = self._grade_inline(task, completion)
+        else:
+            grade = _run_sync(self._agrade(task, completion), "grade")
         return self._remember(key, grade)
 
     async def agrade(self, task: Task, completion: str) -> Grade:

@@ -120,6 +120,9 @@ def test_faults_are_not_cached_but_grades_are() -> None:
     assert CALLS["counted"] == 2  # another task is another key
     broken = Verifier([layer("broken", "check", here("crashes"))])
     assert broken.grade(TASK, "a") is not broken.grade(TASK, "a")
+    broken_inline = Verifier([layer("correct", "check", "numeric")])  # the inline fast path
+    bad_task = {"id": "x", "answer": "n/a"}
+    assert broken_inline.grade(bad_task, "1") is not broken_inline.grade(bad_task, "1")
 
 
 async def test_slow_checks_run_concurrently_without_timing_out_their_neighbours() -> None:
