@@ -13,6 +13,8 @@ from pathlib import Path
 __all__ = [
     "CheckNotFoundError",
     "EnvNotFoundError",
+    "SandboxInfraError",
+    "SandboxUnavailable",
     "SpecError",
     "SpecProblem",
     "TemplateNotFoundError",
@@ -66,6 +68,14 @@ class CheckNotFoundError(VerihubError, LookupError):
     def __init__(self, name: str, reason: str) -> None:
         self.name = name
         super().__init__(reason)
+
+
+class SandboxUnavailable(VerihubError, RuntimeError):
+    """No safe sandbox can run here; the message says why and what to install."""
+
+
+class SandboxInfraError(VerihubError, RuntimeError):
+    """The sandbox failed (not the code it ran) after retries; a grade turns this into env_error."""
 
 
 class TemplateNotFoundError(VerihubError, LookupError):

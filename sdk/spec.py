@@ -224,15 +224,23 @@ class LayerSpec(_Section):
 
 
 class SandboxSpec(_Section):
-    """Limits for code the environment runs in the sandbox (model-written code, sandboxed tools)."""
+    """Limits for code the environment runs in the sandbox (model-written code, sandboxed tools).
 
-    memory_mb: int = Field(512, gt=0, description="Address-space limit in MiB.")
+    The same model is the ``limits`` argument of :func:`verihub.sandbox.run`.
+    """
+
+    memory_mb: int = Field(512, ge=16, description="Address-space limit in MiB.")
     wall_s: float = Field(20.0, gt=0, description="Wall-clock limit per run in seconds.")
     cpu_s: float | None = Field(None, gt=0, description="CPU-time limit in seconds (default: wall_s).")
     network: bool = Field(False, description="Allow network access (off unless the task needs it).")
     max_procs: int = Field(32, ge=1, description="Most processes and threads at once.")
     max_file_mb: int = Field(16, ge=1, description="Largest file a run may write, in MiB.")
-    max_output_kb: int = Field(1024, ge=1, description="Most stdout plus stderr kept, in KiB.")
+    max_output_kb: int = Field(1024, ge=1, description="Most stdout plus stderr kept, in KiB; past it the run is stopped.")
+    disk_mb: int = Field(64, ge=1, description="Size of the work dir and /tmp (each a fresh tmpfs), in MiB.")
+
+    @property
+    def cpu_limit_s(self) -> float:
+        return self.cpu_s if self.cpu_s is not None else self.wall_s
 
 
 class EvalSpec(_Section):

@@ -10,7 +10,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from verihub.checks import format as fmt
-from verihub.checks import numeric, structured, symbolic, text
+from verihub.checks import code, numeric, structured, symbolic, text
 from verihub.checks.base import Check, CheckParams, Mode, as_check
 from verihub.errors import CheckNotFoundError
 
@@ -42,6 +42,7 @@ BUILTIN_CHECKS: dict[str, Check] = {
         _builtin(fmt.length, fmt.LengthParams, "inline"),
         _builtin(text.contains, text.ContainsParams, "inline"),
         _builtin(text.forbidden, text.PatternsParams, "inline"),
+        _builtin(code.python_tests, code.PythonTestsParams, "thread"),
     )
 }
 

@@ -1,0 +1,41 @@
+"""Turning how a sandboxed process ended into a RunStatus and a reason."""
+
+from __future__ import annotations
+
+import signal
+
+from verihub.sandbox._process import Finished
+from verihub.sandbox.types import Limits, RunStatus
+
+_MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory", b"xmalloc")
+
+
+def classify(
+    finished: Finished, stderr: bytes, limits: Limits, *, started: bool, jail_log: str = ""
+) -> tuple[RunStatus, str]:
+    """Status and reason. ``started`` says the command itself began (the sandbox came up)."""
+    if not started:
+        if finished.timed_out:
+            return RunStatus.INFRA_ERROR, f"the sandbox did not start within {limits.wall_s:g}s"
+        detail = (jail_log.strip().splitlines() or stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+        return RunStatus.INFRA_ERROR, f"the sandbox failed to start: {detail[-300:]}"
+    if finished.output_capped:
+        return RunStatus.OUTPUT_LIMIT, f"output passed {limits.max_output_kb} KiB"
+    if finished.timed_out:
+        return RunStatus.TIMEOUT, f"ran past the wall-clock limit of {limits.wall_s:g}s"
+    code = finished.returncode
+    signal_number = code - 128 if code > 128 else -code if code < 0 else 0
+    if signal_number == signal.SIGXCPU or finished.cpu_s >= limits.cpu_limit_s and signal_number:
+        return RunStatus.TIMEOUT, f"ran past the CPU-time limit of {limits.cpu_limit_s:g}s"
+    if "time limit" in jail_log or "run time >= time limit" in jail_log:
+        return RunStatus.TIMEOUT, f"ran past the wall-clock limit of {limits.wall_s:g}s"
+    if code != 0 and any(marker in stderr for marker in _MEMORY_MARKERS):
+        return RunStatus.MEMORY_LIMIT, f"an allocation failed at the {limits.memory_mb} MiB limit"
+    if signal_number:
+        name = signal.Signals(signal_number).name if signal_number in signal.valid_signals() else str(signal_number)
+        if signal_number == signal.SIGXFSZ:
+            return RunStatus.KILLED, f"killed by {name}: a file passed the {limits.max_file_mb} MiB limit"
+        if signal_number == signal.SIGKILL and finished.max_rss_mb >= limits.memory_mb * 0.9:
+            return RunStatus.MEMORY_LIMIT, f"killed at the {limits.memory_mb} MiB memory limit"
+        return RunStatus.KILLED, f"killed by {name}"
+    return (RunStatus.OK, "") if code == 0 else (RunStatus.NONZERO_EXIT, f"exit code {code}")

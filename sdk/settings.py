@@ -1,0 +1,30 @@
+"""Every ``VERIHUB_*`` setting, read when it is needed (not at import), in one place."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal, cast
+
+__all__ = ["sandbox_backend", "sandbox_pool_size"]
+
+SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
+_BACKENDS = ("nsjail", "pool", "unsafe-local")
+
+
+def sandbox_backend() -> SandboxBackendName:
+    """``VERIHUB_SANDBOX``: ``nsjail`` (default, a fresh jail per run), ``pool`` (warm jails), or
+    ``unsafe-local`` (no isolation: development only, warns on every run)."""
+    value = os.environ.get("VERIHUB_SANDBOX", "nsjail").strip().lower()
+    if value not in _BACKENDS:
+        raise ValueError(f"VERIHUB_SANDBOX={value!r}: use one of {', '.join(_BACKENDS)}")
+    return cast(SandboxBackendName, value)
+
+
+def sandbox_pool_size() -> int | None:
+    """``VERIHUB_SANDBOX_POOL``: workers in the warm pool (default: one per core)."""
+    value = os.environ.get("VERIHUB_SANDBOX_POOL")
+    if value is None or not value.strip():
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"VERIHUB_SANDBOX_POOL={value!r}: use a positive whole number")
+    return int(value)
