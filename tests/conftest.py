@@ -53,3 +53,40 @@ def make_env(tmp_path: Path) -> MakeEnv:
         return root
 
     return make
+
+
+@pytest.fixture(scope="session")
+def nsjail_path() -> str:
+    """nsjail, ready to jail. In CI its absence is a failure; elsewhere the test is skipped."""
+    import os
+
+    from verihub.errors import SandboxUnavailable
+    from verihub.sandbox.probe import require_nsjail
+
+    try:
+        return require_nsjail()
+    except SandboxUnavailable as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"nsjail must run in CI: {error}")
+        pytest.skip(f"nsjail cannot run here: {error}")
+
+
+@pytest.fixture(scope="session")
+def fresh_jail(nsjail_path: str) -> Any:
+    from verihub.sandbox.nsjail import NsjailSandbox
+
+    return NsjailSandbox(nsjail_path)
+
+
+@pytest.fixture(scope="session")
+def warm_pool(nsjail_path: str) -> Any:
+    from verihub.sandbox.pool import WarmPool
+
+    with WarmPool(2, nsjail_path=nsjail_path) as pool:
+        yield pool
+
+
+@pytest.fixture(params=["fresh", "pool"])
+def jail(request: pytest.FixtureRequest) -> Any:
+    """Each isolating backend in turn."""
+    return request.getfixturevalue("fresh_jail" if request.param == "fresh" else "warm_pool")

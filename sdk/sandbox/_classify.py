@@ -39,3 +39,10 @@ def classify(
             return RunStatus.MEMORY_LIMIT, f"killed at the {limits.memory_mb} MiB memory limit"
         return RunStatus.KILLED, f"killed by {name}"
     return (RunStatus.OK, "") if code == 0 else (RunStatus.NONZERO_EXIT, f"exit code {code}")
+
+
+def exit_code(status: RunStatus, returncode: int) -> int | None:
+    """The exit code to report: none when a limit or a fault ended the run; 128+N for signal N."""
+    if status in (RunStatus.TIMEOUT, RunStatus.OUTPUT_LIMIT, RunStatus.INFRA_ERROR):
+        return None
+    return 128 - returncode if returncode < 0 else returncode

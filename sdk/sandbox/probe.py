@@ -45,7 +45,7 @@ def require_nsjail(nsjail_path: str | None = None) -> str:
     if missing:
         raise SandboxUnavailable(
             f"nsjail cannot load its libraries ({missing[0].split(':')[-2].strip()}): on Debian/Ubuntu, "
-            "apt-get install libnl-route-3-200 libprotobuf32 (scripts/setup.sh does this when run as root)"
+            "apt-get install libnl-route-3-200 libnl-3-200 (scripts/setup.sh does this when run as root)"
         )
     from verihub.sandbox.nsjail import NsjailSandbox
     from verihub.sandbox.types import Limits, Request, RunStatus

@@ -95,7 +95,7 @@ class Snapshot:
 
 def _safe_name(name: str) -> str:
     parts = [part for part in name.replace("\\", "/").split("/") if part not in ("", ".")]
-    if not parts or ".." in parts:
+    if not parts or ".." in parts or name.startswith("/"):
         raise ValueError(f"file name {name!r} must be a relative path inside the work dir")
     return "/".join(parts)
 
@@ -130,7 +130,7 @@ class Result:
     stderr: str
     wall_s: float
     cpu_s: float | None = None
-    peak_memory_mb: float | None = None
+    peak_memory_mb: float | None = None  # None where it cannot be told apart from the sandbox's own
     reason: str = ""  # why, for anything but ok and nonzero_exit
     files: Snapshot | None = field(default=None, repr=False)  # the work dir afterwards, when asked for
     attempts: int = 1  # more than one when infrastructure faults were retried
