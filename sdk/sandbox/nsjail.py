@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nsjail import Exe, IdMap, MountPt, NsJailConfig
-from nsjail.enums import LogLevel
+from nsjail.enums import LogLevel, RLimitType
 from nsjail.seccomp import SeccompPolicy
 from nsjail.serializers.textproto import to_textproto
 
@@ -134,6 +134,7 @@ class NsjailSandbox:
             rlimit_fsize=limits.max_file_mb,
             rlimit_nofile=256,
             rlimit_nproc=_process_limit(limits.max_procs),
+            rlimit_nproc_type=RLimitType.VALUE,  # nsjail's default keeps the host's soft limit instead
             rlimit_stack=8,
             nice_level=0,
             log_level=LogLevel.WARNING,

@@ -105,7 +105,10 @@ class _Worker:
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:  # unflushed bytes to a dead worker
+                    pass
 
 
 class WarmPool:
@@ -150,10 +153,11 @@ class WarmPool:
             worker.kill()
 
     def fits(self, limits: Limits) -> bool:
-        """Whether the pool's jails can honour ``limits`` (else runs go to a fresh jail)."""
+        """Whether the pool's jails can honour ``limits`` exactly (else runs go to a fresh jail). Memory,
+        processes and time are set per run; network and the tmpfs size are fixed when a jail starts."""
         ceiling = self.limits
-        return (limits.network == ceiling.network and limits.memory_mb <= ceiling.memory_mb
-                and limits.disk_mb <= ceiling.disk_mb and limits.max_procs <= ceiling.max_procs)
+        return (limits.network == ceiling.network and limits.disk_mb == ceiling.disk_mb
+                and limits.memory_mb <= ceiling.memory_mb and limits.max_procs <= ceiling.max_procs)
 
     def run(self, request: Request) -> Result:
         if not self.fits(request.limits):
