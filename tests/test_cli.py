@@ -142,3 +142,14 @@ def test_init_refuses_bad_names_and_existing_dirs(tmp_path: Path) -> None:
     unknown = run("init", "fine", "--template", "nope", "--dir", str(tmp_path))
     assert unknown.returncode == 2 and "templates: single-turn, tool, judge" in unknown.stderr
     assert not (tmp_path / "fine").exists()
+
+
+@pytest.mark.nsjail
+def test_sandbox_run_command(nsjail_path: str) -> None:
+    ok = run("sandbox", "run", "--", "python3", "-c", "import os; print('uid', os.getuid())")
+    assert ok.returncode == 0 and ok.stdout == "uid 65534\n"
+    assert run("sandbox", "run", "--", "bash", "-c", "exit 7").returncode == 7
+    slow = run("sandbox", "run", "--wall-s", "1", "--", "sleep", "10")
+    assert slow.returncode == 124 and "timeout" in slow.stderr
+    described = json.loads(run("sandbox", "run", "--json", "--", "cat", stdin="piped").stdout)
+    assert described["status"] == "ok" and described["stdout"] == "piped"
