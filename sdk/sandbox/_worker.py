@@ -1,4 +1,4 @@
-"""The warm-pool worker: runs as pid 1 inside a long-lived jail and forks once per run.
+"""The warm-pool worker (appended to _jailpy.py, whose helpers it uses): runs as pid 1 inside a long-lived jail and forks once per run.
 
 Stdlib only, and Python 3.8+: it runs under the jail's system Python, not verihub's. The host sends
 length-prefixed JSON requests on stdin and reads replies on stdout. Per run it makes a fresh directory,
@@ -9,9 +9,7 @@ jail's pid namespace it cannot be killed from inside, and it is not dumpable, so
 """
 
 import base64
-import builtins
 import ctypes
-import io
 import json
 import os
 import resource
@@ -129,7 +127,7 @@ def child(request, directory, stdin_path, out_write, err_write, to_close):
         os.environ.clear()
         os.environ.update(request["env"], HOME=directory)
         if request.get("code") is not None:
-            os._exit(run_code(request["code"], directory))
+            os._exit(run_main(request["code"], os.path.join(directory, "main.py")))
         argv = request["argv"]
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; exec'd programs must not
         os.execvpe(argv[0], argv, dict(os.environ))
@@ -142,39 +140,6 @@ def child(request, directory, stdin_path, out_write, err_write, to_close):
 
 def limit(kind, value):
     resource.setrlimit(kind, (value, value))
-
-
-def run_code(code, directory):
-    """Run ``code`` as the __main__ module of this (forked) interpreter; return the exit code."""
-    sys.argv = ["main.py"]
-    sys.path.insert(0, directory)
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                  line_buffering=True)
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    path = os.path.join(directory, "main.py")
-    with open(path, "w") as main_file:
-        main_file.write(code)
-    module = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
-    sys.modules["__main__"] = type(sys)("__main__")
-    sys.modules["__main__"].__dict__.update(module)
-    try:
-        exec(compile(code, path, "exec"), sys.modules["__main__"].__dict__)
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        if not isinstance(exit_.code, (int, type(None))):
-            print(exit_.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001
-        kind, value, trace = sys.exc_info()
-        traceback.print_exception(kind, value, trace.tb_next)  # from main.py on, without this frame
-        status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    return status & 0xFF
 
 
 def supervise(pid, out_read, err_read, request, start):
@@ -271,13 +236,6 @@ def unpack(data, directory):
                 continue
             member.name = name
             archive.extract(member, directory, set_attrs=False)
-
-
-def pack(directory):
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(directory, arcname=".")
-    return buffer.getvalue()
 
 
 main()

@@ -8,9 +8,12 @@ files, runs the command, and packs the work dir back when asked, over pipes the 
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 import os
+import tarfile
+from importlib import resources
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,7 +31,7 @@ __all__ = ["JAIL_ENV", "PYTHON", "WORK_DIR", "NsjailSandbox"]
 
 WORK_DIR = "/work"
 JAIL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-PYTHON = "python3"  # the jail's own (system) Python, found on the jail's PATH
+PYTHON = "/usr/bin/python3"  # the jail's own (system) Python
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 _ETC = {
@@ -46,6 +49,7 @@ _SECCOMP = str(
     .default_allow()
 )
 _INFRA_RETRIES = 2
+_BOOTSTRAP = resources.files("verihub.sandbox").joinpath("_jailpy.py").read_text() + "\nbootstrap()\n"
 _STARTED = b"verihub-started\n"
 # Outside uids for jails when running as root: one per run, so that process limits are per run.
 _UID_BASE = 1_900_000_000
@@ -62,32 +66,39 @@ class NsjailSandbox:
         self._own_rss_mb: float | None = None  # nsjail's own resident set, measured on the first run
 
     def run(self, request: Request) -> Result:
-        command, files = request.command, request.files
-        if request.code is not None:  # Python code runs as main.py, as in the warm pool
-            command, files = [PYTHON, "main.py"], (files or Snapshot()).adding({"main.py": request.code})
-        assert command is not None
         attempts = 0
         while True:
             attempts += 1
-            result = self._run_once(command, files, request.limits, request.stdin, request.keep_files, attempts)
+            result = self._run_once(request, attempts)
             if result.status is not RunStatus.INFRA_ERROR or attempts > _INFRA_RETRIES:
                 return result
 
-    def _run_once(
-        self, command: Sequence[str], files: Snapshot | None, limits: Limits, stdin: bytes | None,
-        keep_files: bool, attempts: int,
-    ) -> Result:
+    def _run_once(self, request: Request, attempts: int) -> Result:
+        limits, keep_files = request.limits, request.keep_files
         pipes = ExtraPipes()
-        inbound = pipes.feed(files.tar) if files else None
         control = pipes.drain()
         log = pipes.drain()
-        config = self.jail_config(command, limits, inbound, control, keep_files)
+        files = request.files
+        framed = _framed(files, request.code) if request.code is not None else None
+        if framed is not None:
+            # Python code with plain files: the jail's python3 is pid 1 and unpacks them itself (fast).
+            inbound = pipes.feed(framed)
+            entry = [PYTHON, "-I", "-c", _BOOTSTRAP, str(inbound), str(control), "1" if keep_files else "0"]
+            config = self.jail_config(entry, limits, inbound, control, keep_files, wrapper=False)
+        else:
+            # A command, or files with links: a bash wrapper unpacks a tar archive.
+            command = request.command
+            if request.code is not None:
+                command, files = [PYTHON, "main.py"], (files or Snapshot()).adding({"main.py": request.code})
+            assert command is not None
+            inbound = pipes.feed(files.tar) if files else None
+            config = self.jail_config(command, limits, inbound, control, keep_files)
         config.log_fd = log
         config_fd = pipes.feed(to_textproto(config).encode())
         argv = [self.nsjail_path, "--config", f"/proc/self/fd/{config_fd}"]
         try:
             finished = run_process(
-                argv, env=JAIL_ENV, stdin=stdin, wall_s=limits.wall_s,
+                argv, env=JAIL_ENV, stdin=request.stdin, wall_s=limits.wall_s,
                 max_output=limits.max_output_kb * 1024, pipes=pipes,
             )
         except OSError as error:  # could not even start nsjail (out of fds, processes, memory)
@@ -121,9 +132,11 @@ class NsjailSandbox:
         return max_rss_mb if max_rss_mb > self._own_rss_mb * 1.1 else None
 
     def jail_config(
-        self, command: Sequence[str], limits: Limits, inbound: int | None, control: int, keep_files: bool
+        self, command: Sequence[str], limits: Limits, inbound: int | None, control: int, keep_files: bool,
+        *, wrapper: bool = True,
     ) -> NsJailConfig:
-        """The nsjail config of one run (the warm pool starts its workers from it too)."""
+        """The nsjail config of one run (the warm pool starts its workers from it too). With
+        ``wrapper`` the bash wrapper runs ``command``; without, ``command`` is the jail's pid 1."""
         config = NsJailConfig(
             hostname="sandbox",
             cwd=WORK_DIR,
@@ -153,7 +166,10 @@ class NsjailSandbox:
         for path in ("/tmp", WORK_DIR):
             config.mount.append(MountPt(dst=path, fstype="tmpfs", rw=True, is_dir=True,
                                         options=f"size={limits.disk_mb}m,mode=1777", nosuid=True, nodev=True))
-        config.exec_bin = Exe(path="/bin/bash", arg=["-c", _wrapper(inbound, control, keep_files), "verihub", *command])
+        if wrapper:
+            config.exec_bin = Exe(path="/bin/bash", arg=["-c", _wrapper(inbound, control, keep_files), "verihub", *command])
+        else:
+            config.exec_bin = Exe(path=command[0], arg=list(command[1:]))
         return config
 
 
@@ -172,6 +188,24 @@ def _wrapper(inbound: int | None, control: int, keep_files: bool) -> str:
         lines.append(f"tar -c -f - -C /work . >&{control} 2>/dev/null")
     lines.append("exit $status")
     return "\n".join(lines)
+
+
+def _framed(files: Snapshot | None, code: str) -> bytes | None:
+    """main.py plus ``files`` in the bootstrap's framing; None if the files hold links or other
+    non-regular entries (those need tar)."""
+    entries: list[tuple[str, int, bytes]] = []
+    if files:
+        with tarfile.open(fileobj=io.BytesIO(files.tar), mode="r:") as archive:
+            for member in archive:
+                if member.isdir():
+                    continue
+                if not member.isfile() or "\n" in member.name:
+                    return None
+                extracted = archive.extractfile(member)
+                entries.append((member.name.removeprefix("./"), member.mode & 0o777, extracted.read() if extracted else b""))
+    entries = [entry for entry in entries if entry[0] != "main.py"] + [("main.py", 0o644, code.encode())]
+    header = f"{len(entries)}\n" + "".join(f"{len(data)} {mode:o} {name}\n" for name, mode, data in entries)
+    return header.encode() + b"".join(data for _, _, data in entries)
 
 
 def _process_limit(max_procs: int) -> int:

@@ -49,7 +49,8 @@ class _Worker:
         config.rlimit_cpu_type = RLimitType.INF
         config.rlimit_as = limits.memory_mb + 256  # the worker itself; each run lowers it to memory_mb
         config.rlimit_nproc = limits.max_procs + 2
-        source = resources.files("verihub.sandbox").joinpath("_worker.py").read_text()
+        package = resources.files("verihub.sandbox")
+        source = package.joinpath("_jailpy.py").read_text() + "\n" + package.joinpath("_worker.py").read_text()
         config.exec_bin = Exe(path=python, arg=["-I", "-S", "-c", source])
         read_config, write_config = os.pipe()
         os.write(write_config, to_textproto(config).encode())

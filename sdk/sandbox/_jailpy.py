@@ -1,0 +1,92 @@
+"""Python that runs inside jails (stdlib only, Python 3.8+): running code as __main__, unpacking
+files, and the entry point of fresh-jail Python runs. The warm pool's worker is built on it too."""
+
+import builtins
+import io
+import os
+import sys
+
+
+def run_main(code, path):
+    """Run ``code`` as the __main__ module saved at ``path``; return its exit status (0-255)."""
+    with open(path, "w") as main_file:
+        main_file.write(code)
+    directory = os.path.dirname(path)
+    sys.argv = [os.path.basename(path)]
+    sys.path.insert(0, directory)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  line_buffering=True)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    module = type(sys)("__main__")
+    module.__dict__.update({"__file__": path, "__builtins__": builtins})
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(code, path, "exec"), module.__dict__)
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if not isinstance(exit_.code, (int, type(None))):
+            print(exit_.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001
+        import traceback  # costs milliseconds: only when there is a traceback to print
+
+        kind, value, trace = sys.exc_info()
+        traceback.print_exception(kind, value, trace.tb_next)  # from main.py on, without this frame
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    return status & 0xFF
+
+
+def read_files(fd, directory):
+    """Unpack files framed as: a count line, "size mode name" lines, then the contents in order."""
+    with os.fdopen(fd, "rb") as stream:
+        count = int(stream.readline())
+        entries = [stream.readline().decode().rstrip("\n").split(" ", 2) for _ in range(count)]
+        for size, mode, name in entries:
+            path = os.path.join(directory, name)
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            with open(path, "wb") as out:
+                out.write(stream.read(int(size)))
+            os.chmod(path, int(mode, 8))
+
+
+def pack(directory):
+    import tarfile  # only when the files are asked for
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(directory, arcname=".")
+    return buffer.getvalue()
+
+
+def bootstrap():
+    """Fresh jail, Python run: argv is [inbound fd, control fd, keep files (0/1)]; main.py's code
+    comes with the files. The control pipe gets the start marker, and the packed files at the end."""
+    inbound, control, keep = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+    if inbound >= 0:
+        read_files(inbound, "/work")
+    os.write(control, b"verihub-started\n")
+    if not keep:
+        os.close(control)
+    with open("/work/main.py") as main_file:
+        code = main_file.read()
+    # The code runs in a child: as the jail's pid 1 it would ignore signals it sends itself.
+    child = os.fork()
+    if child == 0:
+        if keep:
+            os.close(control)
+        os._exit(run_main(code, "/work/main.py"))
+    _, wait_status = os.waitpid(child, 0)
+    status = 128 + os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else os.WEXITSTATUS(wait_status)
+    if keep:
+        data = pack("/work")
+        while data:
+            data = data[os.write(control, data):]
+    os._exit(status)
