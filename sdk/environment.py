@@ -45,7 +45,7 @@ class Environment:
         self.spec: EnvSpec = loaded.spec
         self.root: Path = loaded.root
         self._loaded = loaded
-        layers = [BoundLayer.from_spec(layer, self.root) for layer in self.spec.verifier]
+        layers = [BoundLayer.from_spec(layer, self.root, self.spec.sandbox) for layer in self.spec.verifier]
         self.verifier = Verifier(
             layers,
             judge=judge,

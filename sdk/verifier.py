@@ -29,7 +29,7 @@ from verihub.checks.registry import resolve_check
 from verihub.dataset import task_id
 from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
 from verihub.judge import Judge
-from verihub.spec import LayerKind, LayerSpec
+from verihub.spec import LayerKind, LayerSpec, SandboxSpec
 
 __all__ = ["BoundLayer", "Verifier"]
 
@@ -56,12 +56,12 @@ class BoundLayer:
     columns: frozenset[str] = frozenset()  # dataset columns the check reads
 
     @classmethod
-    def from_spec(cls, spec: LayerSpec, root: Path) -> BoundLayer:
+    def from_spec(cls, spec: LayerSpec, root: Path, sandbox: SandboxSpec | None = None) -> BoundLayer:
         """Resolve and bind the layer's check (judge layers read their rubric instead)."""
         if spec.layer is LayerKind.JUDGE:
             return cls(spec, None, "async", rubric=(root / str(spec.rubric)).read_text())
         check = resolve_check(str(spec.use))
-        run, params = check.bind(spec.args, root)
+        run, params = check.bind(spec.args, root, sandbox)
         return cls(spec, run, check.mode, columns=frozenset(params.columns() if params is not None else ()))
 
 

@@ -63,3 +63,25 @@ def test_all_or_nothing() -> None:
 def test_tests_that_do_not_parse_are_the_environments_fault() -> None:
     with pytest.raises(ValueError, match="do not parse"):
         python_tests(block("x = 1"), {"tests": "def test(:"}, PythonTestsParams())
+
+
+def test_the_environments_sandbox_limits_apply(make_env: Any) -> None:
+    import verihub
+
+    spec = """\
+id: loops
+version: 1.0.0
+domain: code
+description: Limits come from the sandbox section.
+dataset: {source: data/tasks.jsonl}
+prompt: {user: "{question}"}
+verifier:
+  - {name: tests, layer: check, use: python_tests, timeout_s: 60}
+sandbox: {wall_s: 1.5, memory_mb: 128}
+gold: {reference: "{answer}"}
+"""
+    rows = [{"id": "c1", "question": "q", "answer": block("def add(a, b):\n    return a + b"), "tests": TESTS}]
+    env = verihub.load_env(make_env(spec, rows=rows))
+    assert env.grade(rows[0], rows[0]["answer"]).passed
+    looping = env.grade(rows[0], block("while True:\n    pass"))
+    assert looping.status == "wrong" and "1.5s" in looping.layer("tests").detail

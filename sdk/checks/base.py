@@ -33,7 +33,8 @@ BoundCheck = Callable[[str, Mapping[str, Any]], Any]
 class CheckParams(BaseModel):
     """Base for a check's arguments (the ``args:`` of a layer). Unknown arguments are errors.
 
-    Validators may read the environment's directory as ``info.context["root"]`` to resolve files.
+    Validators may read the environment's directory as ``info.context["root"]`` to resolve files, and
+    its sandbox limits as ``info.context["sandbox"]``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -57,11 +58,14 @@ class Check:
     mode: Mode = "thread"
     description: str = ""
 
-    def bind(self, args: Mapping[str, Any], root: Path | None = None) -> tuple[BoundCheck, CheckParams | None]:
+    def bind(
+        self, args: Mapping[str, Any], root: Path | None = None, sandbox: Any = None
+    ) -> tuple[BoundCheck, CheckParams | None]:
         """Validate ``args`` and return a two-argument callable; raises pydantic's ``ValidationError``
-        or ``TypeError`` naming the bad argument."""
+        or ``TypeError`` naming the bad argument. ``root`` and the environment's ``sandbox`` limits
+        reach the params' validators as ``info.context``."""
         if self.params is not None:
-            params = self.params.model_validate(dict(args), context={"root": root})
+            params = self.params.model_validate(dict(args), context={"root": root, "sandbox": sandbox})
             return functools.partial(self.fn, params=params), params
         signature = inspect.signature(self.fn)
         signature.bind("completion", {}, **args)  # raises TypeError for unknown or missing arguments

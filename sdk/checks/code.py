@@ -9,11 +9,12 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from verihub.checks._extract import strip_think
 from verihub.checks.base import CheckParams, CheckResult
 from verihub.errors import SandboxInfraError
+from verihub.spec import SandboxSpec as Limits
 
 __all__ = ["PythonTestsParams", "python_tests"]
 
@@ -67,8 +68,21 @@ class PythonTestsParams(CheckParams):
                              "that import from `solution`.")
     extract: Literal["code_block", "full"] = Field("code_block", description="The last ```python block, or all text.")
     partial: bool = Field(True, description="Score the share of passing tests; otherwise all or nothing.")
-    wall_s: float = Field(10.0, gt=0, le=600, description="Time limit for the whole test run.")
-    memory_mb: int = Field(512, ge=64, description="Memory limit for the test run.")
+    wall_s: float | None = Field(None, gt=0, le=600, description="Time limit of the test run "
+                                 "(default: the environment's sandbox.wall_s).")
+    memory_mb: int | None = Field(None, ge=64, description="Memory limit (default: the environment's sandbox.memory_mb).")
+    _limits: Limits = PrivateAttr(default_factory=Limits)
+
+    @model_validator(mode="after")
+    def _limits_from_the_environment(self, info: ValidationInfo) -> PythonTestsParams:
+        limits = (info.context or {}).get("sandbox") or Limits()
+        overrides = {key: value for key, value in (("wall_s", self.wall_s), ("memory_mb", self.memory_mb)) if value}
+        self._limits = limits.model_copy(update=overrides)
+        return self
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
 
     def columns(self) -> set[str]:
         return {self.tests_field}
@@ -84,9 +98,8 @@ def python_tests(completion: str, task: Mapping[str, Any], params: PythonTestsPa
     tests = str(task[params.tests_field])
     expected = _test_names(tests)
     nonce = secrets.token_hex(16)
-    limits = sandbox.Limits(wall_s=params.wall_s, memory_mb=params.memory_mb)
     result = sandbox.run_python(_RUNNER, files={"solution.py": code, "test_solution.py": tests},
-                                stdin=f"{nonce}\n{json.dumps(sorted(expected))}\n", limits=limits)
+                                stdin=f"{nonce}\n{json.dumps(sorted(expected))}\n", limits=params.limits)
     if result.status is sandbox.RunStatus.INFRA_ERROR:
         raise SandboxInfraError(f"python_tests: the sandbox failed: {result.reason}")
     outcomes = _outcomes(result.stdout, nonce)
