@@ -8,11 +8,15 @@ files, runs the command, and packs the work dir back when asked, over pipes the 
 
 from __future__ import annotations
 
+import atexit
+import functools
 import io
 import itertools
 import math
 import os
+import shutil
 import tarfile
+import tempfile
 from importlib import resources
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,10 +39,10 @@ PYTHON = "/usr/bin/python3"  # the jail's own (system) Python
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 _ETC = {
-    "/etc/passwd": b"root:x:0:0::/:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/work:/usr/sbin/nologin\n",
-    "/etc/group": b"root:x:0:\nnogroup:x:65534:\n",
-    "/etc/hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
-    "/etc/nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
+    "passwd": "root:x:0:0::/:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/work:/usr/sbin/nologin\n",
+    "group": "root:x:0:\nnogroup:x:65534:\n",
+    "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
 }
 # Defence in depth: these are useless to a task and the usual first step of an escape.
 _SECCOMP = str(
@@ -161,7 +165,11 @@ class NsjailSandbox:
         config.gidmap.append(IdMap(inside_id="65534", outside_id=str(outside_gid)))
         config.mount.extend(_system_mounts())
         config.mount.extend(MountPt(src=d, dst=d, is_bind=True, rw=True) for d in _DEVICES if os.path.exists(d))
-        config.mount.extend(MountPt(dst=path, src_content=content, is_bind=True) for path, content in _ETC.items())
+        etc = _etc_dir()
+        if not os.path.isdir(etc):  # a tmp cleaner removed it
+            _etc_dir.cache_clear()
+            etc = _etc_dir()
+        config.mount.append(MountPt(src=etc, dst="/etc", is_bind=True, rw=False))
         config.mount.append(MountPt(dst="/proc", fstype="proc"))
         for path in ("/tmp", WORK_DIR):
             config.mount.append(MountPt(dst=path, fstype="tmpfs", rw=True, is_dir=True,
@@ -222,6 +230,18 @@ def _owned(entry: Path) -> bool:
         return entry.stat().st_uid == os.geteuid()
     except OSError:
         return False
+
+
+@functools.cache
+def _etc_dir() -> str:
+    """The jail's /etc: a few files of ours, written once per process (one bind mount per run)."""
+    directory = Path(tempfile.mkdtemp(prefix="verihub-jail-etc-"))
+    for name, content in _ETC.items():
+        (directory / name).write_text(content)
+        (directory / name).chmod(0o644)
+    directory.chmod(0o755)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return str(directory)
 
 
 def _system_mounts() -> list[MountPt]:
