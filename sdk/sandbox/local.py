@@ -6,8 +6,10 @@ For development on machines where nsjail cannot run. It is only used when named 
 
 from __future__ import annotations
 
+import io
 import logging
 import shutil
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -34,9 +36,6 @@ class UnsafeLocalSandbox:
         directory = Path(tempfile.mkdtemp(prefix="verihub-unsafe-"))
         try:
             if files:
-                import io
-                import tarfile
-
                 with tarfile.open(fileobj=io.BytesIO(files.tar), mode="r:") as archive:
                     archive.extractall(directory, filter="data")
             # ulimit gives the memory, CPU, file size and process limits; the wall clock is ours.
@@ -56,9 +55,6 @@ class UnsafeLocalSandbox:
 
 
 def _pack(directory: Path) -> Snapshot:
-    import io
-    import tarfile
-
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         archive.add(directory, arcname=".")

@@ -136,7 +136,7 @@ class NsjailSandbox:
         return max_rss_mb if max_rss_mb > self._own_rss_mb * 1.1 else None
 
     def jail_config(
-        self, command: Sequence[str], limits: Limits, inbound: int | None, control: int, keep_files: bool,
+        self, command: Sequence[str], limits: Limits, inbound: int | None, control: int | None, keep_files: bool,
         *, wrapper: bool = True,
     ) -> NsJailConfig:
         """The nsjail config of one run (the warm pool starts its workers from it too). With
@@ -175,6 +175,7 @@ class NsjailSandbox:
             config.mount.append(MountPt(dst=path, fstype="tmpfs", rw=True, is_dir=True,
                                         options=f"size={limits.disk_mb}m,mode=1777", nosuid=True, nodev=True))
         if wrapper:
+            assert control is not None
             config.exec_bin = Exe(path="/bin/bash", arg=["-c", _wrapper(inbound, control, keep_files), "verihub", *command])
         else:
             config.exec_bin = Exe(path=command[0], arg=list(command[1:]))

@@ -43,15 +43,13 @@ class WorkerGone(Exception):
 
 class _Worker:
     def __init__(self, jail: NsjailSandbox, limits: Limits, python: str) -> None:
-        config = jail.jail_config([], limits, None, 0, keep_files=False)
-        config.pass_fd = []
+        package = resources.files("verihub.sandbox")
+        source = package.joinpath("_jailpy.py").read_text() + "\n" + package.joinpath("_worker.py").read_text()
+        config = jail.jail_config([python, "-I", "-c", source], limits, None, None, keep_files=False, wrapper=False)
         config.time_limit = 0  # lives until the pool closes
         config.rlimit_cpu_type = RLimitType.INF
         config.rlimit_as = limits.memory_mb + 256  # the worker itself; each run lowers it to memory_mb
         config.rlimit_nproc = limits.max_procs + 2
-        package = resources.files("verihub.sandbox")
-        source = package.joinpath("_jailpy.py").read_text() + "\n" + package.joinpath("_worker.py").read_text()
-        config.exec_bin = Exe(path=python, arg=["-I", "-S", "-c", source])
         read_config, write_config = os.pipe()
         os.write(write_config, to_textproto(config).encode())
         os.close(write_config)
