@@ -1,11 +1,11 @@
-"""Turning how a sandboxed process ended into a RunStatus and a reason."""
+"""Turning how a sandboxed process ended into a Result: status, reason, exit code."""
 
 from __future__ import annotations
 
 import signal
 
 from verihub.sandbox._process import Finished
-from verihub.sandbox.types import Limits, RunStatus
+from verihub.sandbox.types import Limits, Result, RunStatus, Snapshot
 
 _MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory", b"xmalloc")
 
@@ -46,3 +46,31 @@ def exit_code(status: RunStatus, returncode: int) -> int | None:
     if status in (RunStatus.TIMEOUT, RunStatus.OUTPUT_LIMIT, RunStatus.INFRA_ERROR):
         return None
     return 128 - returncode if returncode < 0 else returncode
+
+
+def to_result(
+    finished: Finished,
+    limits: Limits,
+    *,
+    stderr: bytes | None = None,
+    started: bool = True,
+    jail_log: str = "",
+    files: Snapshot | None = None,
+    peak_memory_mb: float | None = None,
+    attempts: int = 1,
+) -> Result:
+    """The Result of a finished process; ``stderr`` replaces ``finished.stderr`` when cleaned."""
+    stderr = finished.stderr if stderr is None else stderr
+    status, reason = classify(finished, stderr, limits, started=started, jail_log=jail_log)
+    return Result(
+        status=status,
+        exit_code=exit_code(status, finished.returncode),
+        stdout=finished.stdout.decode("utf-8", "replace"),
+        stderr=stderr.decode("utf-8", "replace"),
+        wall_s=finished.wall_s,
+        cpu_s=finished.cpu_s,
+        peak_memory_mb=peak_memory_mb,
+        reason=reason,
+        files=files if status is not RunStatus.INFRA_ERROR else None,
+        attempts=attempts,
+    )

