@@ -22,6 +22,7 @@ from verihub.checks.registry import BUILTIN_CHECKS
 from verihub.spec import LayerSpec
 from verihub.verifier import BoundLayer, Verifier
 
+SANDBOXED = {"python_tests"}  # measured by bench/sandbox_bench.py
 REASONING = (
     "Let me work through this carefully. First I read the question and note the quantities involved. "
     "Then I set up the computation step by step, checking each intermediate value as I go. "
@@ -88,6 +89,8 @@ def main() -> None:
     ratios: dict[str, float] = {}
     print(f"{'check':<16}{'n':>7}{'direct/s':>12}{'engine/s':>12}{'engine/direct time':>20}")
     for name, check in BUILTIN_CHECKS.items():
+        if name in SANDBOXED:
+            continue
         n = max(50, options.n // 25) if name == "math" else options.n
         tasks, completions, args = inputs(name, n, rng)
         layer = BoundLayer.from_spec(LayerSpec(name=name, layer="check", use=name, args=args, timeout_s=120), Path.cwd())
