@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, MakeEnv
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
-COMMANDS = ["schema", "validate", "grade", "init", "checks", "envs"]
+COMMANDS = ["schema", "validate", "grade", "init", "checks", "envs", "sandbox", "sandbox run"]
 
 
 def run(*args: str, cwd: Path = REPO, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -23,7 +23,7 @@ def run(*args: str, cwd: Path = REPO, stdin: str | None = None) -> subprocess.Co
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_every_command_has_help(command: str) -> None:
-    result = run(*([command] if command else []), "--help")
+    result = run(*command.split(), "--help")
     assert result.returncode == 0, result.stderr
     assert "Usage" in result.stdout
 
