@@ -143,6 +143,72 @@ def init(
     out.print(f"created {target}\nnext: verihub validate {target}")
 
 
+@app.command("eval")
+def eval_command(
+    env: EnvArg,
+    model: Annotated[str, typer.Option("--model", "-m", help="openai:MODEL@URL (any OpenAI-compatible endpoint).")],
+    n: Annotated[int | None, typer.Option("-n", help="Tasks to evaluate (default: the spec's eval.n).")] = None,
+    k: Annotated[int | None, typer.Option("-k", help="Samples per task (default: the spec's eval.k).")] = None,
+    concurrency: Annotated[int, typer.Option(help="Generation requests in flight.")] = 32,
+    split: Annotated[str | None, typer.Option(help="Split (default: the spec's eval.split).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: the spec's).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Most tokens per turn (default: the spec's).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed, where the server supports one.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Directory for results.parquet, metadata.json, rollouts.jsonl.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Keep finished rollouts in --out; rerun missing and faulted ones.")] = False,
+) -> None:
+    """Evaluate an environment against a model: rollouts, grades, pass@k, saved results."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from verihub.environment import load_env
+    from verihub.evaluate import aevaluate
+    from verihub.generation import Sampling
+
+    if resume and out is None:
+        raise typer.BadParameter("--resume needs --out (where the earlier results are)", param_hint="--resume")
+    environment = load_env(env)
+    defaults = environment.spec.eval
+    sampling = Sampling(
+        temperature=defaults.temperature if temperature is None else temperature, top_p=defaults.top_p,
+        max_tokens=defaults.max_tokens if max_tokens is None else max_tokens, seed=seed,
+    )
+    tasks = min(n or defaults.n, len(environment.dataset(split or defaults.split)))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False) as progress:
+        bar = progress.add_task(f"{environment.id} x {model}", total=tasks * (k or defaults.k))
+        if resume:
+            progress.update(bar, description=f"{environment.id} x {model} (resuming)")
+        report = asyncio.run(aevaluate(
+            environment, model, n=n, k=k, sampling=sampling, split=split, concurrency=concurrency, out=out,
+            resume=resume, on_rollout=lambda _: progress.advance(bar),
+        ))
+        progress.update(bar, completed=len(report.rollouts))
+    _print_metrics(report)
+    if out is not None:
+        err.print(f"saved {out / 'results.parquet'} and metadata.json", highlight=False)
+
+
+def _print_metrics(report: Any) -> None:
+    metrics = report.metrics
+    table = Table(title=f"{report.env_id}@{report.env_version} x {report.model}: {report.tasks} tasks x {report.k}",
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("mean reward", f"{metrics['mean_reward']:.3f}")
+    table.add_row("pass@1", f"{metrics['pass@1']:.3f}")
+    table.add_row(f"pass@{report.k}", f"{metrics[f'pass@{report.k}']:.3f}")
+    for name, rate in metrics["layer_pass_rate"].items():
+        table.add_row(f"layer {name} pass rate", f"{rate:.3f}")
+    table.add_row("env_error rate", f"{metrics['env_error_rate']:.3f}")
+    for reason, count in metrics["env_errors_by_reason"].items():
+        table.add_row(f"  env_error: {reason}", str(count))
+    table.add_row("tokens (prompt / completion)", f"{metrics['prompt_tokens']} / {metrics['completion_tokens']}")
+    table.add_row("wall time", f"{report.wall_s:.1f}s ({report.rerun} rollouts run now)")
+    out.print(table)
+
+
 sandbox_app = typer.Typer(help="Run commands in the sandbox (nsjail).", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 

@@ -1,0 +1,30 @@
+"""Generation backends behind one interface, chosen by a model string.
+
+    backend = load_backend("openai:Qwen/Qwen2.5-1.5B-Instruct@http://127.0.0.1:8000/v1")
+    generations = await backend.generate(messages, Sampling(n=4, temperature=0.7))
+
+Model strings: ``openai:MODEL@URL`` (any OpenAI-compatible chat endpoint: ``vllm serve``,
+``transformers serve``, OpenAI itself; without ``@URL`` it is OpenAI's API). The API key is read from
+``OPENAI_API_KEY`` (or the variable ``VERIHUB_API_KEY_ENV`` names) and never logged.
+"""
+
+from __future__ import annotations
+
+from verihub.generation.base import Backend, Generation, GenerationError, Sampling, ToolCall
+
+__all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall", "load_backend"]
+
+_KINDS = ("openai",)
+
+
+def load_backend(model: str) -> Backend:
+    """The backend a model string names; ValueError saying the accepted forms otherwise."""
+    kind, _, rest = model.partition(":")
+    if kind == "openai" and rest:
+        from verihub.generation.openai import OpenAIBackend
+
+        name, _, url = rest.partition("@")
+        return OpenAIBackend(name, url or "https://api.openai.com/v1")
+    raise ValueError(
+        f"model {model!r}: use openai:MODEL@URL (an OpenAI-compatible endpoint); kinds available: {', '.join(_KINDS)}"
+    )

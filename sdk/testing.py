@@ -1,0 +1,102 @@
+"""A real OpenAI-compatible HTTP server on loopback whose "model" is a Python function.
+
+For tests and benchmarks that need a model that behaves in a known way: the HTTP client, the rollout
+loop, the parsers and the verifier stay real; only the model is scripted.
+
+    def answer(request):                      # the request's JSON body
+        return [{"content": "\\\\boxed{4}"}] * request.get("n", 1)
+    with ScriptedChatServer(answer, latency_s=0.05) as server:
+        backend = load_backend(f"openai:scripted@{server.url}")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["ScriptedChatServer"]
+
+Choice = dict[str, Any]  # {"content": str} and/or {"tool_calls": [{"name": ..., "arguments": {...}}]}
+
+
+class ScriptedChatServer:
+    """``POST /v1/chat/completions`` answered by ``respond(request) -> choices``; ``latency_s`` per
+    request; the first ``fail_first`` requests get HTTP 503 (to exercise retries)."""
+
+    def __init__(self, respond: Callable[[dict[str, Any]], list[Choice]], *, latency_s: float = 0.0,
+                 fail_first: int = 0) -> None:
+        self.respond, self.latency_s, self.fail_first = respond, latency_s, fail_first
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                with server._lock:
+                    server.requests.append(body)
+                    failing = len(server.requests) <= server.fail_first
+                time.sleep(server.latency_s)
+                if failing:
+                    return self._send(503, {"error": {"message": "scripted outage"}})
+                try:
+                    choices = server.respond(body)
+                except Exception as error:  # noqa: BLE001 - a broken script answers 500, like a crashed server
+                    return self._send(500, {"error": {"message": f"{type(error).__name__}: {error}"}})
+                return self._send(200, _completion(body, choices))
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._server.request_queue_size = 256
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ScriptedChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def _completion(request: dict[str, Any], choices: list[Choice]) -> dict[str, Any]:
+    out = []
+    for index, choice in enumerate(choices):
+        message: dict[str, Any] = {"role": "assistant", "content": choice.get("content")}
+        if choice.get("tool_calls"):
+            message["tool_calls"] = [
+                {"id": f"call_{index}_{number}", "type": "function",
+                 "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])
+                              if not isinstance(call["arguments"], str) else call["arguments"]}}
+                for number, call in enumerate(choice["tool_calls"])
+            ]
+        out.append({"index": index, "message": message, "finish_reason": "tool_calls" if choice.get("tool_calls") else "stop"})
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
+    completion_chars = sum(len(str(c.get("content") or "")) for c in choices)
+    return {"id": "scripted", "object": "chat.completion", "model": request.get("model", "scripted"), "choices": out,
+            "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": completion_chars // 4}}

@@ -1,0 +1,152 @@
+"""Rollouts and `verihub eval` against a real HTTP server on loopback whose model is scripted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pytest
+
+import verihub
+from verihub.evaluate import evaluate, pass_at_k
+from verihub.generation import Sampling
+from verihub.testing import ScriptedChatServer
+
+from conftest import REPO
+
+VERIHUB = str(Path(sys.executable).with_name("verihub"))
+
+
+def arithmetic_model(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Right on even samples, off by one on odd ones."""
+    question = re.search(r"What is (.*)\?", request["messages"][-1]["content"])
+    value = eval(question.group(1)) if question else 0  # noqa: S307 - our own generated expression
+    return [{"content": f"Working... \\boxed{{{value + (index % 2)}}}"} for index in range(request.get("n", 1))]
+
+
+def test_pass_at_k() -> None:
+    assert pass_at_k(4, 0, 2) == 0.0 and pass_at_k(4, 4, 1) == 1.0
+    assert pass_at_k(4, 1, 1) == 0.25 and pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    assert pass_at_k(2, 1, 5) == 1.0  # fewer samples than k: as many as there are
+
+
+def test_eval_cli_end_to_end(tmp_path: Path) -> None:
+    with ScriptedChatServer(arithmetic_model) as server:
+        result = subprocess.run([VERIHUB, "eval", "envs/arithmetic", "--model", f"openai:scripted@{server.url}",
+                                 "-n", "8", "-k", "2", "--seed", "3", "--out", str(tmp_path)],
+                                cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+        assert result.returncode == 0, result.stderr
+        assert len(server.requests) == 8  # the k samples of a task share one request
+        assert {r["n"] for r in server.requests} == {2} and {r["seed"] for r in server.requests} == {3}
+    assert "pass@2" in result.stdout and "1.000" in result.stdout
+    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+    assert len(table) == 16 and set(table["status"]) == {"ok", "wrong"}
+    metadata = json.loads((tmp_path / "metadata.json").read_text())
+    assert metadata["environment"] == "arithmetic" and metadata["environment_version"] == "1.0.0"
+    assert metadata["sampling"]["seed"] == 3 and metadata["verihub_version"] == verihub.__version__
+    assert metadata["metrics"]["pass@1"] == pytest.approx(0.5) and metadata["metrics"]["pass@2"] == 1.0
+
+
+@pytest.mark.parametrize("env_name", ["math-word", "json-extract"])
+def test_eval_on_the_other_bundled_environments(env_name: str) -> None:
+    env = verihub.load_env(f"envs/{env_name}")
+    references = {str(task["id"]): env.reference(task) for task in env.dataset("eval")}
+
+    def gold(request: dict[str, Any]) -> list[dict[str, Any]]:
+        prompt = request["messages"][-1]["content"]
+        for task in env.dataset("eval"):
+            if env.render(task)[-1]["content"] == prompt:
+                return [{"content": references[str(task["id"])]}] * request["n"]
+        return [{"content": "?"}] * request["n"]
+
+    with ScriptedChatServer(gold) as server:
+        report = evaluate(env, f"openai:gold@{server.url}", n=6, k=1)
+    assert report.metrics["pass@1"] == 1.0 and report.metrics["env_error_rate"] == 0.0
+
+
+def test_endpoint_errors_are_retried_then_env_error_never_wrong(tmp_path: Path) -> None:
+    env = verihub.load_env("envs/arithmetic")
+    with ScriptedChatServer(arithmetic_model, fail_first=3) as server:
+        report = evaluate(env, f"openai:flaky@{server.url}", n=2, k=2)
+    assert report.metrics["env_error_rate"] == 0.0  # three 503s, retried with backoff
+    with ScriptedChatServer(arithmetic_model, fail_first=10_000) as down:
+        failed = evaluate(env, f"openai:down@{down.url}", n=2, k=2, out=tmp_path)
+    assert {r.status for r in failed.rollouts} == {"env_error"}
+    assert all(r.reward is None and "generation failed" in r.reason for r in failed.rollouts)
+    assert failed.metrics["env_errors_by_reason"] == {"generation failed": 4}
+    with ScriptedChatServer(arithmetic_model) as back:  # --resume reruns the faulted rollouts
+        resumed = evaluate(env, f"openai:back@{back.url}", n=2, k=2, out=tmp_path, resume=True)
+    assert resumed.rerun == 4 and resumed.metrics["env_error_rate"] == 0.0
+
+
+def test_resume_after_a_killed_run(tmp_path: Path) -> None:
+    with ScriptedChatServer(arithmetic_model, latency_s=0.25) as server:
+        command = [VERIHUB, "eval", "envs/arithmetic", "--model", f"openai:slow@{server.url}", "-n", "24", "-k", "1",
+                   "--concurrency", "2", "--out", str(tmp_path)]
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = tmp_path / "rollouts.jsonl"
+        deadline = time.time() + 60
+        while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 4):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        done_before = len({json.loads(line)["task_id"] for line in log.read_text().splitlines() if line.strip()})
+        assert 4 <= done_before < 24
+        first_requests = len(server.requests)
+        resumed = subprocess.run([*command, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(server.requests) - first_requests == 24 - done_before  # only what was missing
+    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+    assert sorted(table["task_id"]) == sorted(set(table["task_id"])) and len(table) == 24
+
+
+def test_verifier_faults_are_env_error(make_env: Any) -> None:
+    from conftest import BASE_SPEC, TASKS
+
+    rows = [dict(row) for row in TASKS]
+    for row in rows:
+        row["answer"] = "not a number"  # the environment's data is broken
+    env = verihub.load_env(make_env(BASE_SPEC, rows=rows))
+
+    def boxed(request: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"content": "\\boxed{4}"}] * request["n"]
+
+    with ScriptedChatServer(boxed) as server:
+        report = evaluate(env, f"openai:m@{server.url}", n=2, k=1, split="train")
+    assert {r.status for r in report.rollouts} == {"env_error"} and report.metrics["pass@1"] != report.metrics["pass@1"]
+
+
+@pytest.mark.nsjail
+def test_multi_turn_tool_loop_runs_tools_in_the_sandbox(tmp_path: Path, nsjail_path: str) -> None:
+    from verihub.scaffold import init_env
+
+    env = verihub.load_env(init_env("calc", "tool", tmp_path))
+
+    answers = {task["question"]: task["answer"] for task in env.dataset("train")}
+
+    def agent(request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Computes the answer with the python tool, then reports what the tool printed."""
+        messages = request["messages"]
+        assert [tool["function"]["name"] for tool in request["tools"]] == ["python"]
+        tool_results = [m for m in messages if m["role"] == "tool"]
+        if not tool_results:
+            code = f"import os\nprint(int('{answers[messages[-1]['content']]}') + len(os.listdir('/proc/self/fd')) * 0)"
+            return [{"content": "", "tool_calls": [{"name": "python", "arguments": {"code": code}}]}]
+        return [{"content": f"<answer>{tool_results[-1]['content'].strip()}</answer>"}]
+
+    with ScriptedChatServer(agent) as server:
+        report = evaluate(env, f"openai:agent@{server.url}", n=6, k=1, split="train",
+                          sampling=Sampling(temperature=0))
+    assert len(report.rollouts) == 6 and {r.status for r in report.rollouts} == {"ok"}
+    for rollout in report.rollouts:  # the answer the model gave came back from the sandboxed tool
+        assert rollout.turns == 2
+        tool_output = next(m["content"] for m in rollout.messages if m["role"] == "tool")
+        assert f"<answer>{tool_output.strip()}</answer>" == rollout.completion
