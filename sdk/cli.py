@@ -48,15 +48,18 @@ def validate(
         float | None, typer.Option(min=0, max=1, help="Override gold.min_pass_rate (share of references that must pass).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    judge_model: Annotated[str | None, typer.Option(help="Model for judge layers (overrides the spec), e.g. "
+                                                    "openai:MODEL@URL. Without any, judge layers are skipped.")] = None,
 ) -> None:
-    """Check the spec, then the gold self-check: references must pass and negatives must fail.
+    """Check the spec, then the gold self-check: references must pass and negatives must fail; with a
+    judge model, the judge's agreement with the calibration set must reach the spec's minimum.
 
     Exits 0 when valid, 1 when the self-check fails, 2 when the spec is invalid.
     """
     from verihub.environment import load_env
     from verihub.validate import validate_env
 
-    environment = load_env(env, on_missing_judge="skip")
+    environment = load_env(env, judge_model=judge_model, on_missing_judge="skip")
     report = validate_env(environment, min_pass_rate=min_pass_rate)
     if as_json:
         from dataclasses import asdict
@@ -80,7 +83,15 @@ def _print_report(report: Any) -> None:
         )
     out.print(table)
     if report.judge_skipped and any(tally.layer == "judge" for tally in report.layers):
-        out.print("[yellow]note:[/yellow] judge layers were skipped: no judge model is configured.")
+        out.print("[yellow]note:[/yellow] judge layers were skipped: no judge model is configured "
+                  "(eval.judge_model in the spec, or --judge-model).")
+    calibration = report.calibration
+    if calibration is not None:
+        mark = "[green]ok[/green]" if calibration.ok else "[red]TOO LOW[/red]"
+        out.print(f"judge calibration: {calibration.agreed}/{calibration.items} agree "
+                  f"({calibration.agreement:.0%}, need {calibration.min_agreement:.0%}) {mark}")
+        for disagreement in calibration.disagreements[:5]:
+            out.print(f"  [yellow]~[/yellow] {disagreement}", highlight=False)
     for failure in report.failures:
         out.print(f"  [red]✗[/red] {failure}", highlight=False)
     verdict = "[green]valid[/green]" if report.ok else "[red]INVALID[/red]"
@@ -156,6 +167,7 @@ def eval_command(
     seed: Annotated[int | None, typer.Option(help="Sampling seed, where the server supports one.")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for results.parquet, metadata.json, rollouts.jsonl.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Keep finished rollouts in --out; rerun missing and faulted ones.")] = False,
+    judge_model: Annotated[str | None, typer.Option(help="Model for judge layers, overriding the spec.")] = None,
 ) -> None:
     """Evaluate an environment against a model: rollouts, grades, pass@k, saved results."""
     import asyncio
@@ -168,7 +180,7 @@ def eval_command(
 
     if resume and out is None:
         raise typer.BadParameter("--resume needs --out (where the earlier results are)", param_hint="--resume")
-    environment = load_env(env)
+    environment = load_env(env, judge_model=judge_model)
     defaults = environment.spec.eval
     sampling = Sampling(
         temperature=defaults.temperature if temperature is None else temperature, top_p=defaults.top_p,

@@ -141,11 +141,14 @@ def load_env(
     ref: str | Path,
     *,
     judge: Judge | None = None,
+    judge_model: str | None = None,
     on_missing_judge: Literal["error", "skip"] = "error",
 ) -> Environment:
     """Load an environment from a directory (or its environment.yaml) or by installed name.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
+    Judge layers use ``judge``; else a :class:`~verihub.judge.ModelJudge` for ``judge_model`` (which
+    overrides the spec) or for the model the spec names; with none, they follow ``on_missing_judge``.
 
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
@@ -160,4 +163,14 @@ def load_env(
             names = sorted(installed)
             raise EnvNotFoundError(str(ref), names, difflib.get_close_matches(str(ref), names, n=3))
         path = installed_env_dir(entry_point)
-    return Environment(load_spec(path), judge=judge, on_missing_judge=on_missing_judge)
+    loaded = load_spec(path)
+    if judge is None and (judge_model or _names_a_judge_model(loaded.spec)):
+        from verihub.judge import ModelJudge
+
+        judge = ModelJudge(judge_model)
+    return Environment(loaded, judge=judge, on_missing_judge=on_missing_judge)
+
+
+def _names_a_judge_model(spec: EnvSpec) -> bool:
+    judges = [layer for layer in spec.verifier if layer.layer == "judge"]
+    return bool(judges) and all(layer.model or spec.eval.judge_model for layer in judges)

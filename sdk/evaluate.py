@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verihub.calibration import DriftMonitor
 from verihub.environment import Environment
 from verihub.generation import Backend, Sampling, load_backend
 from verihub.rollout import Rollout, RolloutEngine
@@ -120,12 +121,15 @@ async def aevaluate(
     log = _open_log(directory, append=resume)
     start = time.perf_counter()
 
-    def record(rollout: Rollout) -> None:
+    drift = DriftMonitor(env)
+
+    async def record(rollout: Rollout) -> None:
         if log is not None:
             log.write(json.dumps(rollout.row()) + "\n")
             log.flush()
         if on_rollout is not None:
             on_rollout(rollout)
+        await drift.after_grade()
 
     try:
         engine = RolloutEngine(env, backend, sampling, concurrency=concurrency)
@@ -140,6 +144,8 @@ async def aevaluate(
                         {**sampling.model_dump(), "n": k}, len(tasks), k, rollouts, time.perf_counter() - start,
                         rerun=len(fresh))
     report.metrics = metrics(rollouts, k)
+    if drift.history:
+        report.metrics["judge_drift_agreement"] = drift.history
     if directory is not None:
         _write(directory, report)
     return report

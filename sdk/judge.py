@@ -1,15 +1,30 @@
-"""The seam between judge layers and a model that grades against a rubric.
+"""Judge layers: a model scores a completion against a rubric, with a strict verdict format.
 
-The verifier engine calls a :class:`Judge`; the model-backed implementation (any OpenAI-compatible
-endpoint) plugs in here. Without a judge, judge layers are environment faults, never zeros.
+The verifier engine calls a :class:`Judge`. :class:`ModelJudge` asks any backend (the same model
+strings as ``verihub eval``) for ``{"score": 0..1, "reason": "..."}``; a reply in any other shape is
+retried, and a judge that keeps failing raises :class:`JudgeError`, which the engine turns into
+``env_error``: never a 0, never the string "None". Verdicts are cached.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import re
+import weakref
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["Judge", "JudgeVerdict"]
+from verihub.errors import VerihubError
+
+__all__ = ["Judge", "JudgeError", "JudgeVerdict", "ModelJudge", "parse_verdict"]
+
+_INSTRUCTIONS = (
+    "You are a strict, consistent grader. Score the RESPONSE to the CONVERSATION against the RUBRIC. "
+    'Reply with exactly one JSON object and nothing else: {"score": <number from 0 to 1>, "reason": "<one sentence>"}.'
+)
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +39,83 @@ class Judge(Protocol):
     ) -> JudgeVerdict:
         """Score ``completion`` (the answer to ``messages``) against ``rubric``; raise on outage."""
         ...
+
+
+class JudgeError(VerihubError, RuntimeError):
+    """The judge gave no usable verdict after its retries (an environment fault)."""
+
+
+def parse_verdict(text: str) -> JudgeVerdict:
+    """The verdict in ``text``: one JSON object with a numeric ``score`` in [0, 1] and a string ``reason``.
+    Raises ValueError saying what is wrong otherwise."""
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1).strip()
+    try:
+        verdict = json.loads(stripped)
+    except json.JSONDecodeError:
+        raise ValueError(f"the verdict is not a JSON object: {text[:120]!r}") from None
+    if not isinstance(verdict, dict) or set(verdict) - {"score", "reason"} or "score" not in verdict:
+        raise ValueError(f"the verdict must be {{'score': .., 'reason': ..}}, got {str(verdict)[:120]}")
+    score, reason = verdict["score"], verdict.get("reason", "")
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+        raise ValueError(f"the score must be a number from 0 to 1, got {score!r}")
+    if not isinstance(reason, str):
+        raise ValueError(f"the reason must be text, got {reason!r}")
+    return JudgeVerdict(float(score), reason)
+
+
+class ModelJudge:
+    """A judge backed by a model. ``model`` overrides whatever the spec names (a CLI's ``--judge-model``)."""
+
+    def __init__(self, model: str | None = None, *, retries: int = 3, max_tokens: int = 512) -> None:
+        self.override = model
+        self.retries = retries
+        self.max_tokens = max_tokens
+        # httpx clients belong to one event loop, and sync grading runs a loop per call.
+        self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
+        self._cache: dict[str, JudgeVerdict] = {}
+        self.requests = 0
+
+    async def judge(
+        self, *, rubric: str, messages: list[dict[str, str]], completion: str, model: str | None
+    ) -> JudgeVerdict:
+        from verihub.generation import GenerationError, Sampling
+
+        chosen = self.override or model
+        if not chosen:
+            raise JudgeError("no judge model: set eval.judge_model or the layer's model, or pass --judge-model")
+        conversation = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+        prompt = [
+            {"role": "system", "content": _INSTRUCTIONS},
+            {"role": "user", "content": f"RUBRIC:\n{rubric}\n\nCONVERSATION:\n{conversation}\n\nRESPONSE:\n{completion}"},
+        ]
+        key = hashlib.sha256(json.dumps([chosen, prompt]).encode()).hexdigest()
+        if key in self._cache:
+            return self._cache[key]
+        backend = self._backend(chosen)
+        problem = ""
+        for attempt in range(self.retries):
+            self.requests += 1
+            try:
+                reply = (await backend.generate(prompt, Sampling(temperature=0, max_tokens=self.max_tokens, n=1)))[0]
+                verdict = parse_verdict(reply.text)
+            except GenerationError as error:
+                problem = f"judge unreachable: {error}"
+                break  # the backend has already retried with backoff
+            except ValueError as error:
+                problem = f"unusable verdict: {error}"
+                await asyncio.sleep(0.05 * attempt)
+                continue
+            self._cache[key] = verdict
+            return verdict
+        raise JudgeError(f"{problem} (after {attempt + 1} attempt{'s' if attempt else ''})")
+
+    def _backend(self, model: str) -> Any:
+        backends = self._backends.setdefault(asyncio.get_running_loop(), {})
+        if model not in backends:
+            from verihub.generation import load_backend
+
+            backends[model] = load_backend(model)
+        return backends[model]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "DatasetSpec",
+    "CalibrationSpec",
     "EnvSpec",
     "EvalSpec",
     "FewShotExample",
@@ -255,6 +256,17 @@ class EvalSpec(_Section):
     judge_model: str | None = Field(None, description="Model for judge layers that do not name one.")
 
 
+class CalibrationSpec(_Section):
+    """Labelled examples that check the judge: (task columns, completion, expected score) per line."""
+
+    file: str = Field(description="JSON lines relative to the environment: the task's columns plus "
+                      "'completion' and 'expected' (a score in [0, 1]).")
+    tolerance: float = Field(0.25, ge=0, le=1, description="A verdict agrees when within this of the expected score.")
+    min_agreement: float = Field(0.8, ge=0, le=1, description="`verihub validate` fails below this share of agreement.")
+    drift_every: int = Field(200, ge=1, description="During long runs, re-grade calibration items every N grades.")
+    drift_items: int = Field(4, ge=1, description="How many calibration items each drift check re-grades.")
+
+
 class GoldSpec(_Section):
     """Reference answers the verifier must accept and negatives it must reject (checked by `validate`)."""
 
@@ -281,6 +293,7 @@ class EnvSpec(_Section):
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     gold: GoldSpec
+    calibration: CalibrationSpec | None = Field(None, description="Labelled examples for judge layers.")
 
     @field_validator("version")
     @classmethod

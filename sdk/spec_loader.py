@@ -132,6 +132,10 @@ def _check_references(raw: dict[str, Any], root: Path, report: typing.Callable[[
                 _check_layer_use(layer, index, root, report)
             if isinstance(layer.get("rubric"), str) and not (root / layer["rubric"]).is_file():
                 report(("verifier", index, "rubric"), f"rubric file {layer['rubric']!r} not found in {relative_display(root)}")
+    calibration = raw.get("calibration")
+    if isinstance(calibration, dict) and isinstance(calibration.get("file"), str):
+        if not (root / calibration["file"]).is_file():
+            report(("calibration", "file"), f"calibration file {calibration['file']!r} not found in {relative_display(root)}")
     for loc, template in _templates(raw):
         try:
             template_fields(template)

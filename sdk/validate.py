@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from verihub.calibration import CalibrationReport, acalibrate
 from verihub.environment import Environment
 from verihub.grade import Grade, GradeStatus, LayerStatus
 
@@ -46,6 +48,7 @@ class ValidationReport:
     layers: list[LayerTally] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # the first few, with reasons
     judge_skipped: bool = False
+    calibration: CalibrationReport | None = None  # the judge's agreement with the labelled examples
 
     @property
     def reference_pass_rate(self) -> float:
@@ -58,6 +61,7 @@ class ValidationReport:
             and self.reference_pass_rate >= self.min_pass_rate
             and self.negatives_rejected == self.negatives
             and self.faults == 0
+            and (self.calibration is None or self.calibration.ok)
         )
 
 
@@ -92,6 +96,8 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None) -> Val
             _note(report, f"negative for task {task['id']} was accepted (reward {grade.reward:g})")
         else:
             _note(report, f"negative for task {task['id']} {_why(grade)}")
+    if env.spec.calibration is not None and env.verifier.judge is not None:
+        report.calibration = asyncio.run(acalibrate(env))
     return report
 
 
