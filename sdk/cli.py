@@ -157,7 +157,8 @@ def init(
 @app.command("eval")
 def eval_command(
     env: EnvArg,
-    model: Annotated[str, typer.Option("--model", "-m", help="openai:MODEL@URL (any OpenAI-compatible endpoint).")],
+    model: Annotated[str, typer.Option("--model", "-m", help="openai:MODEL@URL (any OpenAI-compatible endpoint), "
+                                       "hf:PATH_OR_ID (local transformers) or vllm:PATH_OR_ID.")],
     n: Annotated[int | None, typer.Option("-n", help="Tasks to evaluate (default: the spec's eval.n).")] = None,
     k: Annotated[int | None, typer.Option("-k", help="Samples per task (default: the spec's eval.k).")] = None,
     concurrency: Annotated[int, typer.Option(help="Generation requests in flight.")] = 32,
@@ -219,6 +220,25 @@ def _print_metrics(report: Any) -> None:
     table.add_row("tokens (prompt / completion)", f"{metrics['prompt_tokens']} / {metrics['completion_tokens']}")
     table.add_row("wall time", f"{report.wall_s:.1f}s ({report.rerun} rollouts run now)")
     out.print(table)
+
+
+models_app = typer.Typer(help="Models for tests and demos.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("tiny")
+def models_tiny(
+    out_dir: Annotated[Path, typer.Argument(help="Where to write the model and tokenizer.")],
+    seed: Annotated[int, typer.Option(help="Seed of the random initialisation.")] = 0,
+    hidden_size: Annotated[int, typer.Option(help="Hidden size.")] = 64,
+    layers: Annotated[int, typer.Option(help="Transformer layers.")] = 2,
+) -> None:
+    """Write a tiny Qwen2-style causal LM with a locally built tokenizer and chat template (nothing is
+    downloaded); load it with from_pretrained(OUT_DIR) or use it as hf:OUT_DIR."""
+    from verihub.trainers.tiny import make_tiny_model
+
+    path = make_tiny_model(out_dir, seed=seed, hidden_size=hidden_size, layers=layers)
+    out.print(f"wrote {path}")
 
 
 sandbox_app = typer.Typer(help="Run commands in the sandbox (nsjail).", no_args_is_help=True)

@@ -4,8 +4,10 @@
     generations = await backend.generate(messages, Sampling(n=4, temperature=0.7))
 
 Model strings: ``openai:MODEL@URL`` (any OpenAI-compatible chat endpoint: ``vllm serve``,
-``transformers serve``, OpenAI itself; without ``@URL`` it is OpenAI's API). The API key is read from
-``OPENAI_API_KEY`` (or the variable ``VERIHUB_API_KEY_ENV`` names) and never logged.
+``transformers serve``, OpenAI itself; without ``@URL`` it is OpenAI's API; the API key is read from
+``OPENAI_API_KEY``, or the variable ``VERIHUB_API_KEY_ENV`` names, and never logged), ``hf:PATH_OR_ID``
+(a local transformers model on CPU; needs ``verihub[train]``) and ``vllm:PATH_OR_ID`` (vLLM's offline
+engine; needs ``verihub[vllm]`` and a GPU).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from verihub.generation.base import Backend, Generation, GenerationError, Sampli
 
 __all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall", "load_backend"]
 
-_KINDS = ("openai",)
+_KINDS = ("openai", "hf", "vllm")
 
 
 def load_backend(model: str) -> Backend:
@@ -25,6 +27,14 @@ def load_backend(model: str) -> Backend:
 
         name, _, url = rest.partition("@")
         return OpenAIBackend(name, url or "https://api.openai.com/v1")
+    if kind == "hf" and rest:
+        from verihub.generation.local import HFBackend
+
+        return HFBackend(rest)
+    if kind == "vllm" and rest:
+        from verihub.generation.local import VLLMBackend
+
+        return VLLMBackend(rest)
     raise ValueError(
-        f"model {model!r}: use openai:MODEL@URL (an OpenAI-compatible endpoint); kinds available: {', '.join(_KINDS)}"
+        f"model {model!r}: use openai:MODEL@URL, hf:PATH_OR_ID or vllm:PATH_OR_ID (kinds: {', '.join(_KINDS)})"
     )
