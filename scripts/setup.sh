@@ -35,6 +35,6 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; sys.exit(
   "$(find_python)" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,train]"
 # Environments install as regular packages, as users get them; hatchling is already in the venv.
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall envs/*/

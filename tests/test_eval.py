@@ -150,3 +150,63 @@ def test_multi_turn_tool_loop_runs_tools_in_the_sandbox(tmp_path: Path, nsjail_p
         assert rollout.turns == 2
         tool_output = next(m["content"] for m in rollout.messages if m["role"] == "tool")
         assert f"<answer>{tool_output.strip()}</answer>" == rollout.completion
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from verihub.trainers.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.mark.slow
+def test_eval_with_a_local_hf_model(tiny_model: Path, tmp_path: Path) -> None:
+    result = subprocess.run([VERIHUB, "eval", "envs/arithmetic", "--model", f"hf:{tiny_model}", "-n", "8", "-k", "2",
+                             "--max-tokens", "16", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+    assert len(table) == 16 and set(table["status"]) <= {"ok", "wrong"}  # a random tiny model: wrong, not faults
+
+
+@pytest.mark.slow
+def test_eval_against_transformers_serve(tiny_model: Path, tmp_path: Path) -> None:
+    """A real OpenAI-compatible server (`transformers serve`) serving the tiny model on loopback."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transformers_cli = str(Path(sys.executable).with_name("transformers"))
+    server = subprocess.Popen([transformers_cli, "serve", str(tiny_model), "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        env = verihub.load_env("envs/arithmetic")
+        report = evaluate(env, f"openai:{tiny_model}@http://127.0.0.1:{port}/v1", n=3, k=2,
+                          sampling=Sampling(max_tokens=12), out=tmp_path)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert len(report.rollouts) == 6 and {r.status for r in report.rollouts} <= {"ok", "wrong"}
+    assert report.metrics["completion_tokens"] > 0
+
+
+def test_unknown_and_missing_backends() -> None:
+    from verihub.generation import GenerationError, load_backend
+
+    with pytest.raises(ValueError, match="openai:MODEL@URL, hf:PATH_OR_ID or vllm:PATH_OR_ID"):
+        load_backend("gpt-4")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(GenerationError, match='pip install "verihub\\[vllm\\]"'):
+            load_backend("vllm:some/model")
