@@ -92,6 +92,7 @@ class DriftMonitor:
         self.items = calibration_items(env)
         self.grades = 0
         self._next = 0
+        self._lock: asyncio.Lock | None = None  # checks run one after another, in order
         self.history: list[float] = []
 
     @property
@@ -107,8 +108,10 @@ class DriftMonitor:
             return None
         chosen = [self.items[(self._next + i) % len(self.items)] for i in range(min(self.spec.drift_items, len(self.items)))]
         self._next += len(chosen)
-        report = await acalibrate(self.env, chosen)
-        self.history.append(report.agreement)
+        self._lock = self._lock or asyncio.Lock()
+        async with self._lock:
+            report = await acalibrate(self.env, chosen)
+            self.history.append(report.agreement)
         if not report.ok:
             logger.warning("judge drift in %s: agreement %.0f%% on %d calibration items (minimum %.0f%%)",
                            self.env.id, 100 * report.agreement, report.items, 100 * report.min_agreement)

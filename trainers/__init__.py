@@ -1,6 +1,5 @@
-"""GRPO and SFT trainers over TRL (``pip install "verihub[train]"``).
-
-Not built yet; see the trainer issue. Importing it is safe and cheap and never imports torch.
-"""
+"""Trainers over TRL (``pip install "verihub[train]"``). So far: tiny offline models for tests and
+demos (:mod:`verihub.trainers.tiny`); GRPO and SFT arrive with the trainer issue. Importing this
+package never imports torch."""
 
 __all__: list[str] = []
