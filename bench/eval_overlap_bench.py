@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -59,6 +61,13 @@ def answer(request: dict) -> list[dict]:
     return [{"content": request["messages"][-1]["content"].removeprefix("say ")}] * request.get("n", 1)
 
 
+def serve(latency_s: float, urls: multiprocessing.Queue) -> None:
+    """The endpoint, in a process of its own (as a real server would be), so it does not share our GIL."""
+    with ScriptedChatServer(answer, latency_s=latency_s) as server:
+        urls.put(server.url)
+        threading.Event().wait()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=128)
@@ -66,8 +75,12 @@ async def main() -> None:
     parser.add_argument("--latency-s", type=float, default=0.2, help="per request, at the server")
     parser.add_argument("--check-s", type=float, default=0.04, help="per grade, in the check")
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch, ScriptedChatServer(answer, latency_s=options.latency_s) as server:
-        model = f"openai:bench@{server.url}"
+    context = multiprocessing.get_context("spawn")
+    urls: multiprocessing.Queue = context.Queue()
+    endpoint = context.Process(target=serve, args=(options.latency_s, urls), daemon=True)
+    endpoint.start()
+    model = f"openai:bench@{urls.get(timeout=60)}"
+    with tempfile.TemporaryDirectory() as scratch:
         free = verihub.load_env(make_env(Path(scratch), options.tasks, "free", 0))
         costly = verihub.load_env(make_env(Path(scratch), options.tasks, "costly", options.check_s))
         await aevaluate(free, model, n=options.concurrency, k=1, split="train", concurrency=options.concurrency)  # warm-up
@@ -83,6 +96,7 @@ async def main() -> None:
         start = time.perf_counter()
         report = await aevaluate(costly, model, n=options.tasks, k=1, split="train", concurrency=options.concurrency)
         total_s = time.perf_counter() - start
+    endpoint.terminate()
     assert report.metrics["pass@1"] == 1.0, report.metrics
     print(f"tasks {options.tasks}, concurrency {options.concurrency}, latency {options.latency_s}s, check {options.check_s}s")
     print(f"generation alone G = {generation_s:.2f}s, grading alone V = {grading_s:.2f}s, eval T = {total_s:.2f}s, "

@@ -64,9 +64,7 @@ class ScriptedChatServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 256
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -82,6 +80,11 @@ class ScriptedChatServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # read by listen() at construction: many clients connect at once
 
 
 def _completion(request: dict[str, Any], choices: list[Choice]) -> dict[str, Any]:
