@@ -138,7 +138,8 @@ class RolloutEngine:
         last: Generation | None = None
         turns = 0
         try:
-            for turns in range(1, self.max_turns + 1):
+            while turns < self.max_turns:
+                turns += 1
                 start = time.perf_counter()
                 async with limit:
                     last = (await self.backend.generate(messages, single, schemas or None))[0]
@@ -151,8 +152,11 @@ class RolloutEngine:
                 for call in last.tool_calls:
                     messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                                      "content": await _call_tool(functions, call.name, call.arguments)})
-        except (GenerationError, SandboxInfraError) as error:
-            await finish(_fault(task, index, messages, f"{'generation' if isinstance(error, GenerationError) else 'tool'} failed: {error}", turns))
+        except GenerationError as error:
+            await finish(_fault(task, index, messages, f"generation failed: {error}", turns))
+            return
+        except SandboxInfraError as error:
+            await finish(_fault(task, index, messages, f"tool failed: {error}", turns))
             return
         await self._grade(task, index, messages, last.text if last else "", turns, prompt_tokens,
                           completion_tokens, seconds, finish)

@@ -36,8 +36,25 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
     return content, calls
 
 
-class HFBackend:
-    """A transformers model in this process. Generation runs in a thread, one request at a time."""
+class _InProcessBackend:
+    """A model in this process: requests run one at a time in a worker thread, off the event loop."""
+
+    model: str
+    _lock: threading.Lock
+
+    async def aclose(self) -> None:
+        return None
+
+    async def generate(self, messages: list[Message], sampling: Sampling,
+                       tools: list[dict[str, Any]] | None = None) -> list[Generation]:
+        return await asyncio.to_thread(self._generate, messages, sampling, tools)
+
+    def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
+        raise NotImplementedError
+
+
+class HFBackend(_InProcessBackend):
+    """A transformers model (CPU or GPU)."""
 
     def __init__(self, path: str) -> None:
         try:
@@ -49,13 +66,6 @@ class HFBackend:
         self.network = AutoModelForCausalLM.from_pretrained(path)
         self.network.eval()
         self._lock = threading.Lock()
-
-    async def aclose(self) -> None:
-        return None
-
-    async def generate(self, messages: list[Message], sampling: Sampling,
-                       tools: list[dict[str, Any]] | None = None) -> list[Generation]:
-        return await asyncio.to_thread(self._generate, messages, sampling, tools)
 
     def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
         import torch
@@ -87,8 +97,8 @@ class HFBackend:
         return generations
 
 
-class VLLMBackend:
-    """vLLM's offline engine (a CUDA GPU). Requests run one at a time in a thread; vLLM batches the n samples."""
+class VLLMBackend(_InProcessBackend):
+    """vLLM's offline engine (a CUDA GPU); vLLM batches the n samples of a request."""
 
     def __init__(self, path: str) -> None:
         try:
@@ -100,13 +110,6 @@ class VLLMBackend:
         self.model = f"vllm:{path}"
         self.engine = LLM(model=path)
         self._lock = threading.Lock()
-
-    async def aclose(self) -> None:
-        return None
-
-    async def generate(self, messages: list[Message], sampling: Sampling,
-                       tools: list[dict[str, Any]] | None = None) -> list[Generation]:
-        return await asyncio.to_thread(self._generate, messages, sampling, tools)
 
     def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
         from vllm import SamplingParams
