@@ -1,0 +1,117 @@
+"""Repository ids and version requirements, parsed in one place: ``owner/name[@spec]``.
+
+Specs: an exact version (``1.2.0``), a caret range (``^1.2`` = ``>=1.2,<2``; ``^0.3`` = ``>=0.3,<0.4``),
+``~=1.2`` and any other PEP 440 specifier set, or ``latest`` (the newest release; pre-releases only
+when nothing else exists).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from verihub.errors import VerihubError
+
+__all__ = ["RepoId", "Requirement", "VersionNotFoundError", "VersionSpec"]
+
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+
+
+class VersionNotFoundError(VerihubError, LookupError):
+    """No published version satisfies a requirement; the message names the versions that exist."""
+
+
+@dataclass(frozen=True, order=True)
+class RepoId:
+    owner: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> RepoId:
+        """``owner/name``; ValueError naming the rule that ``text`` breaks."""
+        owner, slash, name = text.strip().partition("/")
+        if not slash or "/" in name:
+            raise ValueError(f"repository id {text!r} must look like owner/name")
+        for part, value in (("owner", owner), ("name", name)):
+            if not _NAME.match(value) or ".." in value or "--" in value:
+                raise ValueError(f"repository {part} {value!r} in {text!r}: use letters, digits, '-', '_' and '.', "
+                                 "start and end with a letter or digit, no '--' or '..', at most 96 characters")
+        return cls(owner, name)
+
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def close_matches(self, known: Iterable[str]) -> list[str]:
+        return difflib.get_close_matches(str(self), list(known), n=3, cutoff=0.6)
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    text: str
+    specifier: SpecifierSet | None  # None: latest
+
+    @classmethod
+    def parse(cls, text: str | None) -> VersionSpec:
+        raw = (text or "latest").strip()
+        if raw == "latest":
+            return cls(raw, None)
+        try:
+            if raw.startswith("^"):
+                return cls(raw, _caret(raw[1:]))
+            if raw[0].isdigit():
+                return cls(raw, SpecifierSet(f"=={Version(raw)}"))
+            return cls(raw, SpecifierSet(raw))
+        except (InvalidVersion, InvalidSpecifier):
+            raise ValueError(f"version spec {raw!r}: use 1.2.0, ^1.2, ~=1.2, a PEP 440 range or latest") from None
+
+    def best(self, versions: Iterable[str]) -> str:
+        """The newest of ``versions`` that satisfies this spec; VersionNotFoundError listing them otherwise."""
+        parsed = sorted((Version(v), v) for v in versions)
+        if self.specifier is None:
+            releases = [pair for pair in parsed if not pair[0].is_prerelease]
+            candidates = releases or parsed
+        else:
+            candidates = [pair for pair in parsed if self.specifier.contains(pair[0], prereleases=True)]
+            finals = [pair for pair in candidates if not pair[0].is_prerelease]
+            candidates = finals or candidates
+        if not candidates:
+            shown = ", ".join(v for _, v in parsed) or "none"
+            raise VersionNotFoundError(f"no version matches {self.text!r}; published: {shown}")
+        return candidates[-1][1]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _caret(base: str) -> SpecifierSet:
+    version = Version(base)
+    parts = list(version.release) + [0, 0]
+    major, minor, patch = parts[:3]
+    if major:
+        upper = f"{major + 1}"
+    elif minor or len(version.release) < 3:
+        upper = f"0.{minor + 1}"
+    else:
+        upper = f"0.0.{patch + 1}"
+    return SpecifierSet(f">={version},<{upper}")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """``owner/name[@spec]``."""
+
+    repo: RepoId
+    spec: VersionSpec
+
+    @classmethod
+    def parse(cls, text: str) -> Requirement:
+        repo, _, spec = text.partition("@")
+        return cls(RepoId.parse(repo), VersionSpec.parse(spec or None))
+
+    def __str__(self) -> str:
+        return f"{self.repo}@{self.spec}"
