@@ -1,0 +1,89 @@
+"""Git-backed hub storage: commits, history, refs, immutable tags, concurrent writers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from verihub.hub.ids import RepoId
+from verihub.hub.storage import HubStorage, RepoExistsError, RepoNotFoundError, RevisionNotFoundError, TagExistsError
+
+REPO = RepoId("alice", "code-repair")
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> HubStorage:
+    hub = HubStorage(tmp_path / "hub")
+    hub.create_repo(REPO, "env")
+    return hub
+
+
+def test_commits_history_and_files(storage: HubStorage) -> None:
+    first = storage.commit(REPO, {"environment.yaml": b"id: x\n", "data/tasks.jsonl": b"{}\n"}, "v1")
+    second = storage.commit(REPO, {"README.md": b"# card\n"}, "add card", delete=("data/tasks.jsonl",))
+    assert len(first) == 40 and first != second
+    assert [c.message for c in storage.history(REPO)] == ["add card", "v1"]
+    assert storage.history(REPO)[0].parents == (first,)
+    assert [f.path for f in storage.files(REPO)] == ["README.md", "environment.yaml"]
+    assert [f.path for f in storage.files(REPO, first)] == ["data/tasks.jsonl", "environment.yaml"]
+    assert storage.read(REPO, "environment.yaml", first[:10]) == b"id: x\n"
+    with pytest.raises(FileNotFoundError):
+        storage.read(REPO, "data/tasks.jsonl")
+    replaced = storage.commit(REPO, {"only.txt": b"1"}, "replace", replace=True)
+    assert [f.path for f in storage.files(REPO, replaced)] == ["only.txt"]
+
+
+def test_tags_are_immutable(storage: HubStorage) -> None:
+    first = storage.commit(REPO, {"a": b"1"}, "one")
+    assert storage.tag(REPO, "v1.0.0") is True
+    assert storage.tag(REPO, "v1.0.0") is False  # same commit: a no-op
+    storage.commit(REPO, {"a": b"2"}, "two")
+    with pytest.raises(TagExistsError, match="tags never move"):
+        storage.tag(REPO, "v1.0.0")
+    assert storage.resolve(REPO, "v1.0.0") == first
+    storage.create_branch(REPO, "dev", "v1.0.0")
+    refs = storage.refs(REPO)
+    assert refs["tags"] == {"v1.0.0": first} and set(refs["branches"]) == {"main", "dev"}
+
+
+def test_errors_name_what_exists(storage: HubStorage, tmp_path: Path) -> None:
+    with pytest.raises(RepoExistsError):
+        storage.create_repo(REPO, "verifier")
+    storage.create_repo(REPO, "env", exist_ok=True)
+    with pytest.raises(RepoNotFoundError, match="did you mean alice/code-repair"):
+        storage.files(RepoId("alice", "code-repiar"))
+    storage.commit(REPO, {"a": b"1"}, "one")
+    with pytest.raises(RevisionNotFoundError, match="no revision 'v9'"):
+        storage.resolve(REPO, "v9")
+    for bad in ("../escape", "/abs", "a/../b", ".git/config", "a//b"):
+        with pytest.raises(ValueError, match="must be relative"):
+            storage.commit(REPO, {bad: b"x"}, "bad")
+
+
+def test_concurrent_writers_lose_nothing(storage: HubStorage) -> None:
+    errors: list[BaseException] = []
+
+    def push(number: int) -> None:
+        try:
+            storage.commit(REPO, {f"file{number}.txt": str(number).encode()}, f"push {number}")
+        except BaseException as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=push, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(storage.history(REPO)) == 12
+    assert {f.path for f in storage.files(REPO)} == {f"file{n}.txt" for n in range(12)}
+
+
+def test_listing_and_deleting(storage: HubStorage) -> None:
+    storage.create_repo(RepoId("acme", "rules"), "verifier")
+    assert storage.repos() == [(REPO, "env"), (RepoId("acme", "rules"), "verifier")]
+    assert storage.repos("verifier") == [(RepoId("acme", "rules"), "verifier")]
+    storage.delete_repo(REPO)
+    assert storage.kind_of(REPO) is None
