@@ -222,6 +222,74 @@ def _print_metrics(report: Any) -> None:
     out.print(table)
 
 
+HubOption = Annotated[Path | None, typer.Option("--hub", help="Hub directory (default: $VERIHUB_HOME/hub).")]
+
+
+@app.command()
+def push(
+    path: Annotated[Path, typer.Argument(help="The package directory (an environment or a verifier package).")],
+    owner: Annotated[str | None, typer.Option(help="Namespace to publish under (default: $VERIHUB_OWNER or your login).")] = None,
+    bump: Annotated[str | None, typer.Option(help="Raise the version first: patch, minor or major.")] = None,
+    hub: HubOption = None,
+) -> None:
+    """Validate, build (wheel + sdist) and publish a new immutable version, tagged v{version}."""
+    from verihub.hub.local import LocalHub
+
+    if bump not in (None, "patch", "minor", "major"):
+        raise typer.BadParameter("use patch, minor or major", param_hint="--bump")
+    result = LocalHub(hub).push(path, owner=owner, bump=bump)  # type: ignore[arg-type]
+    if result.created:
+        out.print(f"published {result.repo}@{result.version} (commit {result.commit[:12]}): {', '.join(result.files)}")
+    else:
+        out.print(f"{result.repo}@{result.version} is already published with this content; nothing to do")
+
+
+@app.command()
+def install(
+    requirement: Annotated[str, typer.Argument(help="OWNER/NAME[@SPEC]: 1.2.0, ^1.2, ~=1.2 or latest.")],
+    hub: HubOption = None,
+) -> None:
+    """pip-install a published package from the hub (hashes checked); then load_env("OWNER/NAME") works."""
+    from verihub.hub.local import LocalHub
+
+    repo, version = LocalHub(hub).install(requirement)
+    out.print(f"installed {repo}@{version}")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words to look for in names and cards.")] = "",
+    kind: Annotated[str | None, typer.Option(help="env or verifier.")] = None,
+    hub: HubOption = None,
+) -> None:
+    """Find published packages."""
+    from verihub.hub.local import LocalHub
+
+    table = Table("repository", "kind", "latest", "summary")
+    for found in LocalHub(hub).search(query, kind):  # type: ignore[arg-type]
+        table.add_row(found["repo"], found["kind"], found["latest"], found["summary"])
+    out.print(table)
+
+
+@app.command()
+def info(
+    repository: Annotated[str, typer.Argument(help="OWNER/NAME")],
+    hub: HubOption = None,
+) -> None:
+    """Versions, card and install command of a published package."""
+    from rich.markdown import Markdown
+
+    from verihub.hub.ids import RepoId
+    from verihub.hub.local import LocalHub, card_body
+
+    details = LocalHub(hub).info(RepoId.parse(repository))
+    out.print(f"[bold]{details['repo']}[/bold] ({details['kind']}, distribution {details['distribution']})")
+    out.print(f"versions: {', '.join(details['versions']) or 'none'}")
+    out.print(f"install: {details['install']}")
+    if details["card"]:
+        out.print(Markdown(card_body(details["card"])))
+
+
 models_app = typer.Typer(help="Models for tests and demos.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
@@ -290,9 +358,10 @@ def list_envs() -> None:
     """List installed environment packages."""
     from verihub.installed import installed_envs
 
-    table = Table("name", "package")
-    for name, entry_point in sorted(installed_envs().items()):
-        table.add_row(name, entry_point.value)
+    table = Table("name", "package", "distribution")
+    for name, entry_points in sorted(installed_envs().items()):
+        for entry_point in entry_points:
+            table.add_row(name, entry_point.value, entry_point.dist.name if entry_point.dist else "")
     out.print(table)
 
 

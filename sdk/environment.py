@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from verihub.dataset import load_splits
 from verihub.errors import EnvNotFoundError, SpecError, SpecProblem
 from verihub.grade import Grade
-from verihub.installed import installed_env_dir, installed_envs
+from verihub.installed import hub_env_entry_point, installed_env_dir, installed_envs
 from verihub.judge import Judge
 from verihub.spec import EnvSpec
 from verihub.spec_loader import LoadedSpec, find_spec_file, load_spec, template_fields, template_locations
@@ -155,20 +155,37 @@ def load_env(
     """
     path = Path(ref)
     if not find_spec_file(path).is_file():
-        installed = installed_envs()
-        entry_point = installed.get(str(ref))
-        if entry_point is None:
-            if path.exists():
-                load_spec(path)  # raises the precise "no environment.yaml here" error
-            names = sorted(installed)
-            raise EnvNotFoundError(str(ref), names, difflib.get_close_matches(str(ref), names, n=3))
-        path = installed_env_dir(entry_point)
+        path = _installed_env_dir(str(ref), path)
     loaded = load_spec(path)
     if judge is None and (judge_model or _names_a_judge_model(loaded.spec)):
         from verihub.judge import ModelJudge
 
         judge = ModelJudge(judge_model)
     return Environment(loaded, judge=judge, on_missing_judge=on_missing_judge)
+
+
+def _installed_env_dir(ref: str, path: Path) -> Path:
+    """Where an installed environment lives: ``owner/name`` (a hub package) or a bare entry-point name."""
+    if path.exists():
+        load_spec(path)  # raises the precise "no environment.yaml here" error
+    installed = installed_envs()
+    if ref.count("/") == 1:
+        from verihub.hub.build import dist_name
+        from verihub.hub.ids import RepoId
+
+        entry_point = hub_env_entry_point(dist_name(RepoId.parse(ref)))
+        if entry_point is None:
+            raise EnvNotFoundError(ref, sorted(installed), [], f"it is not installed here (verihub install {ref})")
+        return installed_env_dir(entry_point)
+    providers = installed.get(ref, [])
+    if len(providers) > 1:
+        owners = ", ".join(sorted(str(ep.dist.name) if ep.dist else ep.value for ep in providers))
+        raise EnvNotFoundError(ref, sorted(installed), [],
+                               f"several installed packages provide it ({owners}); load it as owner/name")
+    if not providers:
+        names = sorted(installed)
+        raise EnvNotFoundError(ref, names, difflib.get_close_matches(ref, names, n=3))
+    return installed_env_dir(providers[0])
 
 
 def _names_a_judge_model(spec: EnvSpec) -> bool:

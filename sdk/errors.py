@@ -52,14 +52,12 @@ class SpecError(VerihubError, ValueError):
 class EnvNotFoundError(VerihubError, LookupError):
     """No environment matches a name or path; ``suggestions`` holds close names that exist."""
 
-    def __init__(self, ref: str, available: list[str], suggestions: list[str]) -> None:
+    def __init__(self, ref: str, available: list[str], suggestions: list[str], reason: str | None = None) -> None:
         self.ref, self.available, self.suggestions = ref, available, suggestions
         hint = f" Did you mean {', '.join(map(repr, suggestions))}?" if suggestions else ""
         installed = ", ".join(available) if available else "none"
-        super().__init__(
-            f"no environment {ref!r}: not a directory with environment.yaml, and no installed "
-            f"environment has that name.{hint} Installed: {installed}."
-        )
+        reason = reason or "not a directory with environment.yaml, and no installed environment has that name"
+        super().__init__(f"no environment {ref!r}: {reason}.{hint} Installed: {installed}.")
 
 
 class CheckNotFoundError(VerihubError, LookupError):

@@ -10,17 +10,30 @@ from __future__ import annotations
 
 import importlib
 import importlib.resources
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 
-__all__ = ["ENV_ENTRY_POINT_GROUP", "installed_env_dir", "installed_envs"]
+__all__ = ["ENV_ENTRY_POINT_GROUP", "hub_env_entry_point", "installed_env_dir", "installed_envs"]
 
 ENV_ENTRY_POINT_GROUP = "verihub.environments"
 
 
-def installed_envs() -> dict[str, EntryPoint]:
-    """Installed environment name -> its entry point."""
-    return {ep.name: ep for ep in entry_points(group=ENV_ENTRY_POINT_GROUP)}
+def installed_envs() -> dict[str, list[EntryPoint]]:
+    """Installed environment name -> the entry points that provide it (more than one is ambiguous)."""
+    found: dict[str, list[EntryPoint]] = {}
+    for entry_point in entry_points(group=ENV_ENTRY_POINT_GROUP):
+        found.setdefault(entry_point.name, []).append(entry_point)
+    return found
+
+
+def hub_env_entry_point(distribution_name: str) -> EntryPoint | None:
+    """The environment entry point of an installed distribution (a hub package ``owner-name``)."""
+    try:
+        found = distribution(distribution_name).entry_points
+    except PackageNotFoundError:
+        return None
+    matches = [ep for ep in found if ep.group == ENV_ENTRY_POINT_GROUP]
+    return matches[0] if matches else None
 
 
 def installed_env_dir(entry_point: EntryPoint) -> Path:

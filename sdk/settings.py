@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import getpass
 import os
+from pathlib import Path
 from typing import Literal, cast
 
-__all__ = ["sandbox_backend", "sandbox_pool_size"]
+__all__ = ["hub_owner", "sandbox_backend", "sandbox_pool_size", "verihub_home"]
 
 SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
 _BACKENDS = ("nsjail", "pool", "unsafe-local")
@@ -28,3 +30,13 @@ def sandbox_pool_size() -> int | None:
     if not value.strip().isdigit() or int(value) < 1:
         raise ValueError(f"VERIHUB_SANDBOX_POOL={value!r}: use a positive whole number")
     return int(value)
+
+
+def verihub_home() -> Path:
+    """``VERIHUB_HOME``: where the embedded hub lives (default ``~/.cache/verihub``)."""
+    return Path(os.environ.get("VERIHUB_HOME") or Path.home() / ".cache" / "verihub")
+
+
+def hub_owner() -> str:
+    """``VERIHUB_OWNER``: the namespace pushes go to on the embedded hub (default: your login name)."""
+    return os.environ.get("VERIHUB_OWNER") or getpass.getuser()

@@ -13,7 +13,8 @@ import pytest
 from conftest import REPO, MakeEnv
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
-COMMANDS = ["schema", "validate", "grade", "init", "checks", "envs", "sandbox", "sandbox run"]
+COMMANDS = ["schema", "validate", "grade", "init", "checks", "envs", "eval", "push", "install", "search", "info",
+            "models", "models tiny", "sandbox", "sandbox run"]
 
 
 def run(*args: str, cwd: Path = REPO, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

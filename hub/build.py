@@ -1,0 +1,130 @@
+"""Preparing a package for the hub: its source files, its version, a reproducible wheel and sdist."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from verihub.errors import VerihubError
+from verihub.hub.ids import RepoId
+
+__all__ = ["Built", "PackageSource", "bump_version", "dist_name"]
+
+Bump = Literal["patch", "minor", "major"]
+_SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "dist", "build", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+_MAX_BYTES = 256 << 20
+_EPOCH = "315532800"  # 1980-01-01: the same source always builds the same bytes
+
+
+def dist_name(repo: RepoId) -> str:
+    """The distribution name a hub repository publishes under: ``owner-name``, normalized (PEP 503)."""
+    return canonicalize_name(f"{repo.owner}-{repo.name}")
+
+
+@dataclass(frozen=True)
+class Built:
+    files: dict[str, bytes]  # file name -> content (one wheel, one sdist)
+
+
+class PackageSource:
+    """A package directory to push: an environment (environment.yaml) or a verifier package."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.root = Path(path).resolve()
+        pyproject = self.root / "pyproject.toml"
+        if not pyproject.is_file():
+            raise VerihubError(f"{self.root} has no pyproject.toml: a hub package is a pip-installable project")
+        self.pyproject = tomllib.loads(pyproject.read_text())
+        project = self.pyproject.get("project") or {}
+        self.project_version = str(project.get("version", ""))
+        entry_points = project.get("entry-points") or {}
+        self.kind: Literal["env", "verifier"] = "env" if (self.root / "environment.yaml").is_file() else "verifier"
+        if self.kind == "verifier" and "verihub.checks" not in entry_points:
+            raise VerihubError(f"{self.root}: neither an environment (environment.yaml) nor a verifier package "
+                               "(entry points in [project.entry-points.\"verihub.checks\"])")
+
+    @property
+    def version(self) -> str:
+        if self.kind == "env":
+            from verihub.spec_loader import load_spec
+
+            spec_version = load_spec(self.root).spec.version
+            if spec_version != self.project_version:
+                raise VerihubError(f"{self.root}: environment.yaml says version {spec_version} but pyproject.toml "
+                                   f"says {self.project_version!r}; make them equal")
+            return spec_version
+        return self.project_version
+
+    def files(self) -> dict[str, bytes]:
+        """The source files, relative path -> content (build outputs, caches and VCS data left out)."""
+        found: dict[str, bytes] = {}
+        total = 0
+        for directory, subdirs, names in os.walk(self.root):
+            subdirs[:] = sorted(d for d in subdirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+            for name in sorted(names):
+                path = Path(directory) / name
+                if path.is_symlink() or name.endswith((".pyc", ".pyo")):
+                    continue
+                content = path.read_bytes()
+                total += len(content)
+                if total > _MAX_BYTES:
+                    raise VerihubError(f"{self.root} holds more than {_MAX_BYTES >> 20} MiB of files; the hub refuses it")
+                found[path.relative_to(self.root).as_posix()] = content
+        return found
+
+    def build(self, repo: RepoId) -> Built:
+        """Wheel and sdist, named ``owner-name`` on the hub, built reproducibly from a copy of the source."""
+        with tempfile.TemporaryDirectory(prefix="verihub-build-") as scratch:
+            copy = Path(scratch) / "src"
+            copy.mkdir()
+            for relative, content in self.files().items():
+                target = copy / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+            pyproject = copy / "pyproject.toml"
+            pyproject.write_text(_set_project_name(pyproject.read_text(), dist_name(repo)))
+            out = Path(scratch) / "dist"
+            command = [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(copy)]
+            if importlib.util.find_spec("hatchling") is not None:  # else `build` fetches it into an isolated env
+                command.insert(3, "--no-isolation")
+            result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "SOURCE_DATE_EPOCH": _EPOCH})
+            if result.returncode != 0:
+                raise VerihubError(f"building {self.root.name} failed:\n{(result.stderr or result.stdout)[-1500:]}")
+            return Built({path.name: path.read_bytes() for path in sorted(out.iterdir())})
+
+
+def _set_project_name(text: str, name: str) -> str:
+    """``[project] name = "..."`` replaced, keeping the rest of the file as written."""
+    section = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", text, re.MULTILINE | re.DOTALL)
+    if section is None:
+        raise VerihubError("pyproject.toml has no [project] table")
+    body = re.sub(r'^name\s*=\s*["\'][^"\']*["\']', f'name = "{name}"', section.group(1), count=1, flags=re.MULTILINE)
+    return text[: section.start(1)] + body + text[section.end(1):]
+
+
+def bump_version(root: Path, part: Bump) -> str:
+    """Raise the version in environment.yaml (if any) and pyproject.toml; returns the new version."""
+    source = PackageSource(root)
+    current = Version(source.version)
+    major, minor, patch = (list(current.release) + [0, 0])[:3]
+    new = {"major": f"{major + 1}.0.0", "minor": f"{major}.{minor + 1}.0", "patch": f"{major}.{minor}.{patch + 1}"}[part]
+    pyproject = source.root / "pyproject.toml"
+    pyproject.write_text(re.sub(r'^(version\s*=\s*["\'])[^"\']*(["\'])', rf"\g<1>{new}\g<2>", pyproject.read_text(),
+                                count=1, flags=re.MULTILINE))
+    spec = source.root / "environment.yaml"
+    if spec.is_file():
+        spec.write_text(re.sub(r"^(version:\s*)\S+", rf"\g<1>{new}", spec.read_text(), count=1, flags=re.MULTILINE))
+    return new
+
+

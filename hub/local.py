@@ -1,0 +1,220 @@
+"""The embedded hub: a directory (``$VERIHUB_HOME/hub``) that publishes and installs without a server.
+
+Layout: ``repos/`` (git storage, one repository per package, tags ``v{version}``), ``files/`` (the
+wheels and sdists pip downloads) and ``simple/`` (a static PEP 503 index over them, regenerated on
+every push). ``pip install --index-url file://…/simple/ NAME==V`` works as it is.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from importlib.metadata import distributions
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from verihub import settings
+from verihub.errors import VerihubError
+from verihub.hub.build import Bump, PackageSource, bump_version, dist_name
+from verihub.hub.ids import RepoId, Requirement, VersionSpec
+from verihub.hub.index import index_file, project_page, root_page
+from verihub.hub.storage import HubStorage, RepoKind
+
+__all__ = ["LocalHub", "PushResult", "VersionExistsError"]
+
+
+class VersionExistsError(VerihubError, ValueError):
+    """A published version is immutable; the message says to bump."""
+
+
+@dataclass(frozen=True)
+class PushResult:
+    repo: RepoId
+    version: str
+    commit: str
+    created: bool  # False: identical content was already published (a no-op)
+    files: tuple[str, ...]
+
+
+class LocalHub:
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else settings.verihub_home() / "hub"
+        self.storage = HubStorage(self.root)
+        (self.root / "files").mkdir(exist_ok=True)
+        (self.root / "simple").mkdir(exist_ok=True)
+
+    @property
+    def index_url(self) -> str:
+        return (self.root / "simple").resolve().as_uri() + "/"
+
+    # -- publishing -----------------------------------------------------------------------------------
+
+    def push(self, path: str | Path, *, owner: str | None = None, bump: Bump | None = None,
+             validate: bool = True) -> PushResult:
+        """Validate, build and publish the package at ``path`` as ``owner/<its name>`` version ``v{version}``."""
+        if bump is not None:
+            bump_version(Path(path), bump)
+        source = PackageSource(path)
+        repo = RepoId.parse(f"{owner or settings.hub_owner()}/{_package_name(source)}")
+        if validate and source.kind == "env":
+            _validate(source.root)
+        version = source.version
+        tag = f"v{version}"
+        files = source.files()
+        self.storage.create_repo(repo, source.kind, exist_ok=True)
+        if tag in self.storage.refs(repo)["tags"]:
+            published = {entry.path: entry.blob for entry in self.storage.files(repo, tag) if not entry.path.startswith("dist/")}
+            if published == {name: _blob_id(content) for name, content in files.items()}:
+                return PushResult(repo, version, self.storage.resolve(repo, tag), False, ())
+            raise VersionExistsError(f"{repo} {version} is already published with different content; versions never "
+                                     "change: bump it (verihub push --bump patch|minor|major)")
+        self._claim(repo)
+        built = source.build(repo)
+        commit = self.storage.commit(repo, {**files, **{f"dist/{name}": data for name, data in built.files.items()}},
+                                     f"{repo} {version}", replace=True)
+        self.storage.tag(repo, tag, commit)
+        project = dist_name(repo)
+        folder = self.root / "files" / project
+        folder.mkdir(exist_ok=True)
+        for name, data in built.files.items():
+            (folder / name).write_bytes(data)
+        self._write_index(project)
+        return PushResult(repo, version, commit, True, tuple(built.files))
+
+    def _claim(self, repo: RepoId) -> None:
+        """One distribution name per repository: owner-name normalizes, so a-b/c and a/b-c would collide."""
+        claims_path = self.root / "dists.json"
+        claims = json.loads(claims_path.read_text()) if claims_path.exists() else {}
+        project = dist_name(repo)
+        holder = claims.setdefault(project, str(repo))
+        if holder != str(repo):
+            raise VerihubError(f"{repo} would publish as {project!r}, which {holder} already uses; rename the package")
+        claims_path.write_text(json.dumps(claims, indent=2, sort_keys=True))
+
+    def _write_index(self, project: str) -> None:
+        folder = self.root / "files" / project
+        entries = []
+        for path in sorted(folder.iterdir()):
+            if path.suffix == ".metadata":
+                continue
+            stamp = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC).isoformat()
+            entry = index_file(path.name, path.read_bytes(), f"../../files/{project}/{path.name}", stamp)
+            if entry.metadata is not None:
+                (folder / f"{path.name}.metadata").write_bytes(entry.metadata)
+            entries.append(entry)
+        page = self.root / "simple" / project
+        page.mkdir(exist_ok=True)
+        (page / "index.html").write_text(project_page(project, entries))
+        projects = [p.name for p in (self.root / "simple").iterdir() if p.is_dir()]
+        (self.root / "simple" / "index.html").write_text(root_page(projects))
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def versions(self, repo: RepoId) -> list[str]:
+        tags = self.storage.refs(repo)["tags"]
+        return sorted((tag[1:] for tag in tags if tag.startswith("v")), key=_version_key)
+
+    def resolve(self, requirement: Requirement) -> str:
+        return requirement.spec.best(self.versions(requirement.repo))
+
+    def info(self, repo: RepoId) -> dict[str, Any]:
+        kind = self.storage.kind_of(repo)
+        versions = self.versions(repo)
+        latest = VersionSpec.parse("latest").best(versions) if versions else None
+        card = self.storage.read(repo, "README.md", f"v{latest}").decode("utf-8", "replace") if latest else ""
+        return {"repo": str(repo), "kind": kind, "versions": versions, "latest": latest, "card": card,
+                "distribution": dist_name(repo), "install": f"verihub install {repo}@{latest}"}
+
+    def search(self, query: str = "", kind: RepoKind | None = None) -> list[dict[str, Any]]:
+        words = query.lower().split()
+        found = []
+        for repo, repo_kind in self.storage.repos(kind):
+            versions = self.versions(repo)
+            if not versions:
+                continue
+            latest = VersionSpec.parse("latest").best(versions)
+            card = self.storage.read(repo, "README.md", f"v{latest}").decode("utf-8", "replace") if latest else ""
+            haystack = f"{repo} {card}".lower()
+            if all(word in haystack for word in words):
+                found.append({"repo": str(repo), "kind": repo_kind, "latest": latest, "summary": _summary(card)})
+        return found
+
+    # -- installing -----------------------------------------------------------------------------------
+
+    def install(self, requirement: str | Requirement, *, python: str = sys.executable) -> tuple[RepoId, str]:
+        """pip-install ``owner/name[@spec]`` from this hub's index (pip checks every file's sha256)."""
+        wanted = Requirement.parse(requirement) if isinstance(requirement, str) else requirement
+        version = self.resolve(wanted)
+        project = dist_name(wanted.repo)
+        _refuse_overwrites(self.root / "files" / project, project, version)
+        command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                   "--index-url", self.index_url, f"{project}=={version}"]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise VerihubError(f"pip could not install {wanted.repo}@{version}:\n{result.stderr.strip()[-1500:]}")
+        return wanted.repo, version
+
+
+def _refuse_overwrites(folder: Path, project: str, version: str) -> None:
+    """Fail if the wheel would write into files another installed distribution owns."""
+    wheels = sorted(folder.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
+    if not wheels:
+        return
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        tops = {name.split("/")[0] for name in wheel.namelist() if ".dist-info/" not in name and ".data/" not in name}
+    for installed in distributions():
+        if canonicalize_name(installed.metadata["Name"] or "") == project:
+            continue
+        for file in installed.files or []:
+            if file.parts and file.parts[0] in tops:
+                raise VerihubError(f"installing {project} would overwrite {file.parts[0]!r}, which "
+                                   f"{installed.metadata['Name']} installed; uninstall that first")
+
+
+def _validate(root: Path) -> None:
+    from verihub.environment import load_env
+    from verihub.validate import validate_env
+
+    report = validate_env(load_env(root, on_missing_judge="skip"))
+    if not report.ok:
+        problems = "; ".join(report.failures[:3]) or f"references {report.references_passed}/{report.references}"
+        raise VerihubError(f"{root.name} does not pass `verihub validate`: {problems}")
+
+
+def _package_name(source: PackageSource) -> str:
+    if source.kind == "env":
+        from verihub.spec_loader import load_spec
+
+        return load_spec(source.root).spec.id
+    return str((source.pyproject.get("project") or {}).get("name", source.root.name))
+
+
+def _blob_id(content: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def _version_key(version: str) -> Any:
+    from packaging.version import Version
+
+    return Version(version)
+
+
+def card_body(card: str) -> str:
+    """A README card without its YAML front-matter."""
+    return re.sub(r"^---\n.*?\n---\n", "", card, flags=re.DOTALL).strip()
+
+
+def _summary(card: str) -> str:
+    for line in card_body(card).splitlines():
+        if line.strip() and not line.startswith("#"):
+            return line.strip()[:160]
+    return ""
