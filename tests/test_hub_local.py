@@ -97,8 +97,8 @@ def test_two_owners_one_name_never_overwrite(hub: LocalHub, tmp_path: Path, fres
 
 def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path: Path, fresh_python: str) -> None:
     rules = tmp_path / "rules"
-    (rules / "acme_rules").mkdir(parents=True)
-    (rules / "acme_rules" / "__init__.py").write_text(
+    (rules / "acme_pricing").mkdir(parents=True)
+    (rules / "acme_pricing" / "__init__.py").write_text(
         "from verihub import CheckResult, check\n\n"
         "@check(mode='inline')\ndef within_budget(completion, task, budget=20):\n"
         "    '''The quoted price stays within the budget.'''\n"
@@ -108,8 +108,8 @@ def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path
     (rules / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["hatchling>=1.25"]\nbuild-backend = "hatchling.build"\n\n'
         '[project]\nname = "rules"\nversion = "1.0.0"\nreadme = "README.md"\nrequires-python = ">=3.12"\n'
-        'dependencies = ["verihub>=0.1"]\n\n[project.entry-points."verihub.checks"]\nacme_budget = "acme_rules:within_budget"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["acme_rules"]\n')
+        'dependencies = ["verihub>=0.1"]\n\n[project.entry-points."verihub.checks"]\nacme_budget = "acme_pricing:within_budget"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["acme_pricing"]\n')
     assert hub.push(rules, owner="acme").repo == RepoId("acme", "rules")
     assert hub.info(RepoId("acme", "rules"))["kind"] == "verifier"
     quotes = init_env("quotes", "single-turn", tmp_path)
@@ -127,6 +127,7 @@ def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path
         hub.push(quotes, owner="alice")
     finally:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "acme-rules"], check=True)
+        sys.modules.pop("acme_pricing", None)
     hub.install("alice/quotes", python=fresh_python)  # pulls acme-rules from the hub
     graded = run_python(fresh_python, "import verihub; env = verihub.load_env('alice/quotes'); t = env.dataset('train')[0]; "
                                       "print(env.grade(t, '<answer>$12</answer>').status, env.grade(t, '<answer>$99</answer>').status)")
