@@ -10,7 +10,9 @@ import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
 
-__all__ = ["IndexFile", "index_file", "project_page", "root_page"]
+__all__ = ["JSON_CONTENT_TYPE", "IndexFile", "index_file", "project_json", "project_page", "root_json", "root_page"]
+
+JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
 
 
 @dataclass(frozen=True)
@@ -27,10 +29,12 @@ class IndexFile:
         return hashlib.sha256(self.metadata).hexdigest() if self.metadata is not None else None
 
 
-def index_file(filename: str, content: bytes, url: str, upload_time: str | None = None) -> IndexFile:
+def index_file(filename: str, content: bytes, url: str, upload_time: str | None = None,
+               sha256: str | None = None) -> IndexFile:
+    """An index entry; ``sha256`` is the hash recorded at upload (the content's own hash if not given)."""
     metadata = _wheel_metadata(content) if filename.endswith(".whl") else None
     requires = HeaderParser().parsestr(metadata.decode("utf-8", "replace")).get("Requires-Python") if metadata else None
-    return IndexFile(filename, url, hashlib.sha256(content).hexdigest(), requires, metadata, upload_time)
+    return IndexFile(filename, url, sha256 or hashlib.sha256(content).hexdigest(), requires, metadata, upload_time)
 
 
 def _wheel_metadata(content: bytes) -> bytes | None:
@@ -57,6 +61,26 @@ def project_page(project: str, files: list[IndexFile]) -> str:
 def root_page(projects: list[str]) -> str:
     links = "\n".join(f'    <a href="{html.escape(name)}/">{html.escape(name)}</a><br/>' for name in sorted(projects))
     return _page("Simple index", links)
+
+
+def project_json(project: str, files: list[IndexFile], versions: list[str]) -> dict[str, object]:
+    """PEP 691 JSON (API 1.1: versions and upload-time as in PEP 700)."""
+    entries = []
+    for file in files:
+        entry: dict[str, object] = {"filename": file.filename, "url": file.url, "hashes": {"sha256": file.sha256}}
+        if file.requires_python:
+            entry["requires-python"] = file.requires_python
+        if file.metadata_sha256:
+            entry["core-metadata"] = {"sha256": file.metadata_sha256}
+            entry["dist-info-metadata"] = {"sha256": file.metadata_sha256}
+        if file.upload_time:
+            entry["upload-time"] = file.upload_time
+        entries.append(entry)
+    return {"meta": {"api-version": "1.1"}, "name": project, "versions": versions, "files": entries}
+
+
+def root_json(projects: list[str]) -> dict[str, object]:
+    return {"meta": {"api-version": "1.1"}, "projects": [{"name": name} for name in sorted(projects)]}
 
 
 def _page(title: str, body: str) -> str:

@@ -8,6 +8,7 @@ every push). ``pip install --index-url file://…/simple/ NAME==V`` works as it 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import re
 import subprocess
@@ -24,10 +25,14 @@ from verihub import settings
 from verihub.errors import VerihubError
 from verihub.hub.build import Bump, PackageSource, bump_version, dist_name
 from verihub.hub.ids import RepoId, Requirement, VersionSpec
-from verihub.hub.index import index_file, project_page, root_page
+from verihub.hub.index import IndexFile, index_file, project_page, root_page
 from verihub.hub.storage import HubStorage, RepoKind
 
-__all__ = ["LocalHub", "PushResult", "VersionExistsError"]
+__all__ = ["CorruptFileError", "LocalHub", "PushResult", "VersionExistsError"]
+
+
+class CorruptFileError(VerihubError, RuntimeError):
+    """A stored file's bytes no longer match the hash recorded at push."""
 
 
 class VersionExistsError(VerihubError, ValueError):
@@ -85,6 +90,7 @@ class LocalHub:
         folder.mkdir(exist_ok=True)
         for name, data in built.files.items():
             (folder / name).write_bytes(data)
+            (folder / f"{name}.sha256").write_text(hashlib.sha256(data).hexdigest())  # the hash at upload
         self._write_index(project)
         return PushResult(repo, version, commit, True, tuple(built.files))
 
@@ -98,17 +104,37 @@ class LocalHub:
             raise VerihubError(f"{repo} would publish as {project!r}, which {holder} already uses; rename the package")
         claims_path.write_text(json.dumps(claims, indent=2, sort_keys=True))
 
-    def _write_index(self, project: str) -> None:
+    def index_entries(self, project: str, url_prefix: str = "../../files") -> list[IndexFile]:
+        """The files of ``project`` with the hashes recorded when they were pushed."""
         folder = self.root / "files" / project
         entries = []
-        for path in sorted(folder.iterdir()):
-            if path.suffix == ".metadata":
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if path.suffix in (".metadata", ".sha256"):
                 continue
             stamp = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC).isoformat()
-            entry = index_file(path.name, path.read_bytes(), f"../../files/{project}/{path.name}", stamp)
+            recorded = (folder / f"{path.name}.sha256").read_text().strip()
+            entries.append(index_file(path.name, path.read_bytes(), f"{url_prefix}/{project}/{path.name}", stamp, recorded))
+        return entries
+
+    def verified_file(self, project: str, filename: str) -> bytes:
+        """A stored file, checked against the hash recorded at push: corruption is an error, never served."""
+        folder = self.root / "files" / canonicalize_name(project)
+        path = folder / filename
+        if "/" in filename or filename.startswith(".") or not path.is_file() or filename.endswith(".sha256"):
+            raise FileNotFoundError(f"no file {filename!r} for {project}")
+        data = path.read_bytes()
+        if filename.endswith(".metadata"):
+            return data
+        if hashlib.sha256(data).hexdigest() != (folder / f"{filename}.sha256").read_text().strip():
+            raise CorruptFileError(f"{project}/{filename} no longer matches the sha256 recorded when it was pushed")
+        return data
+
+    def _write_index(self, project: str) -> None:
+        folder = self.root / "files" / project
+        entries = self.index_entries(project)
+        for entry in entries:
             if entry.metadata is not None:
-                (folder / f"{path.name}.metadata").write_bytes(entry.metadata)
-            entries.append(entry)
+                (folder / f"{entry.filename}.metadata").write_bytes(entry.metadata)
         page = self.root / "simple" / project
         page.mkdir(exist_ok=True)
         (page / "index.html").write_text(project_page(project, entries))
@@ -197,8 +223,6 @@ def _package_name(source: PackageSource) -> str:
 
 
 def _blob_id(content: bytes) -> str:
-    import hashlib
-
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
