@@ -290,6 +290,40 @@ def info(
         out.print(Markdown(card_body(details["card"])))
 
 
+hub_app = typer.Typer(help="Run a hub server.", no_args_is_help=True)
+app.add_typer(hub_app, name="hub")
+token_app = typer.Typer(help="Hub tokens.", no_args_is_help=True)
+hub_app.add_typer(token_app, name="token")
+DataOption = Annotated[Path, typer.Option("--data", help="The hub's data directory.")]
+
+
+@hub_app.command("serve")
+def hub_serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    data: DataOption = Path("hubdata"),
+) -> None:
+    """Serve the Hugging Face Hub API subset, the pip simple index and the files (set HF_ENDPOINT to it)."""
+    import uvicorn
+
+    from verihub.hub.server import create_app
+
+    uvicorn.run(create_app(data), host=host, port=port, log_level="warning")
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Argument(help="The user (namespace) the token acts as.")],
+    role: Annotated[str, typer.Option(help="read or write.")] = "write",
+    data: DataOption = Path("hubdata"),
+) -> None:
+    """Print a new token for USER (only its hash is stored: copy it now)."""
+    from verihub.hub.accounts import Accounts
+
+    data.mkdir(parents=True, exist_ok=True)
+    print(Accounts(data / "hub.db").create_token(user, role))  # type: ignore[arg-type]
+
+
 models_app = typer.Typer(help="Models for tests and demos.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 

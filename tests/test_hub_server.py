@@ -1,0 +1,160 @@
+"""The hub server, driven by the unmodified huggingface_hub client and by real pip, on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from verihub.hub.accounts import Accounts
+from verihub.hub.local import LocalHub
+from verihub.scaffold import init_env
+
+pytestmark = pytest.mark.slow
+VERIHUB = str(Path(sys.executable).with_name("verihub"))
+
+
+class Server:
+    def __init__(self, url: str, data: Path, tokens: dict[str, str]) -> None:
+        self.url, self.data, self.tokens = url, data, tokens
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("hubdata")
+    LocalHub(data)
+    accounts = Accounts(data / "hub.db")
+    tokens = {"alice": accounts.create_token("alice"), "bob": accounts.create_token("bob"),
+              "alice-read": accounts.create_token("alice", "read")}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([VERIHUB, "hub", "serve", "--port", str(port), "--data", str(data)])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/simple/", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    yield Server(url, data, tokens)
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def client(server: Server, code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with the real huggingface_hub client pointed at the server (HF_ENDPOINT at import)."""
+    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+           "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0"}
+    env.pop("HF_TOKEN", None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_huggingface_hub_client_round_trip(server: Server, tmp_path: Path) -> None:
+    package = init_env("quiz", "single-turn", tmp_path)
+    script = f"""
+        import json, filecmp, pathlib
+        from huggingface_hub import HfApi, snapshot_download, hf_hub_download
+        from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError, HfHubHTTPError
+        api = HfApi(token={server.tokens['alice']!r})
+        out = {{}}
+        out["whoami"] = api.whoami()["name"]
+        url = api.create_repo("alice/quiz")
+        api.create_repo("alice/quiz", exist_ok=True)
+        first = api.upload_folder(folder_path={str(package)!r}, repo_id="alice/quiz", commit_message="first")
+        api.create_tag("alice/quiz", tag="v0.1.0")
+        api.upload_file(path_or_fileobj=b"more", path_in_repo="notes/extra.txt", repo_id="alice/quiz")
+        refs = api.list_repo_refs("alice/quiz")
+        out["branches"] = [b.name for b in refs.branches]
+        out["tags"] = {{t.name: t.target_commit for t in refs.tags}}
+        out["first"] = first.oid
+        info = api.model_info("alice/quiz")
+        out["card"] = info.card_data.to_dict() if info.card_data else None
+        out["siblings"] = sorted(s.rfilename for s in info.siblings)
+        snapshot = pathlib.Path(snapshot_download("alice/quiz", revision="v0.1.0"))
+        out["snapshot_files"] = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
+        out["same_spec"] = filecmp.cmp(snapshot / "environment.yaml", {str(package / 'environment.yaml')!r}, shallow=False)
+        out["download"] = pathlib.Path(hf_hub_download("alice/quiz", "notes/extra.txt")).read_text()
+        out["tree"] = sorted(api.list_repo_files("alice/quiz", revision="v0.1.0"))
+        out["commits"] = [c.title for c in api.list_repo_commits("alice/quiz")]
+        out["search"] = [m.id for m in api.list_models(search="quiz")]
+        for name, call in {{
+            "missing_repo": lambda: api.model_info("alice/nothing"),
+            "missing_revision": lambda: api.model_info("alice/quiz", revision="v9"),
+            "missing_file": lambda: hf_hub_download("alice/quiz", "nope.txt"),
+            "retag": lambda: api.create_tag("alice/quiz", tag="v0.1.0", revision="main"),
+            "bob_writes": lambda: HfApi(token={server.tokens['bob']!r}).upload_file(
+                path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/quiz"),
+            "read_token_writes": lambda: HfApi(token={server.tokens['alice-read']!r}).upload_file(
+                path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/quiz"),
+            "anonymous_create": lambda: HfApi(token=False).create_repo("alice/other"),
+        }}.items():
+            try:
+                call()
+                out[name] = "no error"
+            except Exception as error:
+                out[name] = type(error).__name__ + ":" + str(getattr(getattr(error, "response", None), "status_code", ""))
+        print(json.dumps(out))
+    """
+    result = client(server, script, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["whoami"] == "alice"
+    assert out["branches"] == ["main"] and out["tags"] == {"v0.1.0": out["first"]}
+    assert out["card"]["id"] == "quiz" and "notes/extra.txt" in out["siblings"]
+    assert "environment.yaml" in out["snapshot_files"] and "notes/extra.txt" not in out["snapshot_files"]
+    assert out["same_spec"] is True and out["download"] == "more"
+    assert "data/tasks.jsonl" in out["tree"] and out["search"] == ["alice/quiz"]
+    assert out["commits"][-1] == "first"
+    assert out["missing_repo"].startswith("RepositoryNotFoundError")
+    assert out["missing_revision"].startswith("RevisionNotFoundError")
+    assert out["missing_file"].startswith(("RemoteEntryNotFoundError", "EntryNotFoundError"))
+    assert out["retag"] == "HfHubHTTPError:409"  # a published version never moves
+    assert out["bob_writes"].endswith(":403") and out["read_token_writes"].endswith(":403")
+    assert out["anonymous_create"].endswith(":401") or "LocalTokenNotFoundError" in out["anonymous_create"]
+
+
+def test_pip_installs_from_the_served_index(server: Server, tmp_path: Path) -> None:
+    package = init_env("served", "single-turn", tmp_path)
+    LocalHub(server.data).push(package, owner="alice")
+    index = f"{server.url}/simple/"
+    page = httpx.get(f"{index}alice-served/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}).json()
+    assert page["name"] == "alice-served" and page["versions"] == ["0.1.0"]
+    assert all(len(f["hashes"]["sha256"]) == 64 for f in page["files"])
+    assert any("core-metadata" in f for f in page["files"])
+    target = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    site = next((target / "lib").glob("python3.*/site-packages"))
+    import site as site_module
+
+    (site / "_parent.pth").write_text("\n".join(f"import site; site.addsitedir({p!r})" for p in site_module.getsitepackages()))
+    python = str(target / "bin" / "python")
+    installed = subprocess.run([python, "-m", "pip", "install", "--index-url", index, "alice-served==0.1.0"],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    loaded = subprocess.run([python, "-c", "import verihub; print(verihub.load_env('alice/served').version)"],
+                            capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "0.1.0", loaded.stderr
+
+
+def test_a_corrupted_file_is_never_served(server: Server, tmp_path: Path) -> None:
+    package = init_env("fragile", "single-turn", tmp_path)
+    result = LocalHub(server.data).push(package, owner="alice")
+    wheel = next(name for name in result.files if name.endswith(".whl"))
+    url = f"{server.url}/files/alice-fragile/{wheel}"
+    assert httpx.get(url).status_code == 200
+    stored = server.data / "files" / "alice-fragile" / wheel
+    stored.write_bytes(stored.read_bytes()[:-10] + b"tampered!!")
+    broken = httpx.get(url)
+    assert broken.status_code == 500 and "no longer matches" in broken.json()["error"]
