@@ -85,14 +85,29 @@ class LocalHub:
         commit = self.storage.commit(repo, {**files, **{f"dist/{name}": data for name, data in built.files.items()}},
                                      f"{repo} {version}", replace=True)
         self.storage.tag(repo, tag, commit)
+        self.publish(repo, built.files)
+        return PushResult(repo, version, commit, True, tuple(built.files))
+
+    @staticmethod
+    def check_dists(repo: RepoId, dists: dict[str, bytes]) -> None:
+        """Refuse files that are not wheels or sdists of the repository's own distribution."""
         project = dist_name(repo)
+        for name in dists:
+            if not name.endswith((".whl", ".tar.gz")) or canonicalize_name(name.split("-")[0]) != project:
+                raise VerihubError(f"{name!r} is not a distribution of {project!r}: {repo} can only publish {project}")
+
+    def publish(self, repo: RepoId, dists: dict[str, bytes]) -> None:
+        """Put a version's wheel and sdist in the pip index. Their names must be the repository's
+        distribution (``owner-name``): nobody publishes someone else's package name."""
+        self.check_dists(repo, dists)
+        project = dist_name(repo)
+        self._claim(repo)
         folder = self.root / "files" / project
         folder.mkdir(exist_ok=True)
-        for name, data in built.files.items():
+        for name, data in dists.items():
             (folder / name).write_bytes(data)
             (folder / f"{name}.sha256").write_text(hashlib.sha256(data).hexdigest())  # the hash at upload
         self._write_index(project)
-        return PushResult(repo, version, commit, True, tuple(built.files))
 
     def _claim(self, repo: RepoId) -> None:
         """One distribution name per repository: owner-name normalizes, so a-b/c and a/b-c would collide."""

@@ -224,10 +224,20 @@ def create_app(data: str | Path) -> FastAPI:
         repo = writable(request, owner, name)
         tag = (await request.json()).get("tag", "")
         sha = sha_of(repo, revision)
+        dists = {e.path[5:]: hub.storage.read(repo, e.path, sha) for e in hub.storage.files(repo, sha)
+                 if e.path.startswith("dist/") and e.path.endswith((".whl", ".tar.gz")) and e.path.count("/") == 1}
+        version = tag.startswith("v") and bool(dists)  # a version: its built files join the pip index
+        if version:
+            try:
+                hub.check_dists(repo, dists)
+            except VerihubError as error:
+                raise HubHTTPError(400, str(error)) from None
         try:
-            hub.storage.tag(repo, tag, sha)
+            created = hub.storage.tag(repo, tag, sha)
         except TagExistsError as error:
             raise HubHTTPError(409, str(error)) from None
+        if created and version:
+            hub.publish(repo, dists)
         return JSONResponse({})
 
     @app.post("/api/models/{owner}/{name}/branch/{branch:path}")

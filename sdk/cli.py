@@ -222,7 +222,23 @@ def _print_metrics(report: Any) -> None:
     out.print(table)
 
 
-HubOption = Annotated[Path | None, typer.Option("--hub", help="Hub directory (default: $VERIHUB_HOME/hub).")]
+HubOption = Annotated[str | None, typer.Option("--hub", help="Hub server URL, or a hub directory (default: "
+                                               "$VERIHUB_HUB, else the embedded hub in $VERIHUB_HOME/hub).")]
+TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (default: $VERIHUB_TOKEN, then $HF_TOKEN).")]
+
+
+def _hub(location: str | None, token: str | None = None) -> Any:
+    """The hub a command talks to: a server for an http(s) URL, else a directory."""
+    import os
+
+    location = location or os.environ.get("VERIHUB_HUB")
+    if location and location.startswith(("http://", "https://")):
+        from verihub.hub.remote import RemoteHub
+
+        return RemoteHub(location, token or os.environ.get("VERIHUB_TOKEN") or os.environ.get("HF_TOKEN"))
+    from verihub.hub.local import LocalHub
+
+    return LocalHub(location)
 
 
 @app.command()
@@ -231,13 +247,12 @@ def push(
     owner: Annotated[str | None, typer.Option(help="Namespace to publish under (default: $VERIHUB_OWNER or your login).")] = None,
     bump: Annotated[str | None, typer.Option(help="Raise the version first: patch, minor or major.")] = None,
     hub: HubOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Validate, build (wheel + sdist) and publish a new immutable version, tagged v{version}."""
-    from verihub.hub.local import LocalHub
-
     if bump not in (None, "patch", "minor", "major"):
         raise typer.BadParameter("use patch, minor or major", param_hint="--bump")
-    result = LocalHub(hub).push(path, owner=owner, bump=bump)  # type: ignore[arg-type]
+    result = _hub(hub, token).push(path, owner=owner, bump=bump)
     if result.created:
         out.print(f"published {result.repo}@{result.version} (commit {result.commit[:12]}): {', '.join(result.files)}")
     else:
@@ -248,11 +263,10 @@ def push(
 def install(
     requirement: Annotated[str, typer.Argument(help="OWNER/NAME[@SPEC]: 1.2.0, ^1.2, ~=1.2 or latest.")],
     hub: HubOption = None,
+    token: TokenOption = None,
 ) -> None:
     """pip-install a published package from the hub (hashes checked); then load_env("OWNER/NAME") works."""
-    from verihub.hub.local import LocalHub
-
-    repo, version = LocalHub(hub).install(requirement)
+    repo, version = _hub(hub, token).install(requirement)
     out.print(f"installed {repo}@{version}")
 
 
@@ -261,13 +275,12 @@ def search(
     query: Annotated[str, typer.Argument(help="Words to look for in names and cards.")] = "",
     kind: Annotated[str | None, typer.Option(help="env or verifier.")] = None,
     hub: HubOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Find published packages."""
-    from verihub.hub.local import LocalHub
-
     table = Table("repository", "kind", "latest", "summary")
-    for found in LocalHub(hub).search(query, kind):  # type: ignore[arg-type]
-        table.add_row(found["repo"], found["kind"], found["latest"], found["summary"])
+    for found in _hub(hub, token).search(query, kind):
+        table.add_row(found["repo"], found["kind"], found["latest"] or "", found["summary"])
     out.print(table)
 
 
@@ -275,14 +288,15 @@ def search(
 def info(
     repository: Annotated[str, typer.Argument(help="OWNER/NAME")],
     hub: HubOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Versions, card and install command of a published package."""
     from rich.markdown import Markdown
 
     from verihub.hub.ids import RepoId
-    from verihub.hub.local import LocalHub, card_body
+    from verihub.hub.local import card_body
 
-    details = LocalHub(hub).info(RepoId.parse(repository))
+    details = _hub(hub, token).info(RepoId.parse(repository))
     out.print(f"[bold]{details['repo']}[/bold] ({details['kind']}, distribution {details['distribution']})")
     out.print(f"versions: {', '.join(details['versions']) or 'none'}")
     out.print(f"install: {details['install']}")

@@ -158,3 +158,50 @@ def test_a_corrupted_file_is_never_served(server: Server, tmp_path: Path) -> Non
     stored.write_bytes(stored.read_bytes()[:-10] + b"tampered!!")
     broken = httpx.get(url)
     assert broken.status_code == 500 and "no longer matches" in broken.json()["error"]
+
+
+def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: Path) -> None:
+    package = init_env("remote-quiz", "single-turn", tmp_path)
+    common = ["--hub", server.url, "--token", server.tokens["alice"]]
+    pushed = subprocess.run([VERIHUB, "push", str(package), *common], capture_output=True, text=True, timeout=300)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "published alice/remote-quiz@0.1.0" in pushed.stdout
+    again = subprocess.run([VERIHUB, "push", str(package), *common], capture_output=True, text=True, timeout=300)
+    assert "already published with this content" in again.stdout
+    (package / "README.md").write_text((package / "README.md").read_text() + "\nMore words.\n")
+    changed = subprocess.run([VERIHUB, "push", str(package), *common], capture_output=True, text=True, timeout=300)
+    assert changed.returncode == 2 and "bump it" in changed.stderr
+    bumped = subprocess.run([VERIHUB, "push", str(package), "--bump", "minor", *common], capture_output=True, text=True,
+                            timeout=300)
+    assert "alice/remote-quiz@0.2.0" in bumped.stdout, bumped.stderr
+    anonymous = subprocess.run([VERIHUB, "push", str(package), "--hub", server.url, "--owner", "alice", "--bump", "patch"],
+                               capture_output=True, text=True, timeout=300, env={k: v for k, v in os.environ.items()
+                                                                                  if k not in ("HF_TOKEN", "VERIHUB_TOKEN")})
+    assert anonymous.returncode != 0  # no token: the write is refused
+    from verihub.hub.ids import RepoId
+    from verihub.hub.remote import RemoteHub
+
+    remote = RemoteHub(server.url, server.tokens["alice"])
+    assert remote.versions(RepoId("alice", "remote-quiz")) == ["0.1.0", "0.2.0"]
+    assert [found["repo"] for found in remote.search("remote-quiz")] == ["alice/remote-quiz"]
+    listing = httpx.get(f"{server.url}/simple/alice-remote-quiz/").text
+    assert "alice_remote_quiz-0.2.0-py3-none-any.whl#sha256=" in listing
+
+
+def test_a_tag_cannot_publish_someone_elses_package_name(server: Server, tmp_path: Path) -> None:
+    script = f"""
+        from huggingface_hub import HfApi
+        api = HfApi(token={server.tokens['bob']!r})
+        api.create_repo("bob/sneaky")
+        api.upload_file(path_or_fileobj=b"not really a wheel", path_in_repo="dist/numpy-9.9.9-py3-none-any.whl",
+                        repo_id="bob/sneaky")
+        try:
+            api.create_tag("bob/sneaky", tag="v9.9.9")
+            print("published")
+        except Exception as error:
+            print(getattr(error.response, "status_code", ""), "refused")
+    """
+    result = client(server, script, tmp_path)
+    assert result.stdout.strip().endswith("400 refused"), result.stdout + result.stderr
+    assert httpx.get(f"{server.url}/simple/numpy/").status_code == 404
+    assert httpx.get(f"{server.url}/api/models/bob/sneaky/refs").json()["tags"] == []  # not tagged either
