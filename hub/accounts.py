@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import sqlite3
 import threading
@@ -20,7 +21,10 @@ Role = Literal["read", "write"]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS repos (id TEXT PRIMARY KEY, kind TEXT NOT NULL, private INTEGER NOT NULL,
-                                  created REAL NOT NULL, downloads INTEGER NOT NULL DEFAULT 0);
+                                  created REAL NOT NULL, downloads INTEGER NOT NULL DEFAULT 0,
+                                  modified REAL NOT NULL DEFAULT 0, tags TEXT NOT NULL DEFAULT '[]',
+                                  summary TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS repos_modified ON repos (modified);
 """
 
 
@@ -40,6 +44,9 @@ class RepoMeta:
     private: bool
     created: float
     downloads: int
+    modified: float = 0.0
+    tags: tuple[str, ...] = ()
+    summary: str = ""
 
 
 class Accounts:
@@ -77,18 +84,46 @@ class Accounts:
 
     def repo(self, repo: RepoId) -> RepoMeta | None:
         with self._lock:
-            row = self._db.execute("SELECT id, kind, private, created, downloads FROM repos WHERE id = ?",
-                                   (str(repo),)).fetchone()
-        return RepoMeta(RepoId.parse(row[0]), row[1], bool(row[2]), row[3], row[4]) if row else None
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM repos WHERE id = ?", (str(repo),)).fetchone()
+        return _meta(row) if row else None
+
+    def update_listing(self, repo: RepoId, *, modified: float, tags: list[str], summary: str) -> None:
+        """What search shows of a repository, refreshed after each commit to its main branch."""
+        with self._lock:
+            self._db.execute("UPDATE repos SET modified = ?, tags = ?, summary = ? WHERE id = ?",
+                             (modified, json.dumps(tags), summary[:300], str(repo)))
+
+    def search(self, *, text: str = "", author: str | None = None, viewer: str | None = None,
+               sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
+        """Repositories whose id or summary contains ``text``; private ones only for their owner."""
+        clauses, values = ["(private = 0 OR id LIKE ?)"], [f"{viewer}/%" if viewer else "\0"]
+        if text:
+            clauses.append("(lower(id) LIKE ? OR lower(summary) LIKE ?)")
+            values += [f"%{text.lower()}%"] * 2
+        if author:
+            clauses.append("id LIKE ?")
+            values.append(f"{author}/%")
+        order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(sort or "", "id")
+        query = f"SELECT {_COLUMNS} FROM repos WHERE {' AND '.join(clauses)} ORDER BY {order}"
+        if limit:
+            query += f" LIMIT {int(limit)}"
+        with self._lock:
+            return [_meta(row) for row in self._db.execute(query, values).fetchall()]
 
     def repos(self) -> list[RepoMeta]:
         with self._lock:
-            rows = self._db.execute("SELECT id, kind, private, created, downloads FROM repos ORDER BY id").fetchall()
-        return [RepoMeta(RepoId.parse(r[0]), r[1], bool(r[2]), r[3], r[4]) for r in rows]
+            return [_meta(row) for row in self._db.execute(f"SELECT {_COLUMNS} FROM repos ORDER BY id").fetchall()]
 
     def count_download(self, repo: RepoId) -> None:
         with self._lock:
             self._db.execute("UPDATE repos SET downloads = downloads + 1 WHERE id = ?", (str(repo),))
+
+
+_COLUMNS = "id, kind, private, created, downloads, modified, tags, summary"
+
+
+def _meta(row: tuple) -> RepoMeta:  # type: ignore[type-arg]
+    return RepoMeta(RepoId.parse(row[0]), row[1], bool(row[2]), row[3], row[4], row[5], tuple(json.loads(row[6])), row[7])
 
 
 def _hash(token: str) -> str:

@@ -46,6 +46,10 @@ def create_app(data: str | Path) -> FastAPI:
     hub = LocalHub(data)
     accounts = Accounts(Path(data) / "hub.db")
     app = FastAPI(title="verihub hub", docs_url=None, redoc_url=None)
+    for repo, kind in hub.storage.repos():  # repositories pushed straight into the directory
+        if accounts.repo(repo) is None:
+            accounts.add_repo(repo, kind, private=False)
+            _refresh_listing(hub, accounts, repo)
 
     @app.exception_handler(HubHTTPError)
     async def _error(request: Request, error: HubHTTPError) -> Response:
@@ -142,24 +146,16 @@ def create_app(data: str | Path) -> FastAPI:
     @app.get("/api/models")
     async def list_models(request: Request) -> list[dict[str, Any]]:
         query = request.query_params
-        search = (query.get("search") or "").lower()
-        wanted_tags = set(query.getlist("filter"))
         who = identity(request)
-        found = []
-        for repo, _ in hub.storage.repos():
-            meta = accounts.repo(repo)
-            if meta is not None and meta.private and not _owns(who, repo):
-                continue
-            if search and search not in str(repo).lower() or query.get("author") not in (None, repo.owner):
-                continue
-            info = _info(hub, accounts, repo, "main", base(request))
-            if info is None or not wanted_tags <= set(info["tags"]):
-                continue
-            found.append(info)
-        key = {"downloads": lambda i: i["downloads"], "lastModified": lambda i: i["lastModified"]}.get(query.get("sort", ""))
-        if key is not None:
-            found.sort(key=key, reverse=True)
-        return found[: int(query["limit"])] if query.get("limit") else found
+        wanted_tags = set(query.getlist("filter"))
+        limit = int(query["limit"]) if query.get("limit") and not wanted_tags else None
+        found = accounts.search(text=query.get("search") or "", author=query.get("author"),
+                                viewer=who.user if who else None, sort=query.get("sort"), limit=limit)
+        items = [{"id": str(meta.repo), "author": meta.repo.owner, "private": meta.private, "tags": list(meta.tags),
+                  "downloads": meta.downloads, "likes": 0, "lastModified": _date(meta.modified or meta.created),
+                  "createdAt": _date(meta.created), "kind": meta.kind, "summary": meta.summary}
+                 for meta in found if wanted_tags <= set(meta.tags)]
+        return items[: int(query["limit"])] if query.get("limit") else items
 
     @app.get("/api/models/{owner}/{name}")
     async def model_info(request: Request, owner: str, name: str) -> dict[str, Any]:
@@ -293,6 +289,8 @@ def create_app(data: str | Path) -> FastAPI:
             sha = hub.storage.commit(repo, added, summary or "update", branch=revision, delete=tuple(deleted))
         except ValueError as error:
             raise HubHTTPError(400, str(error)) from None
+        if revision == "main":
+            _refresh_listing(hub, accounts, repo)
         return {"commitOid": sha, "commitUrl": f"{base(request)}/{repo}/commit/{sha}", "success": True}
 
     @app.api_route("/{owner}/{name}/resolve/{rest:path}", methods=["GET", "HEAD"])
@@ -417,6 +415,18 @@ def _info(hub: LocalHub, accounts: Accounts, repo: RepoId, revision: str, base_u
         "cardData": card if isinstance(card, dict) else {}, "siblings": [{"rfilename": e.path, "size": e.size} for e in files],
         "downloads": meta.downloads if meta else 0, "likes": 0, "kind": hub.storage.kind_of(repo),
     }
+
+
+def _refresh_listing(hub: LocalHub, accounts: Accounts, repo: RepoId) -> None:
+    from verihub.hub.local import _summary
+
+    info = _info(hub, accounts, repo, "main", "")
+    if info is None or info["sha"] is None:
+        return
+    card = hub.storage.read(repo, "README.md", info["sha"]).decode("utf-8", "replace") \
+        if any(s["rfilename"] == "README.md" for s in info["siblings"]) else ""
+    accounts.update_listing(repo, modified=hub.storage.history(repo, info["sha"])[0].timestamp, tags=info["tags"],
+                            summary=_summary(card))
 
 
 def _is_tag_or_sha(hub: LocalHub, repo: RepoId, revision: str) -> bool:
