@@ -96,7 +96,8 @@ class Accounts:
     def search(self, *, text: str = "", author: str | None = None, viewer: str | None = None,
                sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
         """Repositories whose id or summary contains ``text``; private ones only for their owner."""
-        clauses, values = ["(private = 0 OR id LIKE ?)"], [f"{viewer}/%" if viewer else "\0"]
+        clauses: list[str] = ["(private = 0 OR id LIKE ?)" if viewer else "private = 0"]
+        values: list[str] = [f"{viewer}/%"] if viewer else []
         if text:
             clauses.append("(lower(id) LIKE ? OR lower(summary) LIKE ?)")
             values += [f"%{text.lower()}%"] * 2
