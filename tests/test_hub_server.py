@@ -205,3 +205,29 @@ def test_a_tag_cannot_publish_someone_elses_package_name(server: Server, tmp_pat
     assert result.stdout.strip().endswith("400 refused"), result.stdout + result.stderr
     assert httpx.get(f"{server.url}/simple/numpy/").status_code == 404
     assert httpx.get(f"{server.url}/api/models/bob/sneaky/refs").json()["tags"] == []  # not tagged either
+
+
+def test_private_repositories_are_invisible_to_others(server: Server, tmp_path: Path) -> None:
+    script = f"""
+        import json
+        from huggingface_hub import HfApi
+        alice, bob, nobody = (HfApi(token={server.tokens['alice']!r}), HfApi(token={server.tokens['bob']!r}),
+                              HfApi(token=False))
+        alice.create_repo("alice/secret", private=True)
+        alice.upload_file(path_or_fileobj=b"# secret plans", path_in_repo="README.md", repo_id="alice/secret")
+        out = {{"alice_sees": alice.model_info("alice/secret").private,
+               "alice_lists": [m.id for m in alice.list_models(search="secret")],
+               "bob_lists": [m.id for m in bob.list_models(search="secret")],
+               "anyone_lists": [m.id for m in nobody.list_models(search="secret")]}}
+        for name, api in (("bob", bob), ("nobody", nobody)):
+            try:
+                api.model_info("alice/secret")
+                out[name] = "visible"
+            except Exception as error:
+                out[name] = type(error).__name__
+        print(json.dumps(out))
+    """
+    result = client(server, script, tmp_path)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out == {"alice_sees": True, "alice_lists": ["alice/secret"], "bob_lists": [], "anyone_lists": [],
+                   "bob": "RepositoryNotFoundError", "nobody": "RepositoryNotFoundError"}
