@@ -224,21 +224,39 @@ def _print_metrics(report: Any) -> None:
 
 HubOption = Annotated[str | None, typer.Option("--hub", help="Hub server URL, or a hub directory (default: "
                                                "$VERIHUB_HUB, else the embedded hub in $VERIHUB_HOME/hub).")]
-TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (default: $VERIHUB_TOKEN, then $HF_TOKEN).")]
+TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (default: $VERIHUB_TOKEN, $HF_TOKEN, "
+                                                 "then the one `verihub login` stored).")]
 
 
 def _hub(location: str | None, token: str | None = None) -> Any:
     """The hub a command talks to: a server for an http(s) URL, else a directory."""
     import os
 
+    from verihub import settings
+
     location = location or os.environ.get("VERIHUB_HUB")
     if location and location.startswith(("http://", "https://")):
         from verihub.hub.remote import RemoteHub
 
-        return RemoteHub(location, token or os.environ.get("VERIHUB_TOKEN") or os.environ.get("HF_TOKEN"))
+        return RemoteHub(location, settings.hub_token(token))
     from verihub.hub.local import LocalHub
 
     return LocalHub(location)
+
+
+@app.command()
+def login(token: Annotated[str, typer.Option(prompt=True, hide_input=True, help="A hub token.")]) -> None:
+    """Store a hub token for later commands (in $VERIHUB_HOME/token, readable by you only)."""
+    import os
+
+    from verihub import settings
+
+    path = settings.token_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(token.strip() + "\n")
+    out.print(f"token stored in {path}")
 
 
 @app.command()

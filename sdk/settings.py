@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Literal, cast
 
-__all__ = ["hub_owner", "sandbox_backend", "sandbox_pool_size", "verihub_home"]
+__all__ = ["hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size", "token_file", "verihub_home"]
 
 SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
 _BACKENDS = ("nsjail", "pool", "unsafe-local")
@@ -40,3 +40,15 @@ def verihub_home() -> Path:
 def hub_owner() -> str:
     """``VERIHUB_OWNER``: the namespace pushes go to on the embedded hub (default: your login name)."""
     return os.environ.get("VERIHUB_OWNER") or getpass.getuser()
+
+
+def token_file() -> Path:
+    """Where ``verihub login`` keeps a hub token (readable by you only)."""
+    return verihub_home() / "token"
+
+
+def hub_token(explicit: str | None = None) -> str | None:
+    """The hub token: ``--token``, then ``VERIHUB_TOKEN``, ``HF_TOKEN``, then the one ``verihub login`` stored."""
+    stored = token_file()
+    return (explicit or os.environ.get("VERIHUB_TOKEN") or os.environ.get("HF_TOKEN")
+            or (stored.read_text().strip() if stored.is_file() else None))

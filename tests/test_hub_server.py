@@ -174,18 +174,26 @@ def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: P
     bumped = subprocess.run([VERIHUB, "push", str(package), "--bump", "minor", *common], capture_output=True, text=True,
                             timeout=300)
     assert "alice/remote-quiz@0.2.0" in bumped.stdout, bumped.stderr
-    anonymous = subprocess.run([VERIHUB, "push", str(package), "--hub", server.url, "--owner", "alice", "--bump", "patch"],
-                               capture_output=True, text=True, timeout=300, env={k: v for k, v in os.environ.items()
-                                                                                  if k not in ("HF_TOKEN", "VERIHUB_TOKEN")})
+    anonymous = subprocess.run([VERIHUB, "push", str(package), "--hub", server.url, "--owner", "alice"],
+                               capture_output=True, text=True, timeout=300,
+                               env={**{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VERIHUB_TOKEN")},
+                                    "VERIHUB_HOME": str(tmp_path / "nobody")})
     assert anonymous.returncode != 0  # no token: the write is refused
+    home = tmp_path / "home"  # `verihub login` stores the token; later commands find it
+    logged_in = {**{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VERIHUB_TOKEN")}, "VERIHUB_HOME": str(home)}
+    subprocess.run([VERIHUB, "login", "--token", server.tokens["alice"]], check=True, env=logged_in, capture_output=True)
+    assert (home / "token").stat().st_mode & 0o777 == 0o600
+    via_login = subprocess.run([VERIHUB, "push", str(package), "--hub", server.url, "--bump", "patch"],
+                               capture_output=True, text=True, timeout=300, env=logged_in)
+    assert "alice/remote-quiz@0.2.1" in via_login.stdout, via_login.stderr
     from verihub.hub.ids import RepoId
     from verihub.hub.remote import RemoteHub
 
     remote = RemoteHub(server.url, server.tokens["alice"])
-    assert remote.versions(RepoId("alice", "remote-quiz")) == ["0.1.0", "0.2.0"]
+    assert remote.versions(RepoId("alice", "remote-quiz")) == ["0.1.0", "0.2.0", "0.2.1"]
     assert [found["repo"] for found in remote.search("remote-quiz")] == ["alice/remote-quiz"]
     listing = httpx.get(f"{server.url}/simple/alice-remote-quiz/").text
-    assert "alice_remote_quiz-0.2.0-py3-none-any.whl#sha256=" in listing
+    assert "alice_remote_quiz-0.2.1-py3-none-any.whl#sha256=" in listing
 
 
 def test_a_tag_cannot_publish_someone_elses_package_name(server: Server, tmp_path: Path) -> None:
