@@ -29,6 +29,7 @@ from verihub.hub.accounts import Accounts, Identity
 from verihub.hub.ids import RepoId
 from verihub.hub.index import JSON_CONTENT_TYPE, project_json, project_page, root_json, root_page
 from verihub.hub.local import CorruptFileError, LocalHub
+from verihub.hub.pages import listing_page, package_page
 from verihub.hub.storage import RevisionNotFoundError, TagExistsError
 
 __all__ = ["create_app"]
@@ -345,6 +346,27 @@ def create_app(data: str | Path) -> FastAPI:
             raise HubHTTPError(500, str(error)) from None
         return Response(data, media_type="application/octet-stream")
 
+    # -- web pages (registered last: /{owner}/{name} must not shadow the API) ----------------------------
+
+    @app.get("/", response_class=HTMLResponse)
+    async def home(request: Request, q: str = "") -> HTMLResponse:
+        who = identity(request)
+        found = accounts.search(text=q, viewer=who.user if who else None, sort="downloads" if not q else None, limit=200)
+        rows = [{"id": str(m.repo), "kind": m.kind, "summary": m.summary, "downloads": m.downloads} for m in found]
+        return HTMLResponse(listing_page(q, rows))
+
+    @app.get("/{owner}/{name}", response_class=HTMLResponse)
+    async def package(request: Request, owner: str, name: str) -> HTMLResponse:
+        repo = visible(request, owner, name)
+        versions = sorted((t[1:] for t in hub.storage.refs(repo)["tags"] if t.startswith("v")), key=_version_key)
+        revision = f"v{versions[-1]}" if versions else "main"
+        info = _info(hub, accounts, repo, revision, base(request)) or {"id": str(repo), "siblings": []}
+        files = [s["rfilename"] for s in info.get("siblings", [])]
+        card = hub.storage.read(repo, "README.md", revision).decode("utf-8", "replace") if "README.md" in files else ""
+        evaluation = hub.storage.read(repo, "eval/metadata.json", revision).decode() if "eval/metadata.json" in files else None
+        install = f"verihub install {repo}" + (f"@{versions[-1]}" if versions else "") + f" --hub {base(request)}"
+        return HTMLResponse(package_page(info, versions, files, card, install, evaluation))
+
     @app.exception_handler(VerihubError)
     async def _verihub_error(request: Request, error: VerihubError) -> Response:
         return JSONResponse({"error": str(error)}, status_code=400, headers={"X-Error-Message": str(error)[:200]})
@@ -439,6 +461,15 @@ def _is_tag_or_sha(hub: LocalHub, repo: RepoId, revision: str) -> bool:
 
 def _wants_json(request: Request) -> bool:
     return JSON_CONTENT_TYPE in request.headers.get("accept", "") or request.query_params.get("format") == "json"
+
+
+def _version_key(version: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(version))
+    except InvalidVersion:
+        return (-1, version)
 
 
 def _version_of(filename: str) -> str:

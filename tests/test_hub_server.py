@@ -239,3 +239,37 @@ def test_private_repositories_are_invisible_to_others(server: Server, tmp_path: 
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out == {"alice_sees": True, "alice_lists": ["alice/secret"], "bob_lists": [], "anyone_lists": [],
                    "bob": "RepositoryNotFoundError", "nobody": "RepositoryNotFoundError"}
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def test_web_pages_in_headless_chromium(server: Server, tmp_path: Path) -> None:
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium must be installed in CI (scripts/setup.sh installs Debian's chromium as root)")
+        pytest.skip("no chromium here")
+    package = init_env("showcase", "single-turn", tmp_path)
+    (package / "eval").mkdir()
+    (package / "eval" / "metadata.json").write_text(json.dumps({"metrics": {"pass@1": 0.625, "mean_reward": 0.7}}))
+    from verihub.hub.remote import RemoteHub
+
+    RemoteHub(server.url, server.tokens["alice"]).push(package)
+    profile = tmp_path / "profile"
+
+    def browse(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url],
+                              capture_output=True, text=True, timeout=120)
+
+    page = browse(f"{server.url}/alice/showcase", "--dump-dom").stdout
+    assert "verihub install alice/showcase@0.1.0" in page and "0.625" in page and "environment.yaml" in page
+    assert "<h1>showcase</h1>" in page  # the card, rendered from Markdown
+    listing = browse(f"{server.url}/?q=showcase", "--dump-dom").stdout
+    assert 'href="/alice/showcase"' in listing
+    screenshot = tmp_path / "package-page.png"
+    browse(f"{server.url}/alice/showcase", f"--screenshot={screenshot}", "--window-size=1200,900")
+    assert screenshot.stat().st_size > 10_000 and screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
