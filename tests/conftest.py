@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +94,43 @@ def warm_pool(nsjail_path: str) -> Any:
 def jail(request: pytest.FixtureRequest) -> Any:
     """Each isolating backend in turn."""
     return request.getfixturevalue("fresh_jail" if request.param == "fresh" else "warm_pool")
+
+
+VERIHUB = str(Path(sys.executable).with_name("verihub"))
+
+
+class HubServer:
+    def __init__(self, url: str, data: Path, tokens: dict[str, str]) -> None:
+        self.url, self.data, self.tokens = url, data, tokens
+
+
+@pytest.fixture(scope="session")
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
+    """A `verihub hub serve` process on loopback with tokens for alice (write and read) and bob."""
+    import httpx
+
+    from verihub.hub.accounts import Accounts
+    from verihub.hub.local import LocalHub
+
+    data = tmp_path_factory.mktemp("hubdata")
+    LocalHub(data)
+    accounts = Accounts(data / "hub.db")
+    tokens = {"alice": accounts.create_token("alice"), "bob": accounts.create_token("bob"),
+              "alice-read": accounts.create_token("alice", "read")}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([VERIHUB, "hub", "serve", "--port", str(port), "--data", str(data)])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/simple/", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    yield HubServer(url, data, tokens)
+    process.terminate()
+    process.wait(timeout=30)
+
+

@@ -4,52 +4,26 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from verihub.hub.accounts import Accounts
 from verihub.hub.local import LocalHub
 from verihub.scaffold import init_env
+
+from conftest import HubServer as Server
 
 pytestmark = pytest.mark.slow
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
-
-class Server:
-    def __init__(self, url: str, data: Path, tokens: dict[str, str]) -> None:
-        self.url, self.data, self.tokens = url, data, tokens
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("hubdata")
-    LocalHub(data)
-    accounts = Accounts(data / "hub.db")
-    tokens = {"alice": accounts.create_token("alice"), "bob": accounts.create_token("bob"),
-              "alice-read": accounts.create_token("alice", "read")}
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([VERIHUB, "hub", "serve", "--port", str(port), "--data", str(data)])
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{url}/simple/", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    yield Server(url, data, tokens)
-    process.terminate()
-    process.wait(timeout=30)
+@pytest.fixture
+def server(hub_server: Server) -> Server:
+    return hub_server
 
 
 def client(server: Server, code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

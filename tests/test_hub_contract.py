@@ -1,0 +1,55 @@
+"""One contract for both hubs: the embedded one (a directory) and the server (over HTTP)."""
+
+from __future__ import annotations
+
+import site
+import subprocess
+import venv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verihub.hub.ids import RepoId
+from verihub.hub.local import LocalHub, VersionExistsError
+from verihub.scaffold import init_env
+
+from conftest import HubServer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=["embedded", "server"])
+def any_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "embedded":
+        return LocalHub(tmp_path / "hub")
+    from verihub.hub.remote import RemoteHub
+
+    server: HubServer = request.getfixturevalue("hub_server")
+    return RemoteHub(server.url, server.tokens["alice"])
+
+
+def test_the_hub_contract(any_hub: Any, tmp_path: Path) -> None:
+    name = f"contract-{type(any_hub).__name__.lower()}"
+    package = init_env(name, "single-turn", tmp_path)
+    repo = RepoId("alice", name)
+    first = any_hub.push(package, owner="alice")
+    assert (first.repo, first.version, first.created) == (repo, "0.1.0", True)
+    assert any_hub.push(package, owner="alice").created is False
+    (package / "README.md").write_text("# changed\n")
+    with pytest.raises(VersionExistsError):
+        any_hub.push(package, owner="alice")
+    assert any_hub.push(package, owner="alice", bump="patch").version == "0.1.1"
+    assert any_hub.versions(repo) == ["0.1.0", "0.1.1"]
+    assert str(repo) in [found["repo"] for found in any_hub.search(name)]
+    info = any_hub.info(repo)
+    assert info["latest"] == "0.1.1" and info["distribution"] == f"alice-{name}" and "changed" in info["card"]
+    target = tmp_path / "venv"
+    venv.create(target, with_pip=False)
+    purelib = next((target / "lib").glob("python3.*/site-packages"))
+    (purelib / "_parent.pth").write_text("\n".join(f"import site; site.addsitedir({p!r})" for p in site.getsitepackages()))
+    python = str(target / "bin" / "python")
+    assert any_hub.install(f"alice/{name}@~=0.1.0", python=python) == (repo, "0.1.1")
+    loaded = subprocess.run([python, "-c", f"import verihub; print(verihub.load_env('alice/{name}').version)"],
+                            capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "0.1.1", loaded.stderr
