@@ -247,3 +247,19 @@ def test_web_pages_in_headless_chromium(server: Server, tmp_path: Path) -> None:
     screenshot = tmp_path / "package-page.png"
     browse(f"{server.url}/alice/showcase", f"--screenshot={screenshot}", "--window-size=1200,900")
     assert screenshot.stat().st_size > 10_000 and screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_uv_installs_from_the_served_index(server: Server, tmp_path: Path) -> None:
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        pytest.skip("uv is not installed")
+    package = init_env("uv-served", "single-turn", tmp_path)
+    LocalHub(server.data).push(package, owner="alice")
+    target = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    installed = subprocess.run([str(uv), "pip", "install", "--python", str(target / "bin" / "python"), "--no-deps",
+                                "--index-url", f"{server.url}/simple/", "alice-uv-served==0.1.0"],
+                               capture_output=True, text=True, timeout=300, env={**os.environ, "UV_NO_CACHE": "1"})
+    assert installed.returncode == 0, installed.stderr
+    site = next((target / "lib").glob("python3.*/site-packages"))
+    assert (site / "uv_served_env" / "environment.yaml").is_file()
