@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS repos (id TEXT PRIMARY KEY, kind TEXT NOT NULL, priva
                                   modified REAL NOT NULL DEFAULT 0, tags TEXT NOT NULL DEFAULT '[]',
                                   summary TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS repos_modified ON repos (modified);
+CREATE TABLE IF NOT EXISTS members (org TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (org, user));
 """
 
 
@@ -32,9 +33,14 @@ CREATE INDEX IF NOT EXISTS repos_modified ON repos (modified);
 class Identity:
     user: str
     role: Role
+    orgs: tuple[str, ...] = ()
+
+    def owns(self, owner: str) -> bool:
+        """The namespace is the user's own or one of their organizations'."""
+        return owner == self.user or owner in self.orgs
 
     def can_write(self, owner: str) -> bool:
-        return self.role == "write" and self.user == owner
+        return self.role == "write" and self.owns(owner)
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,18 @@ class Accounts:
             return None
         with self._lock:
             row = self._db.execute("SELECT user, role FROM tokens WHERE hash = ?", (_hash(token),)).fetchone()
-        return Identity(row[0], row[1]) if row else None
+            if row is None:
+                return None
+            orgs = tuple(r[0] for r in self._db.execute("SELECT org FROM members WHERE user = ? ORDER BY org", (row[0],)))
+        return Identity(row[0], row[1], orgs)
+
+    def add_member(self, org: str, user: str) -> None:
+        """Make ``user`` a member of the organization ``org`` (created on first use): members write to it."""
+        RepoId.parse(f"{org}/{user}")  # both follow the naming rules
+        if org == user:
+            raise ValueError("an organization cannot be named like its member")
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO members VALUES (?, ?)", (org, user))
 
     def add_repo(self, repo: RepoId, kind: str, private: bool) -> None:
         with self._lock:
@@ -93,11 +110,12 @@ class Accounts:
             self._db.execute("UPDATE repos SET modified = ?, tags = ?, summary = ? WHERE id = ?",
                              (modified, json.dumps(tags), summary[:300], str(repo)))
 
-    def search(self, *, text: str = "", author: str | None = None, viewer: str | None = None,
+    def search(self, *, text: str = "", author: str | None = None, viewer: Identity | None = None,
                sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
-        """Repositories whose id or summary contains ``text``; private ones only for their owner."""
-        clauses: list[str] = ["(private = 0 OR id LIKE ?)" if viewer else "private = 0"]
-        values: list[str] = [f"{viewer}/%"] if viewer else []
+        """Repositories whose id or summary contains ``text``; private ones only for their owners."""
+        namespaces = [viewer.user, *viewer.orgs] if viewer else []
+        clauses: list[str] = [f"(private = 0 OR {' OR '.join(['id LIKE ?'] * len(namespaces))})" if namespaces else "private = 0"]
+        values: list[str] = [f"{namespace}/%" for namespace in namespaces]
         if text:
             clauses.append("(lower(id) LIKE ? OR lower(summary) LIKE ?)")
             values += [f"%{text.lower()}%"] * 2

@@ -100,7 +100,8 @@ def create_app(data: str | Path) -> FastAPI:
         who = identity(request)
         if who is None:
             raise HubHTTPError(401, "Invalid credentials in Authorization header")
-        return {"type": "user", "name": who.user, "orgs": [], "auth": {"accessToken": {"displayName": "token", "role": who.role}}}
+        return {"type": "user", "name": who.user, "orgs": [{"name": org, "type": "org"} for org in who.orgs],
+                "auth": {"accessToken": {"displayName": "token", "role": who.role}}}
 
     @app.post("/api/repos/create")
     async def create_repo(request: Request) -> Response:
@@ -151,7 +152,7 @@ def create_app(data: str | Path) -> FastAPI:
         wanted_tags = set(query.getlist("filter"))
         limit = int(query["limit"]) if query.get("limit") and not wanted_tags else None
         found = accounts.search(text=query.get("search") or "", author=query.get("author"),
-                                viewer=who.user if who else None, sort=query.get("sort"), limit=limit)
+                                viewer=who, sort=query.get("sort"), limit=limit)
         items = [{"id": str(meta.repo), "author": meta.repo.owner, "private": meta.private, "tags": list(meta.tags),
                   "downloads": meta.downloads, "likes": 0, "lastModified": _date(meta.modified or meta.created),
                   "createdAt": _date(meta.created), "kind": meta.kind, "summary": meta.summary}
@@ -351,7 +352,7 @@ def create_app(data: str | Path) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     async def home(request: Request, q: str = "") -> HTMLResponse:
         who = identity(request)
-        found = accounts.search(text=q, viewer=who.user if who else None, sort="downloads" if not q else None, limit=200)
+        found = accounts.search(text=q, viewer=who, sort="downloads" if not q else None, limit=200)
         rows = [{"id": str(m.repo), "kind": m.kind, "summary": m.summary, "downloads": m.downloads} for m in found]
         return HTMLResponse(listing_page(q, rows))
 
@@ -375,7 +376,7 @@ def create_app(data: str | Path) -> FastAPI:
 
 
 def _owns(who: Identity | None, repo: RepoId) -> bool:
-    return who is not None and who.user == repo.owner
+    return who is not None and who.owns(repo.owner)
 
 
 def _raw_segments(request: Request) -> list[str]:

@@ -356,6 +356,24 @@ def token_create(
     print(Accounts(data / "hub.db").create_token(user, role))  # type: ignore[arg-type]
 
 
+org_app = typer.Typer(help="Hub organizations.", no_args_is_help=True)
+hub_app.add_typer(org_app, name="org")
+
+
+@org_app.command("add")
+def org_add(
+    org: Annotated[str, typer.Argument(help="The organization (a namespace; created on first use).")],
+    user: Annotated[str, typer.Argument(help="The user who becomes a member (and may write to it).")],
+    data: DataOption = Path("hubdata"),
+) -> None:
+    """Add USER to the organization ORG."""
+    from verihub.hub.accounts import Accounts
+
+    data.mkdir(parents=True, exist_ok=True)
+    Accounts(data / "hub.db").add_member(org, user)
+    out.print(f"{user} is a member of {org}")
+
+
 models_app = typer.Typer(help="Models for tests and demos.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 

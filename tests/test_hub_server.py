@@ -263,3 +263,28 @@ def test_uv_installs_from_the_served_index(server: Server, tmp_path: Path) -> No
     assert installed.returncode == 0, installed.stderr
     site = next((target / "lib").glob("python3.*/site-packages"))
     assert (site / "uv_served_env" / "environment.yaml").is_file()
+
+
+def test_organization_members_write_and_see_its_repositories(server: Server, tmp_path: Path) -> None:
+    added = subprocess.run([VERIHUB, "hub", "org", "add", "acme", "alice", "--data", str(server.data)],
+                           capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr
+    script = f"""
+        import json
+        from huggingface_hub import HfApi
+        alice, bob = HfApi(token={server.tokens['alice']!r}), HfApi(token={server.tokens['bob']!r})
+        out = {{"orgs": [o["name"] for o in alice.whoami()["orgs"]]}}
+        alice.create_repo("acme/internal", private=True)
+        alice.upload_file(path_or_fileobj=b"# acme", path_in_repo="README.md", repo_id="acme/internal")
+        out["alice_lists"] = [m.id for m in alice.list_models(author="acme")]
+        out["bob_lists"] = [m.id for m in bob.list_models(author="acme")]
+        try:
+            bob.create_repo("acme/bobs")
+            out["bob_creates"] = "created"
+        except Exception as error:
+            out["bob_creates"] = error.response.status_code
+        print(json.dumps(out))
+    """
+    result = client(server, script, tmp_path)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out == {"orgs": ["acme"], "alice_lists": ["acme/internal"], "bob_lists": [], "bob_creates": 403}
