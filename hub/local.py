@@ -92,9 +92,12 @@ class LocalHub:
     def check_dists(repo: RepoId, dists: dict[str, bytes]) -> None:
         """Refuse files that are not wheels or sdists of the repository's own distribution."""
         project = dist_name(repo)
-        for name in dists:
+        for name, data in dists.items():
             if not name.endswith((".whl", ".tar.gz")) or canonicalize_name(name.split("-")[0]) != project:
                 raise VerihubError(f"{name!r} is not a distribution of {project!r}: {repo} can only publish {project}")
+            unsafe = _unsafe_member(name, data)
+            if unsafe is not None:
+                raise VerihubError(f"{name} is refused: {unsafe}")
 
     def publish(self, repo: RepoId, dists: dict[str, bytes]) -> None:
         """Put a version's wheel and sdist in the pip index. Their names must be the repository's
@@ -217,6 +220,30 @@ def _refuse_overwrites(folder: Path, project: str, version: str) -> None:
             if file.parts and file.parts[0] in tops:
                 raise VerihubError(f"installing {project} would overwrite {file.parts[0]!r}, which "
                                    f"{installed.metadata['Name']} installed; uninstall that first")
+
+
+def _unsafe_member(name: str, data: bytes) -> str | None:
+    """Why an archive is unsafe to unpack (absolute paths, '..', links out of it), or None."""
+    import io
+    import tarfile
+
+    try:
+        if name.endswith(".whl"):
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                members = archive.namelist()
+                links: list[str] = []
+        else:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+                entries = archive.getmembers()
+                members = [entry.name for entry in entries]
+                links = [entry.linkname for entry in entries if entry.issym() or entry.islnk()]
+    except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError):
+        return "it is not a valid archive"
+    for member in [*members, *links]:
+        parts = member.replace("\\", "/").split("/")
+        if member.startswith("/") or ".." in parts or (len(member) > 1 and member[1] == ":"):
+            return f"it holds the path {member!r}, which points outside the archive"
+    return None
 
 
 def _validate(root: Path) -> None:

@@ -14,7 +14,7 @@ from conftest import REPO, MakeEnv
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
 COMMANDS = ["schema", "validate", "grade", "init", "checks", "envs", "eval", "push", "install", "search", "info",
-            "models", "models tiny", "sandbox", "sandbox run", "login", "hub", "hub serve", "hub token create"]
+            "models", "models tiny", "sandbox", "sandbox run", "login", "hub", "hub serve", "hub token create", "hub org add"]
 
 
 def run(*args: str, cwd: Path = REPO, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

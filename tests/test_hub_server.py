@@ -288,3 +288,65 @@ def test_organization_members_write_and_see_its_repositories(server: Server, tmp
     result = client(server, script, tmp_path)
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out == {"orgs": ["acme"], "alice_lists": ["acme/internal"], "bob_lists": [], "bob_creates": 403}
+
+
+def test_publishing_with_only_huggingface_hub_and_pip(server: Server, tmp_path: Path) -> None:
+    """The "Done when": huggingface_hub publishes (source + dist/ + a v-tag) and plain pip installs."""
+    from verihub.hub.build import PackageSource
+    from verihub.hub.ids import RepoId
+
+    package = init_env("plain", "single-turn", tmp_path)
+    dist = package / "dist"
+    dist.mkdir()
+    for name, data in PackageSource(package).build(RepoId("alice", "plain")).files.items():
+        (dist / name).write_bytes(data)
+    script = f"""
+        from huggingface_hub import HfApi
+        api = HfApi(token={server.tokens['alice']!r})
+        api.create_repo("alice/plain")
+        api.upload_folder(folder_path={str(package)!r}, repo_id="alice/plain")
+        api.create_branch("alice/plain", branch="dev")
+        api.create_tag("alice/plain", tag="v0.1.0")
+        print(sorted(e.path for e in api.get_paths_info("alice/plain", ["dist", "environment.yaml", "nope"])))
+        try:
+            api.upload_file(path_or_fileobj=b"x", path_in_repo="../escape.txt", repo_id="alice/plain")
+        except Exception as error:
+            print("traversal", type(error).__name__)
+        api.create_repo("alice/temporary")
+        api.delete_repo("alice/temporary")
+        print("deleted", api.repo_exists("alice/temporary"))
+    """
+    result = client(server, script, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "['dist', 'environment.yaml']" and lines[-1] == "deleted False"
+    assert lines[1].startswith("traversal")
+    target = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
+                                "--no-deps", "--index-url", f"{server.url}/simple/", "alice-plain==0.1.0"],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+
+
+def test_archives_with_escaping_paths_are_refused(server: Server, tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        wheel.writestr("../../etc/cron.d/evil", "* * * * * root true")
+    script = f"""
+        from huggingface_hub import HfApi
+        api = HfApi(token={server.tokens['alice']!r})
+        api.create_repo("alice/slip")
+        api.upload_file(path_or_fileobj={buffer.getvalue()!r}, path_in_repo="dist/alice_slip-1.0.0-py3-none-any.whl",
+                        repo_id="alice/slip")
+        try:
+            api.create_tag("alice/slip", tag="v1.0.0")
+            print("published")
+        except Exception as error:
+            print(error.response.status_code, error.response.json()["error"])
+    """
+    result = client(server, script, tmp_path)
+    assert "400" in result.stdout and "points outside the archive" in result.stdout, result.stdout + result.stderr
