@@ -19,7 +19,7 @@ from packaging.version import Version
 from verihub.errors import VerihubError
 from verihub.hub.ids import RepoId
 
-__all__ = ["Built", "PackageSource", "bump_version", "dist_name"]
+__all__ = ["Built", "PackageSource", "Prepared", "bump_version", "dist_name", "prepare"]
 
 Bump = Literal["patch", "minor", "major"]
 _SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "dist", "build", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -128,3 +128,36 @@ def bump_version(root: Path, part: Bump) -> str:
     return new
 
 
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A package ready to publish: what it is, where it goes, and its files."""
+
+    source: PackageSource
+    repo: RepoId
+    version: str
+    files: dict[str, bytes]
+
+
+def prepare(path: str | Path, owner: str, *, bump: Bump | None = None, validate: bool = True) -> Prepared:
+    """The common first steps of a push: bump, read the package, validate an environment."""
+    if bump is not None:
+        bump_version(Path(path), bump)
+    source = PackageSource(path)
+    if source.kind == "env":
+        from verihub.spec_loader import load_spec
+
+        name = load_spec(source.root).spec.id
+    else:
+        name = str((source.pyproject.get("project") or {}).get("name", source.root.name))
+    repo = RepoId.parse(f"{owner}/{name}")
+    if validate and source.kind == "env":
+        from verihub.environment import load_env
+        from verihub.validate import validate_env
+
+        report = validate_env(load_env(source.root, on_missing_judge="skip"))
+        if not report.ok:
+            problems = "; ".join(report.failures[:3]) or f"references {report.references_passed}/{report.references}"
+            raise VerihubError(f"{source.root.name} does not pass `verihub validate`: {problems}")
+    return Prepared(source, repo, source.version, source.files())

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from verihub import settings
 from verihub.errors import VerihubError
-from verihub.hub.build import Bump, PackageSource, bump_version, dist_name
+from verihub.hub.build import Bump, dist_name, prepare
 from verihub.hub.ids import RepoId, Requirement, VersionSpec
 from verihub.hub.index import IndexFile, index_file, project_page, root_page
 from verihub.hub.storage import HubStorage, RepoKind
@@ -64,19 +64,13 @@ class LocalHub:
     def push(self, path: str | Path, *, owner: str | None = None, bump: Bump | None = None,
              validate: bool = True) -> PushResult:
         """Validate, build and publish the package at ``path`` as ``owner/<its name>`` version ``v{version}``."""
-        if bump is not None:
-            bump_version(Path(path), bump)
-        source = PackageSource(path)
-        repo = RepoId.parse(f"{owner or settings.hub_owner()}/{_package_name(source)}")
-        if validate and source.kind == "env":
-            _validate(source.root)
-        version = source.version
+        prepared = prepare(path, owner or settings.hub_owner(), bump=bump, validate=validate)
+        source, repo, version, files = prepared.source, prepared.repo, prepared.version, prepared.files
         tag = f"v{version}"
-        files = source.files()
         self.storage.create_repo(repo, source.kind, exist_ok=True)
         if tag in self.storage.refs(repo)["tags"]:
             published = {entry.path: entry.blob for entry in self.storage.files(repo, tag) if not entry.path.startswith("dist/")}
-            if published == {name: _blob_id(content) for name, content in files.items()}:
+            if published == {name: blob_id(content) for name, content in files.items()}:
                 return PushResult(repo, version, self.storage.resolve(repo, tag), False, ())
             raise VersionExistsError(f"{repo} {version} is already published with different content; versions never "
                                      "change: bump it (verihub push --bump patch|minor|major)")
@@ -246,25 +240,8 @@ def _unsafe_member(name: str, data: bytes) -> str | None:
     return None
 
 
-def _validate(root: Path) -> None:
-    from verihub.environment import load_env
-    from verihub.validate import validate_env
-
-    report = validate_env(load_env(root, on_missing_judge="skip"))
-    if not report.ok:
-        problems = "; ".join(report.failures[:3]) or f"references {report.references_passed}/{report.references}"
-        raise VerihubError(f"{root.name} does not pass `verihub validate`: {problems}")
-
-
-def _package_name(source: PackageSource) -> str:
-    if source.kind == "env":
-        from verihub.spec_loader import load_spec
-
-        return load_spec(source.root).spec.id
-    return str((source.pyproject.get("project") or {}).get("name", source.root.name))
-
-
-def _blob_id(content: bytes) -> str:
+def blob_id(content: bytes) -> str:
+    """The git blob id of ``content``: how both hubs tell whether a published file changed."""
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 

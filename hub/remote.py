@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from verihub.errors import VerihubError
-from verihub.hub.build import Bump, PackageSource, bump_version, dist_name
+from verihub.hub.build import Bump, dist_name, prepare
 from verihub.hub.ids import RepoId, Requirement, VersionSpec
-from verihub.hub.local import PushResult, VersionExistsError, _blob_id, _package_name, _validate
+from verihub.hub.local import PushResult, VersionExistsError, blob_id
 
 __all__ = ["RemoteHub"]
 
@@ -35,13 +35,8 @@ class RemoteHub:
              validate: bool = True) -> PushResult:
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-        if bump is not None:
-            bump_version(Path(path), bump)
-        source = PackageSource(path)
-        repo = RepoId.parse(f"{owner or self.api.whoami()['name']}/{_package_name(source)}")
-        if validate and source.kind == "env":
-            _validate(source.root)
-        version, files = source.version, source.files()
+        prepared = prepare(path, owner or self.api.whoami()["name"], bump=bump, validate=validate)
+        source, repo, version, files = prepared.source, prepared.repo, prepared.version, prepared.files
         self.api.create_repo(str(repo), exist_ok=True)
         refs = self.api.list_repo_refs(str(repo))
         tags = {tag.name: tag.target_commit for tag in refs.tags}
@@ -49,7 +44,7 @@ class RemoteHub:
         if tag in tags:
             published = {entry.path: entry.blob_id for entry in self.api.list_repo_tree(str(repo), revision=tags[tag],
                          recursive=True) if hasattr(entry, "blob_id") and not entry.path.startswith("dist/")}
-            if published == {name: _blob_id(content) for name, content in files.items()}:
+            if published == {name: blob_id(content) for name, content in files.items()}:
                 return PushResult(repo, version, tags[tag], False, ())
             raise VersionExistsError(f"{repo} {version} is already published with different content; versions never "
                                      "change: bump it (verihub push --bump patch|minor|major)")

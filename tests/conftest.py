@@ -99,6 +99,22 @@ def jail(request: pytest.FixtureRequest) -> Any:
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
 
+@pytest.fixture
+def fresh_python(tmp_path: Path) -> str:
+    """A new venv that sees this one's packages (verihub and its dependencies) but installs into its own."""
+    target = tmp_path / "venv"
+    import site
+    import venv
+
+    venv.create(target, with_pip=False)
+    purelib = next((target / "lib").glob("python3.*/site-packages"))
+    # addsitedir also runs that directory's .pth files (verihub is installed editable through one)
+    lines = [f"import site; site.addsitedir({path!r})" for path in site.getsitepackages()]
+    (purelib / "_parent.pth").write_text("\n".join(lines) + "\n")
+    return str(target / "bin" / "python")
+
+
+
 class HubServer:
     def __init__(self, url: str, data: Path, tokens: dict[str, str]) -> None:
         self.url, self.data, self.tokens = url, data, tokens

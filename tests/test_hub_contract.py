@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import site
 import subprocess
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ def any_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     return RemoteHub(server.url, server.tokens["alice"])
 
 
-def test_the_hub_contract(any_hub: Any, tmp_path: Path) -> None:
+def test_the_hub_contract(any_hub: Any, tmp_path: Path, fresh_python: str) -> None:
     name = f"contract-{type(any_hub).__name__.lower()}"
     package = init_env(name, "single-turn", tmp_path)
     repo = RepoId("alice", name)
@@ -44,11 +42,7 @@ def test_the_hub_contract(any_hub: Any, tmp_path: Path) -> None:
     assert str(repo) in [found["repo"] for found in any_hub.search(name)]
     info = any_hub.info(repo)
     assert info["latest"] == "0.1.1" and info["distribution"] == f"alice-{name}" and "changed" in info["card"]
-    target = tmp_path / "venv"
-    venv.create(target, with_pip=False)
-    purelib = next((target / "lib").glob("python3.*/site-packages"))
-    (purelib / "_parent.pth").write_text("\n".join(f"import site; site.addsitedir({p!r})" for p in site.getsitepackages()))
-    python = str(target / "bin" / "python")
+    python = fresh_python
     assert any_hub.install(f"alice/{name}@~=0.1.0", python=python) == (repo, "0.1.1")
     loaded = subprocess.run([python, "-c", f"import verihub; print(verihub.load_env('alice/{name}').version)"],
                             capture_output=True, text=True, timeout=120)

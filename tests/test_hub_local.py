@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import site
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -22,18 +20,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def hub(tmp_path: Path) -> LocalHub:
     return LocalHub(tmp_path / "hub")
-
-
-@pytest.fixture
-def fresh_python(tmp_path: Path) -> str:
-    """A new venv that sees this one's packages (verihub and its dependencies) but installs into its own."""
-    target = tmp_path / "venv"
-    venv.create(target, with_pip=False)
-    purelib = next((target / "lib").glob("python3.*/site-packages"))
-    # addsitedir also runs that directory's .pth files (verihub is installed editable through one)
-    lines = [f"import site; site.addsitedir({path!r})" for path in site.getsitepackages()]
-    (purelib / "_parent.pth").write_text("\n".join(lines) + "\n")
-    return str(target / "bin" / "python")
 
 
 def run_python(python: str, code: str) -> subprocess.CompletedProcess[str]:

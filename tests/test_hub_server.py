@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import httpx
@@ -99,7 +98,7 @@ def test_huggingface_hub_client_round_trip(server: Server, tmp_path: Path) -> No
     assert out["anonymous_create"].endswith(":401") or "LocalTokenNotFoundError" in out["anonymous_create"]
 
 
-def test_pip_installs_from_the_served_index(server: Server, tmp_path: Path) -> None:
+def test_pip_installs_from_the_served_index(server: Server, tmp_path: Path, fresh_python: str) -> None:
     package = init_env("served", "single-turn", tmp_path)
     LocalHub(server.data).push(package, owner="alice")
     index = f"{server.url}/simple/"
@@ -107,13 +106,7 @@ def test_pip_installs_from_the_served_index(server: Server, tmp_path: Path) -> N
     assert page["name"] == "alice-served" and page["versions"] == ["0.1.0"]
     assert all(len(f["hashes"]["sha256"]) == 64 for f in page["files"])
     assert any("core-metadata" in f for f in page["files"])
-    target = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
-    site = next((target / "lib").glob("python3.*/site-packages"))
-    import site as site_module
-
-    (site / "_parent.pth").write_text("\n".join(f"import site; site.addsitedir({p!r})" for p in site_module.getsitepackages()))
-    python = str(target / "bin" / "python")
+    python = fresh_python
     installed = subprocess.run([python, "-m", "pip", "install", "--index-url", index, "alice-served==0.1.0"],
                                capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr
