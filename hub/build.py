@@ -36,6 +36,33 @@ def dist_name(repo: RepoId) -> str:
 class Built:
     files: dict[str, bytes]  # file name -> content (one wheel, one sdist)
 
+    def check_environment(self) -> None:
+        """Load the spec from the built wheel, as an installed copy would: a file the spec names but the
+        wheel lacks (data, rubric, schema, calibration) fails here, before anything is published."""
+        import io
+        import zipfile
+
+        from verihub.errors import SpecError
+        from verihub.spec_loader import SPEC_FILE, load_spec
+
+        wheel = next(data for name, data in self.files.items() if name.endswith(".whl"))
+        with tempfile.TemporaryDirectory(prefix="verihub-wheel-") as scratch:
+            with zipfile.ZipFile(io.BytesIO(wheel)) as archive:
+                archive.extractall(scratch)
+            specs = sorted(Path(scratch).glob(f"*/{SPEC_FILE}"))
+            if not specs:
+                raise VerihubError(f"the built wheel has no {SPEC_FILE} inside a package; list it under "
+                                   "[tool.hatch.build.targets.wheel.force-include] in pyproject.toml")
+            saved_path = list(sys.path)
+            try:
+                load_spec(specs[0])
+            except SpecError as error:
+                problems = "; ".join(problem.message for problem in error.problems)
+                raise VerihubError(f"the built wheel is missing files the spec names ({problems}); list them under "
+                                   "[tool.hatch.build.targets.wheel.force-include] in pyproject.toml") from None
+            finally:
+                sys.path[:] = saved_path
+
 
 class PackageSource:
     """A package directory to push: an environment (environment.yaml) or a verifier package."""

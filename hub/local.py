@@ -76,6 +76,8 @@ class LocalHub:
                                      "change: bump it (verihub push --bump patch|minor|major)")
         self._claim(repo)
         built = source.build(repo)
+        if source.kind == "env":
+            built.check_environment()
         commit = self.storage.commit(repo, {**files, **{f"dist/{name}": data for name, data in built.files.items()}},
                                      f"{repo} {version}", replace=True)
         self.storage.tag(repo, tag, commit)

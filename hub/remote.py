@@ -49,6 +49,8 @@ class RemoteHub:
             raise VersionExistsError(f"{repo} {version} is already published with different content; versions never "
                                      "change: bump it (verihub push --bump patch|minor|major)")
         built = source.build(repo)
+        if source.kind == "env":
+            built.check_environment()
         current = set(self.api.list_repo_files(str(repo))) if refs.branches else set()
         uploads = {**files, **{f"dist/{name}": data for name, data in built.files.items()}}
         operations: list[Any] = [CommitOperationDelete(path) for path in sorted(current - set(uploads))]

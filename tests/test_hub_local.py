@@ -119,3 +119,12 @@ def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path
                                       "print(env.grade(t, '<answer>$12</answer>').status, env.grade(t, '<answer>$99</answer>').status)")
     assert graded.returncode == 0, graded.stderr
     assert graded.stdout.split() == ["ok", "wrong"]
+
+
+def test_push_refuses_a_wheel_that_lacks_files_the_spec_names(hub: LocalHub, tmp_path: Path) -> None:
+    package = init_env("judged", "judge", tmp_path)
+    pyproject = package / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"rubric.md" = "judged_env/rubric.md"\n', ""))
+    with pytest.raises(VerihubError, match="wheel is missing files the spec names.*rubric.md"):
+        hub.push(package, owner="alice")
+    assert hub.versions(RepoId("alice", "judged")) == []
