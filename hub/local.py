@@ -11,11 +11,9 @@ import datetime
 import hashlib
 import json
 import re
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
-from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from verihub.errors import VerihubError
 from verihub.hub.build import Bump, dist_name, prepare
 from verihub.hub.ids import RepoId, Requirement, VersionSpec
 from verihub.hub.index import IndexFile, index_file, project_page, root_page
+from verihub.hub.install import pip_install
 from verihub.hub.storage import HubStorage, RepoKind
 
 __all__ = ["CorruptFileError", "LocalHub", "PushResult", "VersionExistsError"]
@@ -193,29 +192,10 @@ class LocalHub:
         wanted = Requirement.parse(requirement) if isinstance(requirement, str) else requirement
         version = self.resolve(wanted)
         project = dist_name(wanted.repo)
-        _refuse_overwrites(self.root / "files" / project, project, version)
-        command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                   "--index-url", self.index_url, f"{project}=={version}"]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise VerihubError(f"pip could not install {wanted.repo}@{version}:\n{result.stderr.strip()[-1500:]}")
+        wheels = sorted((self.root / "files" / project).glob(f"{project.replace('-', '_')}-{version}-*.whl"))
+        wheel = self.verified_file(project, wheels[0].name) if wheels else None
+        pip_install(self.index_url, wanted.repo, version, python=python, wheel=wheel)
         return wanted.repo, version
-
-
-def _refuse_overwrites(folder: Path, project: str, version: str) -> None:
-    """Fail if the wheel would write into files another installed distribution owns."""
-    wheels = sorted(folder.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
-    if not wheels:
-        return
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        tops = {name.split("/")[0] for name in wheel.namelist() if ".dist-info/" not in name and ".data/" not in name}
-    for installed in distributions():
-        if canonicalize_name(installed.metadata["Name"] or "") == project:
-            continue
-        for file in installed.files or []:
-            if file.parts and file.parts[0] in tops:
-                raise VerihubError(f"installing {project} would overwrite {file.parts[0]!r}, which "
-                                   f"{installed.metadata['Name']} installed; uninstall that first")
 
 
 def _unsafe_member(name: str, data: bytes) -> str | None:

@@ -7,7 +7,6 @@ plain pip against ``{url}/simple/``.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,8 @@ from typing import Any
 from verihub.errors import VerihubError
 from verihub.hub.build import Bump, dist_name, prepare
 from verihub.hub.ids import RepoId, Requirement, VersionSpec
+from verihub.hub.index import JSON_CONTENT_TYPE
+from verihub.hub.install import pip_install
 from verihub.hub.local import PushResult, VersionExistsError, blob_id
 
 __all__ = ["RemoteHub"]
@@ -90,11 +91,26 @@ class RemoteHub:
     def install(self, requirement: str | Requirement, *, python: str = sys.executable) -> tuple[RepoId, str]:
         wanted = Requirement.parse(requirement) if isinstance(requirement, str) else requirement
         version = wanted.spec.best(self.versions(wanted.repo))
-        command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                   "--index-url", self.index_url, f"{dist_name(wanted.repo)}=={version}"]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise VerihubError(f"pip could not install {wanted.repo}@{version}:\n{result.stderr.strip()[-1500:]}")
+        pip_install(self.index_url, wanted.repo, version, python=python, wheel=self._wheel(wanted.repo, version))
         return wanted.repo, version
+
+    def _wheel(self, repo: RepoId, version: str) -> bytes | None:
+        """The version's wheel from the server's index, checked against the index's sha256."""
+        import hashlib
+
+        import httpx
+
+        project = dist_name(repo)
+        page = httpx.get(f"{self.index_url}{project}/", headers={"Accept": JSON_CONTENT_TYPE}, timeout=60)
+        if page.status_code != 200:
+            return None
+        prefix = f"{project.replace('-', '_')}-{version}-"
+        for entry in page.json().get("files", []):
+            if entry["filename"].startswith(prefix) and entry["filename"].endswith(".whl"):
+                data = httpx.get(entry["url"], timeout=300).content
+                if hashlib.sha256(data).hexdigest() != entry["hashes"]["sha256"]:
+                    raise VerihubError(f"{entry['filename']} does not match the sha256 the index gives")
+                return data
+        return None
 
 

@@ -343,3 +343,16 @@ def test_archives_with_escaping_paths_are_refused(server: Server, tmp_path: Path
     """
     result = client(server, script, tmp_path)
     assert "400" in result.stdout and "points outside the archive" in result.stdout, result.stdout + result.stderr
+
+
+def test_server_installs_never_overwrite_another_owners_package(server: Server, tmp_path: Path,
+                                                                fresh_python: str) -> None:
+    from verihub.errors import VerihubError
+    from verihub.hub.remote import RemoteHub
+
+    alice, bob = RemoteHub(server.url, server.tokens["alice"]), RemoteHub(server.url, server.tokens["bob"])
+    alice.push(init_env("twin", "single-turn", tmp_path / "a"))
+    bob.push(init_env("twin", "single-turn", tmp_path / "b"))
+    alice.install("alice/twin", python=fresh_python)
+    with pytest.raises(VerihubError, match="would overwrite 'twin_env', which alice-twin installed"):
+        bob.install("bob/twin", python=fresh_python)
