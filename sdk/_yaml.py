@@ -29,9 +29,6 @@ class LineMap:
                 return line
         return None
 
-    def has(self, loc: Loc) -> bool:
-        return tuple(loc) in self._lines
-
 
 def load_with_lines(text: str) -> tuple[Any, LineMap]:
     """Parse YAML ``text``; raises ``yaml.YAMLError`` (which carries a mark) on syntax errors."""

@@ -115,6 +115,28 @@ def fresh_python(tmp_path: Path) -> str:
 
 
 
+def free_port() -> int:
+    """A port nothing listens on right now, on loopback."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until_serving(url: str, timeout_s: float = 120) -> None:
+    """Poll ``url`` until it answers 200 (a server started in another process is up)."""
+    import httpx
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer within {timeout_s:g}s")
+
+
 class HubServer:
     def __init__(self, url: str, data: Path, tokens: dict[str, str]) -> None:
         self.url, self.data, self.tokens = url, data, tokens
@@ -123,8 +145,6 @@ class HubServer:
 @pytest.fixture(scope="session")
 def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     """A `verihub hub serve` process on loopback with tokens for alice (write and read) and bob."""
-    import httpx
-
     from verihub.hub.accounts import Accounts
     from verihub.hub.local import LocalHub
 
@@ -133,18 +153,10 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     accounts = Accounts(data / "hub.db")
     tokens = {"alice": accounts.create_token("alice"), "bob": accounts.create_token("bob"),
               "alice-read": accounts.create_token("alice", "read")}
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen([VERIHUB, "hub", "serve", "--port", str(port), "--data", str(data)])
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{url}/simple/", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
+    wait_until_serving(f"{url}/simple/", timeout_s=60)
     yield HubServer(url, data, tokens)
     process.terminate()
     process.wait(timeout=30)

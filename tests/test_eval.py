@@ -20,7 +20,7 @@ from verihub.evaluate import evaluate, pass_at_k
 from verihub.generation import Sampling
 from verihub.testing import ScriptedChatServer
 
-from conftest import REPO
+from conftest import REPO, free_port, wait_until_serving
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
@@ -172,24 +172,12 @@ def test_eval_with_a_local_hf_model(tiny_model: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_eval_against_transformers_serve(tiny_model: Path, tmp_path: Path) -> None:
     """A real OpenAI-compatible server (`transformers serve`) serving the tiny model on loopback."""
-    import socket
-
-    import httpx
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     transformers_cli = str(Path(sys.executable).with_name("transformers"))
     server = subprocess.Popen([transformers_cli, "serve", str(tiny_model), "--host", "127.0.0.1", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.5)
+        wait_until_serving(f"http://127.0.0.1:{port}/health")
         env = verihub.load_env("envs/arithmetic")
         report = evaluate(env, f"openai:{tiny_model}@http://127.0.0.1:{port}/v1", n=3, k=2,
                           sampling=Sampling(max_tokens=12), out=tmp_path)

@@ -87,9 +87,7 @@ def run(
 ) -> Result:
     """Run ``command`` (argv, or a string for ``bash -c``) in a sandbox with ``files`` in its work dir."""
     argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
-    request = Request(command=argv, files=_snapshot(files), limits=limits or Limits(), stdin=_bytes(stdin),
-                      keep_files=keep_files)
-    return (sandbox or default_sandbox()).run(request)
+    return _submit(sandbox, command=argv, files=files, limits=limits, stdin=stdin, keep_files=keep_files)
 
 
 def run_python(
@@ -102,7 +100,13 @@ def run_python(
     sandbox: Sandbox | None = None,
 ) -> Result:
     """Run Python ``code`` as main.py in a sandbox (the jail's python3), with ``files`` beside it."""
-    request = Request(code=code, files=_snapshot(files), limits=limits or Limits(), stdin=_bytes(stdin),
+    return _submit(sandbox, code=code, files=files, limits=limits, stdin=stdin, keep_files=keep_files)
+
+
+def _submit(sandbox: Sandbox | None, *, files: Files, limits: Limits | None, stdin: str | bytes | None,
+            keep_files: bool, command: list[str] | None = None, code: str | None = None) -> Result:
+    request = Request(command=command, code=code, files=Snapshot.of(files) if files else None,
+                      limits=limits or Limits(), stdin=stdin.encode() if isinstance(stdin, str) else stdin,
                       keep_files=keep_files)
     return (sandbox or default_sandbox()).run(request)
 
@@ -121,11 +125,3 @@ async def arun_python(code: str, **options: object) -> Result:
     """:func:`run_python` without blocking the event loop."""
     call = functools.partial(run_python, code, **options)  # type: ignore[arg-type]
     return await asyncio.get_running_loop().run_in_executor(_executor, call)
-
-
-def _snapshot(files: Files) -> Snapshot | None:
-    return Snapshot.of(files) if files else None
-
-
-def _bytes(data: str | bytes | None) -> bytes | None:
-    return data.encode() if isinstance(data, str) else data
