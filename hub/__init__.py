@@ -1,6 +1,27 @@
 """The verihub hub: storage, an HTTP server speaking the Hugging Face Hub API plus a pip index, and a client.
 
-Not built yet; see the hub issue. Importing it is safe and cheap.
+``open_hub(location)`` gives the hub a command talks to: a :class:`~verihub.hub.remote.RemoteHub` for an
+http(s) URL, else a :class:`~verihub.hub.local.LocalHub` directory (default ``$VERIHUB_HOME/hub``).
+Importing this package is cheap; the backends load on use.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["open_hub"]
+
+
+def open_hub(location: str | None = None, token: str | None = None) -> Any:
+    """The hub at ``location`` (default ``$VERIHUB_HUB``, else the embedded one): a server URL or a directory."""
+    from verihub import settings
+
+    location = location or os.environ.get("VERIHUB_HUB")
+    if location and location.startswith(("http://", "https://")):
+        from verihub.hub.remote import RemoteHub
+
+        return RemoteHub(location, settings.hub_token(token))
+    from verihub.hub.local import LocalHub
+
+    return LocalHub(location)

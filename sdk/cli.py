@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from verihub.errors import VerihubError
+from verihub.hub import open_hub
 
 app = typer.Typer(
     help="verihub: RL environments and layered verifiers as versioned packages.",
@@ -169,6 +170,8 @@ def eval_command(
     out: Annotated[Path | None, typer.Option(help="Directory for results.parquet, metadata.json, rollouts.jsonl.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Keep finished rollouts in --out; rerun missing and faulted ones.")] = False,
     judge_model: Annotated[str | None, typer.Option(help="Model for judge layers, overriding the spec.")] = None,
+    adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (from `verihub train --lora`) "
+                                                 "on top of an hf: or vllm: model.")] = None,
 ) -> None:
     """Evaluate an environment against a model: rollouts, grades, pass@k, saved results."""
     import asyncio
@@ -177,11 +180,18 @@ def eval_command(
 
     from verihub.environment import load_env
     from verihub.evaluate import aevaluate
-    from verihub.generation import Sampling
+    from verihub.generation import Sampling, load_backend
 
     if resume and out is None:
         raise typer.BadParameter("--resume needs --out (where the earlier results are)", param_hint="--resume")
     environment = load_env(env, judge_model=judge_model)
+    if adapter is not None and not (adapter / "adapter_config.json").is_file():
+        raise typer.BadParameter(f"{adapter} holds no adapter_config.json (a peft adapter directory)",
+                                 param_hint="--adapter")
+    try:
+        backend = load_backend(model, adapter=str(adapter) if adapter else None)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--adapter" if adapter else "--model") from None
     defaults = environment.spec.eval
     sampling = Sampling(
         temperature=defaults.temperature if temperature is None else temperature, top_p=defaults.top_p,
@@ -193,10 +203,16 @@ def eval_command(
         bar = progress.add_task(f"{environment.id} x {model}", total=tasks * (k or defaults.k))
         if resume:
             progress.update(bar, description=f"{environment.id} x {model} (resuming)")
-        report = asyncio.run(aevaluate(
-            environment, model, n=n, k=k, sampling=sampling, split=split, concurrency=concurrency, out=out,
-            resume=resume, on_rollout=lambda _: progress.advance(bar),
-        ))
+
+        async def run() -> Any:
+            try:
+                return await aevaluate(environment, backend, n=n, k=k, sampling=sampling, split=split,
+                                       concurrency=concurrency, out=out, resume=resume,
+                                       on_rollout=lambda _: progress.advance(bar))
+            finally:
+                await backend.aclose()
+
+        report = asyncio.run(run())
         progress.update(bar, completed=len(report.rollouts))
     _print_metrics(report)
     if out is not None:
@@ -228,22 +244,6 @@ TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (def
                                                  "then the one `verihub login` stored).")]
 
 
-def _hub(location: str | None, token: str | None = None) -> Any:
-    """The hub a command talks to: a server for an http(s) URL, else a directory."""
-    import os
-
-    from verihub import settings
-
-    location = location or os.environ.get("VERIHUB_HUB")
-    if location and location.startswith(("http://", "https://")):
-        from verihub.hub.remote import RemoteHub
-
-        return RemoteHub(location, settings.hub_token(token))
-    from verihub.hub.local import LocalHub
-
-    return LocalHub(location)
-
-
 @app.command()
 def login(token: Annotated[str, typer.Option(prompt=True, hide_input=True, help="A hub token.")]) -> None:
     """Store a hub token for later commands (in $VERIHUB_HOME/token, readable by you only)."""
@@ -270,7 +270,7 @@ def push(
     """Validate, build (wheel + sdist) and publish a new immutable version, tagged v{version}."""
     if bump not in (None, "patch", "minor", "major"):
         raise typer.BadParameter("use patch, minor or major", param_hint="--bump")
-    result = _hub(hub, token).push(path, owner=owner, bump=bump)
+    result = open_hub(hub, token).push(path, owner=owner, bump=bump)
     if result.created:
         out.print(f"published {result.repo}@{result.version} (commit {result.commit[:12]}): {', '.join(result.files)}")
     else:
@@ -284,7 +284,7 @@ def install(
     token: TokenOption = None,
 ) -> None:
     """pip-install a published package from the hub (hashes checked); then load_env("OWNER/NAME") works."""
-    repo, version = _hub(hub, token).install(requirement)
+    repo, version = open_hub(hub, token).install(requirement)
     out.print(f"installed {repo}@{version}")
 
 
@@ -297,7 +297,7 @@ def search(
 ) -> None:
     """Find published packages."""
     table = Table("repository", "kind", "latest", "summary")
-    for found in _hub(hub, token).search(query, kind):
+    for found in open_hub(hub, token).search(query, kind):
         table.add_row(found["repo"], found["kind"], found["latest"] or "", found["summary"])
     out.print(table)
 
@@ -314,7 +314,7 @@ def info(
     from verihub.hub.ids import RepoId
     from verihub.hub.local import card_body
 
-    details = _hub(hub, token).info(RepoId.parse(repository))
+    details = open_hub(hub, token).info(RepoId.parse(repository))
     out.print(f"[bold]{details['repo']}[/bold] ({details['kind']}, distribution {details['distribution']})")
     out.print(f"versions: {', '.join(details['versions']) or 'none'}")
     out.print(f"install: {details['install']}")

@@ -13,6 +13,7 @@ from pathlib import Path
 __all__ = [
     "CheckNotFoundError",
     "EnvNotFoundError",
+    "MissingDependencyError",
     "SandboxInfraError",
     "SandboxUnavailable",
     "SpecError",
@@ -86,3 +87,7 @@ def relative_display(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+class MissingDependencyError(VerihubError, ImportError):
+    """A feature needs a package that is not installed; the message says how to install it."""

@@ -1,9 +1,9 @@
 """Tiny offline models: a small Qwen2-style causal LM and a tokenizer made here, nothing downloaded.
 
 For tests, benchmarks and the demo. The tokenizer is byte-level BPE trained on the bundled
-environments' text plus a fixed sample, with ChatML special tokens and a chat template in the Qwen2.5
-convention (system/user/assistant turns, tools in <tools>, calls in <tool_call> JSON, results in
-<tool_response>), which transformers' ``apply_chat_template`` and TRL accept.
+environments' text plus a fixed sample, with ChatML special tokens and TRL's copy of the Qwen2.5 chat template (system/user/assistant turns,
+tools in <tools>, calls in <tool_call> JSON, results in <tool_response>), so TRL's GRPO tool loop
+parses its tool calls as it would a real Qwen model's.
 
     from verihub.trainers.tiny import make_tiny_model
     make_tiny_model("runs/tiny")                    # then AutoModelForCausalLM.from_pretrained("runs/tiny")
@@ -16,36 +16,16 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "make_tiny_model", "make_tokenizer"]
+__all__ = ["SPECIAL_TOKENS", "chat_template", "make_tiny_model", "make_tokenizer"]
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 EXTRA_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
-CHAT_TEMPLATE = (
-    "{% set offset = 1 if messages and messages[0].role == 'system' else 0 -%}"
-    "{% if tools -%}"
-    "<|im_start|>system\n{% if offset %}{{ messages[0].content }}\n\n{% endif %}"
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
-    "{% for tool in tools %}{{ '\\n' }}{{ tool | tojson }}{% endfor %}{{ '\\n' }}</tools>\n\n"
-    "For each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
-    "</tool_call><|im_end|>\n"
-    "{% elif offset -%}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif -%}"
-    "{% for message in messages[offset:] -%}"
-    "{% if message.role == 'assistant' -%}"
-    "<|im_start|>assistant\n{{ message.content or '' }}"
-    "{% for call in message.tool_calls or [] -%}"
-    "{% set function = call.function if call.function is defined else call -%}"
-    "\n<tool_call>\n{\"name\": \"{{ function.name }}\", \"arguments\": "
-    "{{ function.arguments if function.arguments is string else function.arguments | tojson }}}\n</tool_call>"
-    "{% endfor -%}<|im_end|>\n"
-    "{% elif message.role == 'tool' -%}"
-    "<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n"
-    "{% else -%}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif -%}"
-    "{% endfor -%}"
-    "{% if add_generation_prompt -%}<|im_start|>assistant\n{% endif -%}"
-)
+def chat_template() -> str:
+    """TRL's copy of the Qwen2.5 chat template: TRL recognises it, so it knows how to parse tool calls
+    (``add_response_schema``) and has a training variant for multi-turn GRPO."""
+    return (resources.files("trl") / "chat_templates" / "qwen2_5.jinja").read_text()
+
 
 _SAMPLE = [
     "The answer is \\boxed{42}. Let me think step by step: 12 + 30 = 42, so the result is 42.",
@@ -78,7 +58,7 @@ def make_tokenizer(vocab_size: int = 1024) -> object:
     core.train_from_iterator(_corpus(), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
-        additional_special_tokens=EXTRA_TOKENS, chat_template=CHAT_TEMPLATE, model_max_length=4096,
+        additional_special_tokens=EXTRA_TOKENS, chat_template=chat_template(), model_max_length=4096,
     )
     tokenizer.padding_side = "left"  # generation pads on the left
     return tokenizer

@@ -19,9 +19,16 @@ __all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall", "
 _KINDS = ("openai", "hf", "vllm")
 
 
-def load_backend(model: str) -> Backend:
-    """The backend a model string names; ValueError saying the accepted forms otherwise."""
+def load_backend(model: str, *, adapter: str | None = None) -> Backend:
+    """The backend a model string names; ValueError saying the accepted forms otherwise.
+
+    ``adapter`` is a LoRA adapter directory (what ``verihub train --lora`` saves) loaded on top of a local
+    model; an endpoint serves its adapters itself (``vllm serve --lora-modules``).
+    """
     kind, _, rest = model.partition(":")
+    if adapter is not None and kind not in ("hf", "vllm"):
+        raise ValueError(f"--adapter works with hf: and vllm: models; {model!r} is an endpoint: serve the adapter "
+                         "there (vllm serve BASE --enable-lora --lora-modules NAME=DIR) and name it as the model")
     if kind == "openai" and rest:
         from verihub.generation.openai import OpenAIBackend
 
@@ -30,11 +37,11 @@ def load_backend(model: str) -> Backend:
     if kind == "hf" and rest:
         from verihub.generation.local import HFBackend
 
-        return HFBackend(rest)
+        return HFBackend(rest, adapter)
     if kind == "vllm" and rest:
         from verihub.generation.local import VLLMBackend
 
-        return VLLMBackend(rest)
+        return VLLMBackend(rest, adapter)
     raise ValueError(
         f"model {model!r}: use openai:MODEL@URL, hf:PATH_OR_ID or vllm:PATH_OR_ID (kinds: {', '.join(_KINDS)})"
     )

@@ -54,17 +54,29 @@ class _InProcessBackend:
 
 
 class HFBackend(_InProcessBackend):
-    """A transformers model (CPU or GPU)."""
+    """A transformers model (CPU or GPU), optionally with a LoRA adapter (peft) on top."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, adapter: str | None = None) -> None:
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError:
             raise GenerationError('hf: models need transformers and torch: pip install "verihub[train]"') from None
-        self.model = f"hf:{path}"
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.network = AutoModelForCausalLM.from_pretrained(path)
-        self.network.eval()
+        network = AutoModelForCausalLM.from_pretrained(path)
+        if adapter is not None:
+            from peft import PeftModel
+
+            network = PeftModel.from_pretrained(network, adapter)
+        self._bind(f"hf:{path}" + (f"+{adapter}" if adapter else ""), network, AutoTokenizer.from_pretrained(path))
+
+    @classmethod
+    def wrap(cls, network: Any, tokenizer: Any, name: str = "hf:live") -> HFBackend:
+        """A backend over a model already in memory (a training policy, evaluated between steps)."""
+        backend = cls.__new__(cls)
+        backend._bind(name, network, tokenizer)
+        return backend
+
+    def _bind(self, name: str, network: Any, tokenizer: Any) -> None:
+        self.model, self.network, self.tokenizer = name, network, tokenizer
         self._lock = threading.Lock()
 
     def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
@@ -83,7 +95,12 @@ class HFBackend(_InProcessBackend):
         with self._lock, torch.no_grad():
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
-            sequences = self.network.generate(**inputs, **options)
+            training = self.network.training  # a live policy goes back to training mode afterwards
+            self.network.eval()
+            try:
+                sequences = self.network.generate(**inputs.to(self.network.device), **options)
+            finally:
+                self.network.train(training)
         generations = []
         for sequence in sequences:
             new_tokens = sequence[prompt_length:]
@@ -100,24 +117,27 @@ class HFBackend(_InProcessBackend):
 class VLLMBackend(_InProcessBackend):
     """vLLM's offline engine (a CUDA GPU); vLLM batches the n samples of a request."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, adapter: str | None = None) -> None:
         try:
             from vllm import LLM
         except ImportError:
             raise GenerationError(
                 'vllm: models need vLLM, which is not installed: pip install "verihub[vllm]" (on a machine with a '
                 "CUDA GPU), or serve the model with `vllm serve` elsewhere and use openai:MODEL@URL") from None
-        self.model = f"vllm:{path}"
-        self.engine = LLM(model=path)
+        self.model = f"vllm:{path}" + (f"+{adapter}" if adapter else "")
+        self.engine = LLM(model=path, enable_lora=adapter is not None)
+        self._adapter = adapter
         self._lock = threading.Lock()
 
     def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
         from vllm import SamplingParams
+        from vllm.lora.request import LoRARequest
 
+        lora = LoRARequest("adapter", 1, self._adapter) if self._adapter else None
         params = SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
                                 max_tokens=sampling.max_tokens, seed=sampling.seed)
         with self._lock:
-            result = self.engine.chat(messages, params, tools=tools, use_tqdm=False)[0]
+            result = self.engine.chat(messages, params, tools=tools, use_tqdm=False, lora_request=lora)[0]
         prompt_tokens = len(result.prompt_token_ids or [])
         generations = []
         for output in result.outputs:

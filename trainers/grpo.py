@@ -1,0 +1,228 @@
+"""GRPO on any mix of verihub environments: a thin layer over TRL's ``GRPOTrainer``.
+
+    from verihub.trainers import GRPOTrainer
+    trainer = GRPOTrainer("Qwen/Qwen2.5-1.5B-Instruct", {"alice/gsm8k@1": 0.5, "envs/arithmetic": 0.5},
+                          lora=True, curriculum="adaptive", max_steps=200, learning_rate=5e-6)
+    trainer.train()                  # the adapter (or model) and metrics.jsonl land in output_dir
+
+What this layer adds to TRL, and where: the mixed dataset (:mod:`.mixture`), one reward function per
+environment from its verifier with faults as ``None`` (:mod:`.rewards`), sandboxed tool environments
+for multi-turn ones (:mod:`.toolenv`), weighted or adaptive sampling (:mod:`.curriculum`), per-domain
+metrics and reward-hacking alerts (:mod:`.monitors`) logged with TRL's own and to ``metrics.jsonl``,
+held-out pass rates during training (:mod:`.heldout`). Everything else is TRL: keyword arguments that
+are not this class's go to ``trl.GRPOConfig`` unchanged (``max_steps``, ``learning_rate``,
+``num_generations``, ``vllm_mode``, ...), and ``trainer.trl`` is the TRL trainer itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import trl
+from accelerate.utils import gather_object
+from transformers import TrainerCallback
+
+from verihub.generation import Sampling
+from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
+from verihub.trainers.heldout import heldout_pass_rates
+from verihub.trainers.mixture import EnvRef, MixedEnv, mixed_dataset, resolve_envs
+from verihub.trainers.models import load_tokenizer, lora_config, precision_defaults, require_vllm
+from verihub.trainers.monitors import MonitorKnobs, RunMonitor
+from verihub.trainers.rewards import EnvReward, GradeLedger
+from verihub.trainers.toolenv import environment_class
+
+__all__ = ["METRICS_FILE", "GRPOTrainer"]
+
+logger = logging.getLogger("verihub.trainers")
+
+METRICS_FILE = "metrics.jsonl"
+
+
+class GRPOTrainer:
+    """GRPO with LoRA (peft), optional vLLM generation and a curriculum, on a weighted mix of environments.
+
+    ``model``: a hub id, a local path or a model object (then pass ``tokenizer=`` unless the model knows
+    its ``name_or_path``). ``envs``: directories, installed names, hub ids with version specs
+    (``alice/arithmetic@^1.0``, installed from ``hub`` when needed) or loaded environments, as a list
+    (equal weights) or a dict of weights. ``lora``: True, a dict of ``LoraConfig`` fields or a peft config.
+    ``use_vllm``: generate with vLLM (TRL's colocate mode, or ``vllm_mode="server"``). ``curriculum``:
+    None, ``"adaptive"``, a dict of its knobs or a :class:`~verihub.trainers.curriculum.Curriculum`.
+    ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
+    (greedy) for the held-out alerts and curves (0: never). The rest goes to ``trl.GRPOConfig``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float],
+        *,
+        lora: bool | Mapping[str, Any] | Any | None = None,
+        use_vllm: bool = False,
+        curriculum: str | Mapping[str, Any] | Curriculum | None = None,
+        tokenizer: Any = None,
+        hub: str | None = None,
+        heldout_every: int = 0,
+        heldout_tasks: int = 32,
+        monitor: MonitorKnobs | None = None,
+        callbacks: Sequence[TrainerCallback] = (),
+        output_dir: str | Path = "runs/grpo",
+        **grpo_config_overrides: Any,
+    ) -> None:
+        if use_vllm:
+            require_vllm()
+        self.mix = resolve_envs(envs, hub=hub)
+        self.tokenizer = load_tokenizer(model, tokenizer)
+        self.config = trl.GRPOConfig(**{**self._defaults(), "output_dir": str(output_dir), "use_vllm": use_vllm,
+                                        **grpo_config_overrides})
+        self.curriculum = make_curriculum(curriculum)
+        self.ledger = GradeLedger()
+        self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
+        self.heldout_every, self.heldout_tasks = heldout_every, heldout_tasks
+        self.alerts: list[str] = []
+        dataset = mixed_dataset(self.mix, "train")
+        sizes: dict[tuple[str, str], int] = {}
+        for env, difficulty in zip(dataset["environment"], dataset["difficulty"], strict=True):
+            sizes[(env, difficulty)] = sizes.get((env, difficulty), 0) + 1
+        self.curriculum.bind(sizes, {item.name: item.weight for item in self.mix})
+        self.trl = _TRLTrainer(
+            run=self,
+            model=model,
+            reward_funcs=[EnvReward(item, self.ledger) for item in self.mix],
+            args=self.config,
+            train_dataset=dataset,
+            processing_class=self.tokenizer,
+            peft_config=lora_config(lora),
+            environment_factory=self._environment_factories(),
+            callbacks=[_MetricsFile(self), *( [_Heldout(self)] if heldout_every else []), *callbacks],
+        )
+
+    def train(self, **kwargs: Any) -> Any:
+        """TRL's ``train()``; then the model (or the LoRA adapter) and tokenizer are saved to ``output_dir``."""
+        result = self.trl.train(**kwargs)
+        self.save()
+        return result
+
+    def save(self, output_dir: str | Path | None = None) -> Path:
+        """Save the trained weights (only the adapter, with LoRA) and the tokenizer."""
+        target = Path(output_dir or self.config.output_dir)
+        self.trl.save_model(str(target))
+        self.tokenizer.save_pretrained(str(target))
+        return target
+
+    @property
+    def metrics_path(self) -> Path:
+        return Path(self.config.output_dir) / METRICS_FILE
+
+    def _defaults(self) -> dict[str, Any]:
+        """What differs from TRL's defaults: precision that works on CPU, per-step logs, tool turns by spec."""
+        defaults: dict[str, Any] = {**precision_defaults(), "logging_steps": 1, "save_strategy": "no",
+                                    "report_to": "none"}
+        turns = [item.env.spec.interaction.max_turns for item in self.mix if item.multi_turn]
+        if turns:
+            defaults["max_tool_calling_iterations"] = max(turns)
+        return defaults
+
+    def _environment_factories(self) -> dict[str, Any] | None:
+        """TRL routes rows by the ``environment`` column when any environment has tools; None otherwise."""
+        if not any(item.multi_turn for item in self.mix):
+            return None
+        return {item.name: environment_class(item) for item in self.mix}
+
+    def _observe(self, outcomes: list[Any]) -> None:
+        self.curriculum.observe([outcome for outcome in outcomes if outcome is not None])
+        self.monitor.observe(outcomes)
+        for env, agreement in self.ledger.take_agreements().items():
+            self.monitor.record_judge_agreement(env, agreement)
+
+    def _run_metrics(self) -> dict[str, float]:
+        metrics, alerts = self.monitor.flush()
+        self.alerts = alerts
+        sampler = self.trl.sampler
+        for (env, difficulty), weight in (sampler.last_weights if sampler else {}).items():
+            metrics[f"verihub/curriculum/{env}/{difficulty}"] = weight
+        return metrics
+
+
+class _TRLTrainer(trl.GRPOTrainer):
+    """TRL's trainer with our sampler, our view of each scored batch, and our metrics in its logs."""
+
+    def __init__(self, *, run: GRPOTrainer, **kwargs: Any) -> None:
+        self.verihub_run = run
+        self.sampler: MixtureSampler | None = None
+        super().__init__(**kwargs)
+
+    def _get_train_sampler(self, dataset: Any = None) -> MixtureSampler:
+        dataset = self.train_dataset if dataset is None else dataset
+        buckets: dict[tuple[str, str], list[int]] = {}
+        for row, (env, difficulty) in enumerate(zip(dataset["environment"], dataset["difficulty"], strict=True)):
+            buckets.setdefault((env, difficulty), []).append(row)
+        self.sampler = MixtureSampler(
+            buckets, self.verihub_run.curriculum, mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed,
+        )
+        return self.sampler
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        outcomes = self.verihub_run.ledger.take(len(inputs))
+        if self.accelerator.num_processes > 1:  # every process learns from every process's grades, in order
+            outcomes = gather_object(outcomes)
+        if self.model.training:
+            self.verihub_run._observe(outcomes)
+        return rewards
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training and not any(key.startswith("eval_") for key in logs):
+            logs.update(self.verihub_run._run_metrics())
+        super().log(logs, start_time)
+
+
+class _MetricsFile(TrainerCallback):
+    """Every log line, TRL's metrics and ours, plus the alerts, appended to ``output_dir/metrics.jsonl``."""
+
+    def __init__(self, run: GRPOTrainer) -> None:
+        self.run = run
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+            self.run.metrics_path.write_text("")
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not logs:
+            return
+        record = {"step": state.global_step, **{k: v for k, v in logs.items() if v is not None}}
+        if self.run.alerts:
+            record["alerts"] = self.run.alerts
+        with self.run.metrics_path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+class _Heldout(TrainerCallback):
+    """Every ``heldout_every`` steps (and at the start), the policy's greedy pass rate on held-out tasks."""
+
+    def __init__(self, run: GRPOTrainer) -> None:
+        self.run = run
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._measure(kwargs.get("model"))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step % self.run.heldout_every == 0:
+            self._measure(kwargs.get("model"))
+
+    def _measure(self, model: Any) -> None:
+        from verihub.generation.local import HFBackend
+
+        trainer = self.run.trl
+        if model is None or not trainer.accelerator.is_main_process:
+            return
+        policy = HFBackend.wrap(trainer.accelerator.unwrap_model(model), self.run.tokenizer, "hf:policy")
+        sampling = Sampling(temperature=0.0, max_tokens=self.run.config.max_completion_length or 256)
+        rates = heldout_pass_rates(policy, self.run.mix, tasks=self.run.heldout_tasks, sampling=sampling)
+        self.run.monitor.record_heldout(rates)

@@ -1,0 +1,69 @@
+"""What both trainers need before TRL starts: the tokenizer, the LoRA config, precision, vLLM."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from typing import Any
+
+from verihub.errors import MissingDependencyError
+
+__all__ = ["LORA_DEFAULTS", "load_tokenizer", "lora_config", "precision_defaults", "require_vllm"]
+
+LORA_DEFAULTS: dict[str, Any] = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear",
+                                 "task_type": "CAUSAL_LM"}
+
+
+def lora_config(lora: bool | Mapping[str, Any] | Any | None) -> Any:
+    """peft's ``LoraConfig`` for ``lora=True`` (the defaults above), a dict of overrides, or one passed as is.
+
+    ``target_modules="all-linear"`` adapts every linear layer but the output head (TRL computes
+    log-probabilities from the head's weight directly, so an adapter there would never train).
+    """
+    if lora is None or lora is False:
+        return None
+    from peft import LoraConfig, PeftConfig
+
+    if isinstance(lora, PeftConfig):
+        return lora
+    if lora is True:
+        return LoraConfig(**LORA_DEFAULTS)
+    if isinstance(lora, Mapping):
+        try:
+            return LoraConfig(**{**LORA_DEFAULTS, **lora})
+        except TypeError as error:
+            raise ValueError(f"lora: {error}") from None
+    raise TypeError(f"lora must be True, a dict of LoraConfig fields or a peft config (got {type(lora).__name__})")
+
+
+def load_tokenizer(model: Any, tokenizer: Any = None) -> Any:
+    """``tokenizer`` as given, or loaded from the model's id/path (a model object: its ``name_or_path``)."""
+    if tokenizer is not None and not isinstance(tokenizer, str):
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    source = tokenizer or (model if isinstance(model, str) else getattr(model, "name_or_path", None))
+    if not source:
+        raise ValueError("the model object has no name_or_path to load its tokenizer from; pass tokenizer=")
+    loaded = AutoTokenizer.from_pretrained(source)
+    if loaded.pad_token is None:
+        loaded.pad_token = loaded.eos_token
+    return loaded
+
+
+def precision_defaults() -> dict[str, Any]:
+    """bf16 where a GPU supports it; float32 on CPU (TRL's bf16 default refuses to start there)."""
+    import torch
+
+    return {"bf16": bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())}
+
+
+def require_vllm() -> None:
+    """A clear error, not a deep ImportError from TRL, when ``use_vllm=True`` and vLLM is missing."""
+    if importlib.util.find_spec("vllm") is None:
+        raise MissingDependencyError(
+            'use_vllm=True needs vLLM, which is not installed: pip install "verihub[vllm]" on a machine with a CUDA '
+            "GPU. TRL then generates with vLLM on the training GPUs (vllm_mode='colocate', the default) or asks a "
+            "server on other GPUs (vllm_mode='server', started with `trl vllm-serve --model MODEL`). Without vLLM, "
+            "leave use_vllm off: generation runs in transformers."
+        )

@@ -1,0 +1,96 @@
+"""The stage before RL: supervised fine-tuning on the environments' reference answers, with TRL's SFTTrainer.
+
+    from verihub.trainers import SFTTrainer
+    SFTTrainer("runs/tiny", ["envs/arithmetic", "envs/json-extract"], max_steps=100).train()
+
+Each task of each environment's train split becomes a prompt-completion pair: the rendered prompt and
+the spec's gold ``reference`` (so the model learns the format the verifier expects; loss on the
+completion only). ``trajectories=`` adds shipped conversations instead (JSONL files, one
+``{"messages": [...]}`` per line, tool calls included): the messages up to the first assistant turn are
+the prompt, the rest the completion. Environments are interleaved by weight. Keyword arguments that
+are not this class's go to ``trl.SFTConfig`` (``max_steps``, ``learning_rate``, ``num_train_epochs``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import trl
+
+from verihub.trainers.mixture import EnvRef, MixedEnv, resolve_envs
+from verihub.trainers.models import load_tokenizer, lora_config, precision_defaults
+
+__all__ = ["SFTTrainer", "reference_pairs", "trajectory_pairs"]
+
+
+class SFTTrainer:
+    def __init__(
+        self,
+        model: Any,
+        envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float],
+        *,
+        lora: bool | Mapping[str, Any] | Any | None = None,
+        trajectories: str | Path | Sequence[str | Path] = (),
+        tokenizer: Any = None,
+        hub: str | None = None,
+        seed: int = 0,
+        output_dir: str | Path = "runs/sft",
+        **sft_config_overrides: Any,
+    ) -> None:
+        from datasets import Dataset, interleave_datasets
+
+        self.mix = resolve_envs(envs, hub=hub)
+        self.tokenizer = load_tokenizer(model, tokenizer)
+        parts = [Dataset.from_list(reference_pairs(item)) for item in self.mix]
+        weights = [item.weight for item in self.mix]
+        paths = [trajectories] if isinstance(trajectories, (str, Path)) else list(trajectories)
+        if paths:
+            parts.append(Dataset.from_list([pair for path in paths for pair in trajectory_pairs(Path(path))]))
+            weights = [w * len(self.mix) / (len(self.mix) + 1) for w in weights] + [1 / (len(self.mix) + 1)]
+        empty = [item.name for item, part in zip(self.mix, parts, strict=False) if len(part) == 0]
+        if empty:
+            raise ValueError(f"no reference answers to learn from in {', '.join(empty)} (its train split is empty)")
+        self.dataset = parts[0] if len(parts) == 1 else interleave_datasets(
+            parts, probabilities=weights, seed=seed, stopping_strategy="all_exhausted")
+        self.config = trl.SFTConfig(**{**precision_defaults(), "logging_steps": 10, "save_strategy": "no",
+                                       "report_to": "none", "seed": seed, "output_dir": str(output_dir),
+                                       **sft_config_overrides})
+        self.trl = trl.SFTTrainer(model=model, args=self.config, train_dataset=self.dataset,
+                                  processing_class=self.tokenizer, peft_config=lora_config(lora))
+
+    def train(self, **kwargs: Any) -> Any:
+        """TRL's ``train()``; then the model (or adapter) and tokenizer are saved to ``output_dir``."""
+        result = self.trl.train(**kwargs)
+        self.save()
+        return result
+
+    def save(self, output_dir: str | Path | None = None) -> Path:
+        target = Path(output_dir or self.config.output_dir)
+        self.trl.save_model(str(target))
+        self.tokenizer.save_pretrained(str(target))
+        return target
+
+
+def reference_pairs(item: MixedEnv, split: str = "train") -> list[dict[str, Any]]:
+    """Prompt-completion pairs from an environment's tasks and its gold reference answer."""
+    return [{"prompt": item.env.render(task), "completion": [{"role": "assistant", "content": item.env.reference(task)}]}
+            for task in item.env.dataset(split)]
+
+
+def trajectory_pairs(path: Path) -> list[dict[str, Any]]:
+    """Prompt-completion pairs from a JSONL file of conversations (``{"messages": [...]}`` per line)."""
+    pairs = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                messages = json.loads(line)["messages"]
+                first = next(i for i, message in enumerate(messages) if message["role"] == "assistant")
+            except (json.JSONDecodeError, KeyError, TypeError, StopIteration):
+                raise ValueError(f"{path}:{number}: expected {{\"messages\": [...]}} with an assistant message") from None
+            pairs.append({"prompt": messages[:first], "completion": messages[first:]})
+    return pairs
