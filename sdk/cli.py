@@ -279,7 +279,7 @@ def push(
 
 @app.command()
 def install(
-    requirement: Annotated[str, typer.Argument(help="OWNER/NAME[@SPEC]: 1.2.0, ^1.2, ~=1.2 or latest.")],
+    requirement: Annotated[str, typer.Argument(help="OWNER/NAME\\[@SPEC]: 1.2.0, ^1.2, ~=1.2 or latest.")],
     hub: HubOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -391,6 +391,13 @@ def models_tiny(
 
     path = make_tiny_model(out_dir, seed=seed, hidden_size=hidden_size, layers=layers)
     out.print(f"wrote {path}")
+
+
+from verihub.trainers.cli import plot_command, sft_command, train_command  # noqa: E402 - after the app exists
+
+app.command("train")(train_command)
+app.command("sft")(sft_command)
+app.command("plot")(plot_command)
 
 
 sandbox_app = typer.Typer(help="Run commands in the sandbox (nsjail).", no_args_is_help=True)

@@ -1,0 +1,98 @@
+"""``verihub train``, ``verihub sft`` and ``verihub plot``: the trainers from the command line.
+
+Registered on the main CLI (:mod:`verihub.cli`); torch and TRL load only when a command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+
+__all__ = ["plot_command", "sft_command", "train_command"]
+
+out = Console()
+
+ModelOption = Annotated[str, typer.Option("--model", "-m", help="A hub model id, or a local model directory.")]
+EnvOption = Annotated[list[str], typer.Option("--env", "-e", help="E[:WEIGHT], repeatable: a directory, an installed "
+                                               "name or OWNER/NAME\\[@SPEC] from the hub; weights default to 1.")]
+LoraOption = Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (peft, r=16 on all linear layers).")]
+StepsOption = Annotated[int, typer.Option("--max-steps", help="Optimizer steps (-1: one pass over the data).")]
+HubOption = Annotated[str | None, typer.Option("--hub", help="Hub URL or directory to install OWNER/NAME envs from.")]
+SetOption = Annotated[list[str], typer.Option("--set", help="KEY=VALUE for the TRL config, repeatable "
+                                               "(e.g. --set learning_rate=5e-6 --set num_generations=8).")]
+
+
+def train_command(
+    model: ModelOption,
+    env: EnvOption,
+    lora: LoraOption = False,
+    use_vllm: Annotated[bool, typer.Option("--use-vllm", help="Generate with vLLM (needs verihub\\[vllm] and a GPU).")] = False,
+    curriculum: Annotated[str, typer.Option(help="none (weights only) or adaptive (favour the learning zone).")] = "adaptive",
+    max_steps: StepsOption = 100,
+    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where the model/adapter and metrics.jsonl go.")] = Path("runs/grpo"),
+    heldout_every: Annotated[int, typer.Option(help="Evaluate held-out tasks every N steps (0: never).")] = 0,
+    hub: HubOption = None,
+    overrides: SetOption = [],  # noqa: B006 - typer reads the default, never mutates it
+) -> None:
+    """GRPO (TRL) on a weighted mix of environments; rewards from their verifiers, faults never scored 0."""
+    from verihub.trainers.grpo import GRPOTrainer
+    from verihub.trainers.mixture import parse_env_option
+
+    if curriculum not in ("none", "adaptive"):
+        raise typer.BadParameter("use none or adaptive", param_hint="--curriculum")
+    trainer = GRPOTrainer(model, dict(parse_env_option(option) for option in env), lora=lora or None,
+                          use_vllm=use_vllm, curriculum=curriculum, hub=hub, heldout_every=heldout_every,
+                          output_dir=output_dir, max_steps=max_steps, **_overrides(overrides))
+    trainer.train()
+    out.print(f"saved {'the LoRA adapter' if lora else 'the model'} and metrics.jsonl to {output_dir}")
+
+
+def sft_command(
+    model: ModelOption,
+    env: EnvOption,
+    lora: LoraOption = False,
+    trajectories: Annotated[list[Path], typer.Option(help="JSONL of {\"messages\": [...]} conversations, repeatable.")] = [],  # noqa: B006
+    max_steps: StepsOption = -1,
+    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where the model (or adapter) goes.")] = Path("runs/sft"),
+    hub: HubOption = None,
+    overrides: SetOption = [],  # noqa: B006
+) -> None:
+    """Supervised warm start (TRL SFTTrainer) on the environments' reference answers and shipped trajectories."""
+    from verihub.trainers.mixture import parse_env_option
+    from verihub.trainers.sft import SFTTrainer
+
+    trainer = SFTTrainer(model, dict(parse_env_option(option) for option in env), lora=lora or None,
+                         trajectories=trajectories, hub=hub, output_dir=output_dir, max_steps=max_steps,
+                         **_overrides(overrides))
+    trainer.train()
+    out.print(f"saved {'the LoRA adapter' if lora else 'the model'} to {output_dir}")
+
+
+def plot_command(
+    run_dir: Annotated[Path, typer.Argument(help="A training run's output directory (it holds metrics.jsonl).")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Where the PNGs go (default: RUN_DIR/plots).")] = None,
+) -> None:
+    """Render a run's curves (pass rates, reward, faults, length, curriculum, loss) as PNG files."""
+    from verihub.trainers.plot import plot_run
+
+    try:
+        written = plot_run(run_dir, out_dir)
+    except (FileNotFoundError, ValueError) as error:
+        raise typer.BadParameter(str(error), param_hint="RUN_DIR") from None
+    for path in written:
+        out.print(f"wrote {path}")
+
+
+def _overrides(pairs: list[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs; values are YAML scalars (numbers, true/false, null, lists)."""
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise typer.BadParameter(f"{pair!r}: use KEY=VALUE", param_hint="--set")
+        parsed[key.strip()] = yaml.safe_load(value)
+    return parsed
