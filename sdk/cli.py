@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from verihub.errors import VerihubError
@@ -30,7 +31,7 @@ def main() -> None:
     try:
         app()
     except VerihubError as error:
-        err.print(f"[red]error:[/red] {error}", highlight=False, markup=True, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, markup=True, soft_wrap=True)
         sys.exit(2)
 
 
@@ -150,7 +151,7 @@ def init(
     try:
         target = init_env(name, template, directory)
     except (ValueError, FileExistsError) as error:
-        err.print(f"[red]error:[/red] {error}")
+        err.print(f"[red]error:[/red] {escape(str(error))}")
         raise typer.Exit(2) from None
     out.print(f"created {target}\nnext: verihub validate {target}")
 

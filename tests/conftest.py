@@ -60,6 +60,14 @@ def make_env(tmp_path: Path) -> MakeEnv:
 
 
 @pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised tiny Qwen2 model and tokenizer, made here (nothing downloaded)."""
+    from verihub.trainers.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
 def nsjail_path() -> str:
     """nsjail, ready to jail. In CI its absence is a failure; elsewhere the test is skipped."""
     import os

@@ -152,13 +152,6 @@ def test_multi_turn_tool_loop_runs_tools_in_the_sandbox(tmp_path: Path, nsjail_p
         assert f"<answer>{tool_output.strip()}</answer>" == rollout.completion
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from verihub.trainers.tiny import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
-
-
 @pytest.mark.slow
 def test_eval_with_a_local_hf_model(tiny_model: Path, tmp_path: Path) -> None:
     result = subprocess.run([VERIHUB, "eval", "envs/arithmetic", "--model", f"hf:{tiny_model}", "-n", "8", "-k", "2",

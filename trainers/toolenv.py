@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from verihub.errors import SandboxInfraError
@@ -50,8 +51,13 @@ class ToolEnvironment:
             return f"error: the sandbox failed ({error}); this rollout will not be scored"
 
 
-class _Python:
-    def python(self: Any, code: str) -> str:
+class _Tool:
+    # no annotation on `self` in the tools: transformers builds the JSON schema from the type hints
+    _run: Callable[[str, str], str]
+
+
+class _Python(_Tool):
+    def python(self, code: str) -> str:
         """Run Python code in a sandbox and return its output.
 
         Args:
@@ -60,8 +66,8 @@ class _Python:
         return self._run("python", code)
 
 
-class _Bash:
-    def bash(self: Any, command: str) -> str:
+class _Bash(_Tool):
+    def bash(self, command: str) -> str:
         """Run a bash command in a sandbox and return its output.
 
         Args:

@@ -1,0 +1,147 @@
+"""The trainer's own parts, without a training loop: mixing, rewards, curriculum, sampler, monitors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verihub.trainers.curriculum import AdaptiveCurriculum, MixtureSampler, StaticMix, make_curriculum
+from verihub.trainers.mixture import mixed_dataset, parse_env_option, resolve_envs
+from verihub.trainers.monitors import RunMonitor
+from verihub.trainers.rewards import EnvReward, GradeLedger, Outcome
+
+REPO = Path(__file__).resolve().parents[1]
+
+RAISING_CHECK = "def broken(completion, task):\n    raise RuntimeError('the checker crashed')\n"
+
+
+def test_mixed_dataset_has_every_task_with_its_environment() -> None:
+    mix = resolve_envs({str(REPO / "envs/arithmetic"): 3, str(REPO / "envs/json-extract"): 1})
+    assert [(item.name, item.weight) for item in mix] == [("arithmetic", 0.75), ("json-extract", 0.25)]
+    dataset = mixed_dataset(mix)
+    counts = Counter(dataset["environment"])
+    assert counts == {item.name: len(item.env.dataset("train")) for item in mix}
+    row = dataset[0]
+    task = json.loads(row["task"])
+    assert row["prompt"] == mix[0].env.render(task) and row["task_id"] == task["id"]
+    assert row["difficulty"] == str(task["difficulty"])
+
+
+def test_env_option_parsing_and_bad_weights() -> None:
+    assert parse_env_option("alice/arithmetic@^1.0:0.7") == ("alice/arithmetic@^1.0", 0.7)
+    assert parse_env_option("envs/arithmetic") == ("envs/arithmetic", 1.0)
+    with pytest.raises(ValueError, match="weight of envs/arithmetic must be a positive number"):
+        resolve_envs({"envs/arithmetic": 0})
+    with pytest.raises(ValueError, match="name at least one"):
+        resolve_envs([])
+
+
+def _score(reward: EnvReward, rows: list[tuple[str, str, str]]) -> list[float | None]:
+    return asyncio.run(reward(
+        prompts=[[]] * len(rows), completions=[[{"role": "assistant", "content": text}] for _, _, text in rows],
+        environment=[env for env, _, _ in rows], task=[task for _, task, _ in rows], difficulty=["all"] * len(rows),
+    ))
+
+
+def test_rewards_are_none_off_domain_and_on_faults_never_zero(make_env: Any) -> None:
+    good = resolve_envs([make_env()])[0]
+    spec = (make_env().joinpath("environment.yaml").read_text()
+            .replace("use: numeric}", "use: 'checks_mod:broken'}"))
+    broken_dir = make_env(spec.replace("id: tiny", "id: broken"), files={"checks_mod.py": RAISING_CHECK}, name="broken")
+    broken = resolve_envs([broken_dir])[0]
+    task = json.dumps({"id": "t1", "question": "1 + 1", "answer": "2", "wrong": "3"})
+    ledger = GradeLedger()
+    rows = [("tiny", task, "\\boxed{2}"), ("tiny", task, "\\boxed{3}"), ("broken", task, "\\boxed{2}"),
+            ("tiny", task, "no box")]
+    assert _score(EnvReward(good, ledger), rows) == [1.0, 0.0, None, 0.0]
+    assert _score(EnvReward(broken, ledger), rows) == [None, None, None, None]  # off-domain, fault, off, off
+    outcomes = ledger.take(len(rows))
+    assert [o.status for o in outcomes] == ["ok", "wrong", "env_error", "wrong"]  # type: ignore[union-attr]
+    assert "the checker crashed" in outcomes[2].reason  # type: ignore[union-attr]
+    assert outcomes[3].rules_passed is False and outcomes[0].checks_passed is True  # type: ignore[union-attr]
+    assert ledger.take(1) == [None]  # taken: the next batch starts empty
+
+
+def _outcome(env: str, difficulty: str, passed: bool, text: str = "x", *, rules: bool | None = True,
+             fault: bool = False) -> Outcome:
+    status = "env_error" if fault else "ok" if passed else "wrong"
+    return Outcome(env, difficulty, status, None if fault else float(passed), rules, passed, len(text), text)
+
+
+def test_adaptive_curriculum_favours_the_learning_zone_with_floors() -> None:
+    curriculum = AdaptiveCurriculum(min_samples=4, smoothing=0.0)
+    sizes = {("math", "1"): 10, ("math", "2"): 10, ("math", "3"): 10, ("code", "1"): 10}
+    curriculum.bind(sizes, {"math": 0.5, "code": 0.5})
+    before = curriculum.weights()
+    assert before[("math", "1")] == pytest.approx(before[("math", "2")])  # unmeasured: all worth trying
+    outcomes = ([_outcome("math", "1", True)] * 8 + [_outcome("math", "2", i % 2 == 0) for i in range(8)]
+                + [_outcome("math", "3", False)] * 8 + [_outcome("code", "1", False)] * 8
+                + [_outcome("code", "1", True, fault=True)] * 8)  # faults say nothing about the model
+    curriculum.observe(outcomes)
+    weights = curriculum.weights()
+    assert sum(weights.values()) == pytest.approx(1.0)
+    assert weights[("math", "2")] > 5 * weights[("math", "1")]  # the learning zone, over solved...
+    assert weights[("math", "2")] > 5 * weights[("math", "3")]  # ...and over hopeless
+    assert weights[("math", "1")] > 0 and weights[("math", "3")] > 0  # bucket floors
+    assert weights[("code", "1")] >= 0.1  # a hopeless domain keeps its floor share
+    assert curriculum.pass_rates[("code", "1")] == 0.0
+
+
+def test_static_mix_and_curriculum_knobs() -> None:
+    mix = StaticMix()
+    mix.bind({("a", "1"): 30, ("a", "2"): 10, ("b", "all"): 5}, {"a": 0.8, "b": 0.2})
+    assert mix.weights() == pytest.approx({("a", "1"): 0.6, ("a", "2"): 0.2, ("b", "all"): 0.2})
+    assert isinstance(make_curriculum({"min_samples": 2}), AdaptiveCurriculum)
+    with pytest.raises(ValueError, match="knobs: smoothing"):
+        make_curriculum({"warmup": 3})
+    with pytest.raises(ValueError, match="use None, 'adaptive'"):
+        make_curriculum("linear")
+
+
+def test_sampler_keeps_trl_order_and_follows_weights() -> None:
+    mix = StaticMix()
+    mix.bind({("a", "1"): 50, ("b", "1"): 50}, {"a": 0.9, "b": 0.1})
+    buckets = {("a", "1"): list(range(50)), ("b", "1"): list(range(50, 100))}
+    sampler = MixtureSampler(buckets, mix, mini_repeat_count=4, batch_size=5, repeat_count=2, seed=3)
+    drawn = list(sampler)
+    assert len(drawn) == len(sampler) == 100 // 5 * 5 * 4 * 2
+    chunk = drawn[:40]  # 5 prompts x 4 generations, then the same block again (repeat_count)
+    assert chunk[:20] == chunk[20:] and all(len(set(chunk[i:i + 4])) == 1 for i in range(0, 20, 4))
+    share_a = sum(index < 50 for index in drawn) / len(drawn)
+    assert 0.8 < share_a < 0.97
+    again = MixtureSampler(buckets, mix, mini_repeat_count=4, batch_size=5, repeat_count=2, seed=3)
+    assert list(again) == drawn  # every process draws the same sequence
+
+
+def test_monitor_metrics_and_alerts(caplog: pytest.LogCaptureFixture) -> None:
+    monitor = RunMonitor(["math"], group_size=2)
+    for _ in range(2):  # early windows: short answers, half right, format mostly failing
+        monitor.observe([_outcome("math", "1", True, "ab"), _outcome("math", "1", False, "cd", rules=False)])
+        monitor.flush()
+    monitor.record_heldout({"math": 0.6})
+    monitor.record_heldout({"math": 0.3})
+    # now: every answer passes the format, is long, identical within its group, and passes in training
+    monitor.observe([_outcome("math", "1", True, "x" * 50)] * 2 + [_outcome("math", "1", True, "y" * 50)] * 2
+                    + [_outcome("math", "1", False, "z", fault=True)] * 2)
+    metrics, alerts = monitor.flush()
+    assert metrics["verihub/math/pass_rate"] == 1.0 and metrics["verihub/math/fault_rate"] == pytest.approx(1 / 3)
+    assert metrics["verihub/math/faults"] == 2 and metrics["verihub/math/heldout_pass_rate"] == 0.3
+    kinds = {alert.split(" ")[0] for alert in alerts}
+    assert {"heldout", "length", "collapse"} <= kinds
+    assert metrics["alerts/collapse/math"] == 1.0
+    assert "reward-hacking alert" in caplog.text and "environment fault in math" in caplog.text
+
+
+def test_format_alert_when_rules_pass_but_checks_do_not() -> None:
+    monitor = RunMonitor(["json"], group_size=1)
+    for _ in range(2):
+        monitor.observe([_outcome("json", "1", False, rules=False)] * 3 + [_outcome("json", "1", True)])
+        monitor.flush()
+    monitor.observe([_outcome("json", "1", False, rules=True)] * 4)
+    _, alerts = monitor.flush()
+    assert any(alert.startswith("format in json") for alert in alerts)
