@@ -13,15 +13,20 @@ from verihub.hub.ids import RepoId
 
 __all__ = ["pip_install"]
 
-# Runs in the target interpreter: which installed distributions own these top-level names?
+# Runs in the target interpreter: which distributions installed where pip will write own these top-level
+# names? (A distribution elsewhere on sys.path, e.g. a parent environment's, is shadowed, not overwritten.)
 _OWNERS = """
-import json, sys
+import json, sys, sysconfig
 from importlib.metadata import distributions
+from pathlib import Path
 from packaging.utils import canonicalize_name
 project, names = sys.argv[1], set(sys.argv[2:])
+targets = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
 owners = {}
 for dist in distributions():
     if canonicalize_name(dist.metadata["Name"] or "") == project:
+        continue
+    if Path(dist.locate_file("")).resolve() not in targets:
         continue
     for file in dist.files or []:
         if file.parts and file.parts[0] in names:
@@ -39,7 +44,9 @@ def pip_install(index_url: str, repo: RepoId, version: str, *, python: str, whee
             names = sorted({name.split("/")[0] for name in archive.namelist()
                             if ".dist-info/" not in name and ".data/" not in name})
         found = subprocess.run([python, "-c", _OWNERS, project, *names], capture_output=True, text=True)
-        owners = json.loads(found.stdout) if found.returncode == 0 and found.stdout.strip() else {}
+        if found.returncode != 0:
+            raise VerihubError(f"cannot check which packages {python} has installed:\n{found.stderr.strip()[-800:]}")
+        owners = json.loads(found.stdout)
         for name, owner in sorted(owners.items()):
             raise VerihubError(f"installing {project} would overwrite {name!r}, which {owner} installed; "
                                "uninstall that first")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: validate every bundled environment, then grade sample answers through the public API.
+# The main job: validate every bundled environment, grade sample answers (sandbox included), then the
+# training demo: publish to a hub, install back, SFT warm start, GRPO with LoRA, held-out before/after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -7,6 +8,4 @@ for env in envs/*/; do
   .venv/bin/verihub validate "$env"
 done
 .venv/bin/python scripts/demo.py
-# A tiny local model (built here, nothing downloaded) evaluated on one environment: the eval loop end to end.
-.venv/bin/verihub models tiny runs/tiny
-exec .venv/bin/verihub eval envs/arithmetic --model hf:runs/tiny -n 8 -k 2 --max-tokens 24 --out runs/eval-tiny
+exec .venv/bin/python scripts/train_demo.py --out runs/demo

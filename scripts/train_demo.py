@@ -1,0 +1,134 @@
+"""The training demo, CPU only: hub -> install -> tiny model -> SFT warm start -> GRPO with LoRA -> before/after.
+
+    python scripts/train_demo.py [--out runs/demo] [--seed 0]
+
+1. Publish the bundled environments to an embedded hub (a directory under --out) as ``demo/<name>``
+   and install them back with pip from its index, into a venv of the demo's own (it sees this one's
+   packages, so nothing is downloaded, and this one is left as it was); the rest runs in that venv.
+2. Build a tiny Qwen2-style model here (nothing downloaded) and warm it up with SFT on the
+   environments' reference answers, so it knows the answer format.
+3. GRPO with LoRA on a mix of two environments (``demo/digits`` and ``demo/arithmetic``), adaptive
+   curriculum, held-out pass rate measured during training.
+4. Held-out pass rate per environment (greedy, every held-out task) of the SFT checkpoint and of the
+   SFT checkpoint + the GRPO adapter; the difference is what RL bought. Curves go to PNG files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLED = ("digits", "arithmetic", "json-extract")
+MIX = {"demo/digits@^1.0": 0.7, "demo/arithmetic@^1.0": 0.3}  # what GRPO trains on
+
+console = Console()
+
+
+def publish_and_install(hub_dir: Path, python: str) -> None:
+    from verihub.hub.local import LocalHub
+
+    hub = LocalHub(hub_dir)
+    for name in BUNDLED:
+        result = hub.push(REPO / "envs" / name, owner="demo")
+        state = "published" if result.created else "already published"
+        console.print(f"hub: {state} {result.repo}@{result.version} ({', '.join(result.files)})")
+    for name in BUNDLED:
+        repo, version = hub.install(f"demo/{name}@^1.0", python=python)
+        console.print(f"pip: installed {repo}@{version} from {hub.index_url} into {python}")
+
+
+def demo_venv(target: Path) -> str:
+    """A venv that sees this interpreter's packages (torch, TRL, verihub) but installs into its own."""
+    import site
+    import venv
+
+    if not (target / "bin" / "python").exists():
+        venv.create(target, with_pip=False)
+    purelib = next((target / "lib").glob("python3.*/site-packages"))
+    # addsitedir also runs that directory's .pth files (verihub is installed editable through one)
+    (purelib / "_parent.pth").write_text("".join(f"import site; site.addsitedir({path!r})\n"
+                                                 for path in site.getsitepackages()))
+    return str(target / "bin" / "python")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "demo")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)  # stage 2-4, in the demo venv
+    args = parser.parse_args()
+    out: Path = args.out.resolve()
+    if not args.in_venv:
+        console.rule("1. publish to the hub, install back")
+        python = demo_venv(out / "venv")
+        publish_and_install(out / "hub", python)
+        completed = subprocess.run([python, __file__, "--out", str(out), "--seed", str(args.seed), "--in-venv"])
+        sys.exit(completed.returncode)
+    train(out, args.seed)
+
+
+def train(out: Path, seed: int) -> None:
+    for stale in ("model", "sft", "grpo"):
+        shutil.rmtree(out / stale, ignore_errors=True)
+    start = time.perf_counter()
+
+    from transformers.utils import logging as hf_logging
+
+    from verihub.trainers import GRPOTrainer, SFTTrainer
+    from verihub.trainers.heldout import heldout_pass_rates, heldout_split
+    from verihub.trainers.mixture import resolve_envs
+    from verihub.trainers.plot import plot_run
+    from verihub.trainers.tiny import make_tiny_model
+
+    hf_logging.set_verbosity_error()
+    mix = resolve_envs(MIX)  # installed now: loads demo/digits and demo/arithmetic from site-packages
+    for item in mix:
+        console.print(f"{item.name}: {item.env!r}, weight {item.weight:.2f}")
+
+    console.rule("2. tiny model, SFT warm start")
+    model = make_tiny_model(out / "model", seed=seed, hidden_size=128, layers=2, heads=4)
+    SFTTrainer(str(model), MIX, output_dir=out / "sft", seed=seed, max_steps=500, learning_rate=3e-3,
+               per_device_train_batch_size=32, lr_scheduler_type="constant_with_warmup", warmup_steps=20,
+               logging_steps=100, disable_tqdm=True).train()
+    sft_s = time.perf_counter() - start
+    before = heldout_pass_rates(f"hf:{out / 'sft'}", mix, tasks=1000)
+
+    console.rule("3. GRPO with LoRA on the mix, adaptive curriculum")
+    GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=20,
+                heldout_tasks=1000, output_dir=out / "grpo", seed=seed, max_steps=60, learning_rate=2e-3,
+                lr_scheduler_type="constant", num_generations=8, per_device_train_batch_size=64,
+                max_completion_length=20, logging_steps=5, disable_tqdm=True).train()
+    after = heldout_pass_rates(f"hf:{out / 'sft'}", mix, adapter=str(out / "grpo"), tasks=1000)
+
+    console.rule("4. held-out pass rate (greedy), SFT checkpoint vs SFT + GRPO adapter")
+    table = Table()
+    for column in ("environment", "held-out tasks", "SFT", "SFT + GRPO", "change"):
+        table.add_column(column, justify="left" if column == "environment" else "right")
+    for item in mix:
+        change = after[item.name] - before[item.name]
+        held = len(item.env.dataset(heldout_split(item)))
+        table.add_row(item.name, str(held), f"{before[item.name]:.1%}", f"{after[item.name]:.1%}",
+                      f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f} pts[/]")
+    console.print(table)
+    for path in plot_run(out / "grpo"):
+        console.print(f"curve: {path}")
+    summary = {"before": before, "after": after, "sft_s": round(sft_s, 1),
+               "total_s": round(time.perf_counter() - start, 1)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(f"done in {summary['total_s']:.0f}s; {out / 'summary.json'}, metrics in {out / 'grpo' / 'metrics.jsonl'}")
+
+
+if __name__ == "__main__":
+    main()
