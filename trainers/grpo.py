@@ -29,8 +29,8 @@ from transformers import TrainerCallback
 from verihub.generation import Sampling
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
 from verihub.trainers.heldout import heldout_pass_rates
-from verihub.trainers.mixture import EnvRef, MixedEnv, mixed_dataset, resolve_envs
-from verihub.trainers.models import load_tokenizer, lora_config, precision_defaults, require_vllm
+from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
+from verihub.trainers.models import TrainerRun, load_tokenizer, lora_config, precision_defaults, require_vllm
 from verihub.trainers.monitors import MonitorKnobs, RunMonitor
 from verihub.trainers.rewards import EnvReward, GradeLedger
 from verihub.trainers.toolenv import environment_class
@@ -42,7 +42,7 @@ logger = logging.getLogger("verihub.trainers")
 METRICS_FILE = "metrics.jsonl"
 
 
-class GRPOTrainer:
+class GRPOTrainer(TrainerRun):
     """GRPO with LoRA (peft), optional vLLM generation and a curriculum, on a weighted mix of environments.
 
     ``model``: a hub id, a local path or a model object (then pass ``tokenizer=`` unless the model knows
@@ -97,21 +97,8 @@ class GRPOTrainer:
             processing_class=self.tokenizer,
             peft_config=lora_config(lora),
             environment_factory=self._environment_factories(),
-            callbacks=[_MetricsFile(self), *( [_Heldout(self)] if heldout_every else []), *callbacks],
+            callbacks=[_MetricsFile(self), *([_Heldout(self)] if heldout_every else []), *callbacks],
         )
-
-    def train(self, **kwargs: Any) -> Any:
-        """TRL's ``train()``; then the model (or the LoRA adapter) and tokenizer are saved to ``output_dir``."""
-        result = self.trl.train(**kwargs)
-        self.save()
-        return result
-
-    def save(self, output_dir: str | Path | None = None) -> Path:
-        """Save the trained weights (only the adapter, with LoRA) and the tokenizer."""
-        target = Path(output_dir or self.config.output_dir)
-        self.trl.save_model(str(target))
-        self.tokenizer.save_pretrained(str(target))
-        return target
 
     @property
     def metrics_path(self) -> Path:

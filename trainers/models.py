@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from verihub.errors import MissingDependencyError
 
-__all__ = ["LORA_DEFAULTS", "load_tokenizer", "lora_config", "precision_defaults", "require_vllm"]
+__all__ = ["LORA_DEFAULTS", "TrainerRun", "load_tokenizer", "lora_config", "precision_defaults", "require_vllm"]
 
 LORA_DEFAULTS: dict[str, Any] = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear",
                                  "task_type": "CAUSAL_LM"}
@@ -67,3 +68,23 @@ def require_vllm() -> None:
             "server on other GPUs (vllm_mode='server', started with `trl vllm-serve --model MODEL`). Without vLLM, "
             "leave use_vllm off: generation runs in transformers."
         )
+
+
+class TrainerRun:
+    """What both trainers do around TRL's: train, then save weights (only the adapter, with LoRA) and tokenizer."""
+
+    trl: Any  # the TRL trainer
+    tokenizer: Any
+    config: Any  # its TRL config
+
+    def train(self, **kwargs: Any) -> Any:
+        """TRL's ``train()``; then the model (or the LoRA adapter) and tokenizer are saved to ``output_dir``."""
+        result = self.trl.train(**kwargs)
+        self.save()
+        return result
+
+    def save(self, output_dir: str | Path | None = None) -> Path:
+        target = Path(output_dir or self.config.output_dir)
+        self.trl.save_model(str(target))
+        self.tokenizer.save_pretrained(str(target))
+        return target

@@ -21,12 +21,17 @@ from typing import Any
 import trl
 
 from verihub.trainers.mixture import EnvRef, MixedEnv, resolve_envs
-from verihub.trainers.models import load_tokenizer, lora_config, precision_defaults
+from verihub.trainers.models import (
+    TrainerRun,
+    load_tokenizer,
+    lora_config,
+    precision_defaults,
+)
 
 __all__ = ["SFTTrainer", "reference_pairs", "trajectory_pairs"]
 
 
-class SFTTrainer:
+class SFTTrainer(TrainerRun):
     def __init__(
         self,
         model: Any,
@@ -60,18 +65,6 @@ class SFTTrainer:
                                        **sft_config_overrides})
         self.trl = trl.SFTTrainer(model=model, args=self.config, train_dataset=self.dataset,
                                   processing_class=self.tokenizer, peft_config=lora_config(lora))
-
-    def train(self, **kwargs: Any) -> Any:
-        """TRL's ``train()``; then the model (or adapter) and tokenizer are saved to ``output_dir``."""
-        result = self.trl.train(**kwargs)
-        self.save()
-        return result
-
-    def save(self, output_dir: str | Path | None = None) -> Path:
-        target = Path(output_dir or self.config.output_dir)
-        self.trl.save_model(str(target))
-        self.tokenizer.save_pretrained(str(target))
-        return target
 
 
 def reference_pairs(item: MixedEnv, split: str = "train") -> list[dict[str, Any]]:

@@ -39,7 +39,6 @@ class ToolEnvironment:
         self.task = json.loads(row["task"]) if "task" in row else {}
         self.fault = None
         self._sandbox = None  # made on the first sandboxed call: a rollout without one never starts a jail
-        return None
 
     def _run(self, tool: str, argument: str) -> str:
         if self._sandbox is None:
