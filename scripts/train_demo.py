@@ -7,7 +7,7 @@
    packages, so nothing is downloaded, and this one is left as it was); the rest runs in that venv.
 2. Build a tiny Qwen2-style model here (nothing downloaded) and warm it up with SFT on the
    environments' reference answers, so it knows the answer format.
-3. GRPO with LoRA on a mix of two environments (``demo/digits`` and ``demo/arithmetic``), adaptive
+3. GRPO with LoRA on a mix of two environments (``demo/compare`` and ``demo/digits``), adaptive
    curriculum, held-out pass rate measured during training.
 4. Held-out pass rate per environment (greedy, every held-out task) of the SFT checkpoint and of the
    SFT checkpoint + the GRPO adapter; the difference is what RL bought. Curves go to PNG files.
@@ -30,8 +30,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLED = ("digits", "arithmetic", "json-extract")
-MIX = {"demo/digits@^1.0": 0.7, "demo/arithmetic@^1.0": 0.3}  # what GRPO trains on
+BUNDLED = ("compare", "digits", "arithmetic")
+MIX = {"demo/compare@^1.0": 0.6, "demo/digits@^1.0": 0.4}  # what SFT and GRPO train on
 
 console = Console()
 
@@ -67,6 +67,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "demo")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sft-steps", type=int, default=150)
+    parser.add_argument("--grpo-steps", type=int, default=100)
     parser.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)  # stage 2-4, in the demo venv
     args = parser.parse_args()
     out: Path = args.out.resolve()
@@ -74,16 +76,18 @@ def main() -> None:
         console.rule("1. publish to the hub, install back")
         python = demo_venv(out / "venv")
         publish_and_install(out / "hub", python)
-        completed = subprocess.run([python, __file__, "--out", str(out), "--seed", str(args.seed), "--in-venv"])
+        completed = subprocess.run([python, __file__, "--out", str(out), "--seed", str(args.seed), "--sft-steps",
+                                    str(args.sft_steps), "--grpo-steps", str(args.grpo_steps), "--in-venv"])
         sys.exit(completed.returncode)
-    train(out, args.seed)
+    train(out, args.seed, args.sft_steps, args.grpo_steps)
 
 
-def train(out: Path, seed: int) -> None:
+def train(out: Path, seed: int, sft_steps: int, grpo_steps: int) -> None:
     for stale in ("model", "sft", "grpo"):
         shutil.rmtree(out / stale, ignore_errors=True)
     start = time.perf_counter()
 
+    import datasets
     from transformers.utils import logging as hf_logging
 
     from verihub.trainers import GRPOTrainer, SFTTrainer
@@ -93,21 +97,22 @@ def train(out: Path, seed: int) -> None:
     from verihub.trainers.tiny import make_tiny_model
 
     hf_logging.set_verbosity_error()
-    mix = resolve_envs(MIX)  # installed now: loads demo/digits and demo/arithmetic from site-packages
+    datasets.disable_progress_bars()
+    mix = resolve_envs(MIX)  # installed now: loads them from the demo venv's site-packages
     for item in mix:
         console.print(f"{item.name}: {item.env!r}, weight {item.weight:.2f}")
 
     console.rule("2. tiny model, SFT warm start")
     model = make_tiny_model(out / "model", seed=seed, hidden_size=128, layers=2, heads=4)
-    SFTTrainer(str(model), MIX, output_dir=out / "sft", seed=seed, max_steps=500, learning_rate=3e-3,
+    SFTTrainer(str(model), MIX, output_dir=out / "sft", seed=seed, max_steps=sft_steps, learning_rate=3e-3,
                per_device_train_batch_size=32, lr_scheduler_type="constant_with_warmup", warmup_steps=20,
-               logging_steps=100, disable_tqdm=True).train()
+               logging_steps=50, disable_tqdm=True).train()
     sft_s = time.perf_counter() - start
     before = heldout_pass_rates(f"hf:{out / 'sft'}", mix, tasks=1000)
 
     console.rule("3. GRPO with LoRA on the mix, adaptive curriculum")
     GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=20,
-                heldout_tasks=1000, output_dir=out / "grpo", seed=seed, max_steps=60, learning_rate=2e-3,
+                heldout_tasks=1000, output_dir=out / "grpo", seed=seed, max_steps=grpo_steps, learning_rate=2e-3,
                 lr_scheduler_type="constant", num_generations=8, per_device_train_batch_size=64,
                 max_completion_length=20, logging_steps=5, disable_tqdm=True).train()
     after = heldout_pass_rates(f"hf:{out / 'sft'}", mix, adapter=str(out / "grpo"), tasks=1000)

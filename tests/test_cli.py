@@ -29,7 +29,7 @@ def test_every_command_has_help(command: str) -> None:
     assert "Usage" in result.stdout
 
 
-@pytest.mark.parametrize("env", ["arithmetic", "math-word", "json-extract"])
+@pytest.mark.parametrize("env", sorted(path.name for path in (REPO / "envs").iterdir() if path.is_dir()))
 def test_bundled_environments_validate(env: str) -> None:
     result = run("validate", f"envs/{env}")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -52,7 +52,8 @@ class GRPOTrainer(TrainerRun):
     ``use_vllm``: generate with vLLM (TRL's colocate mode, or ``vllm_mode="server"``). ``curriculum``:
     None, ``"adaptive"``, a dict of its knobs or a :class:`~verihub.trainers.curriculum.Curriculum`.
     ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
-    (greedy) for the held-out alerts and curves (0: never). The rest goes to ``trl.GRPOConfig``.
+    for the held-out alerts and curves (0: never): pass@1 over ``heldout_samples`` samples per task at
+    ``heldout_temperature`` (default greedy). The rest goes to ``trl.GRPOConfig``.
     """
 
     def __init__(
@@ -67,6 +68,8 @@ class GRPOTrainer(TrainerRun):
         hub: str | None = None,
         heldout_every: int = 0,
         heldout_tasks: int = 32,
+        heldout_samples: int = 1,
+        heldout_temperature: float = 0.0,
         monitor: MonitorKnobs | None = None,
         callbacks: Sequence[TrainerCallback] = (),
         output_dir: str | Path = "runs/grpo",
@@ -81,7 +84,8 @@ class GRPOTrainer(TrainerRun):
         self.curriculum = make_curriculum(curriculum)
         self.ledger = GradeLedger()
         self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
-        self.heldout_every, self.heldout_tasks = heldout_every, heldout_tasks
+        self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
+        self.heldout_temperature = heldout_temperature
         self.alerts: list[str] = []
         dataset = mixed_dataset(self.mix, "train")
         sizes: dict[tuple[str, str], int] = {}
@@ -191,7 +195,7 @@ class _MetricsFile(TrainerCallback):
 
 
 class _Heldout(TrainerCallback):
-    """Every ``heldout_every`` steps (and at the start), the policy's greedy pass rate on held-out tasks."""
+    """Every ``heldout_every`` steps (and at the start), the policy's pass rate on held-out tasks."""
 
     def __init__(self, run: GRPOTrainer) -> None:
         self.run = run
@@ -210,6 +214,8 @@ class _Heldout(TrainerCallback):
         if model is None or not trainer.accelerator.is_main_process:
             return
         policy = HFBackend.wrap(trainer.accelerator.unwrap_model(model), self.run.tokenizer, "hf:policy")
-        sampling = Sampling(temperature=0.0, max_tokens=self.run.config.max_completion_length or 256)
-        rates = heldout_pass_rates(policy, self.run.mix, tasks=self.run.heldout_tasks, sampling=sampling)
+        run = self.run
+        sampling = Sampling(temperature=run.heldout_temperature, max_tokens=run.config.max_completion_length or 256)
+        rates = heldout_pass_rates(policy, run.mix, tasks=run.heldout_tasks, samples=run.heldout_samples,
+                                   sampling=sampling)
         self.run.monitor.record_heldout(rates)

@@ -27,8 +27,9 @@ def heldout_split(item: MixedEnv) -> str:
 
 
 def heldout_pass_rates(model: str | Backend, mix: Sequence[MixedEnv], *, adapter: str | None = None,
-                       tasks: int = 100, sampling: Sampling | None = None) -> dict[str, float]:
-    """pass@1 on up to ``tasks`` held-out tasks of each environment (greedy unless ``sampling`` says otherwise).
+                       tasks: int = 100, samples: int = 1, sampling: Sampling | None = None) -> dict[str, float]:
+    """pass@1 on up to ``tasks`` held-out tasks of each environment, averaged over ``samples`` samples per
+    task (greedy unless ``sampling`` says otherwise).
 
     ``model`` is a model string (``hf:PATH``, with ``adapter`` a LoRA adapter directory on top) or a backend.
     """
@@ -39,7 +40,8 @@ def heldout_pass_rates(model: str | Backend, mix: Sequence[MixedEnv], *, adapter
         try:
             rates = {}
             for item in mix:
-                report = await aevaluate(item.env, backend, n=tasks, k=1, sampling=sampling, split=heldout_split(item))
+                report = await aevaluate(item.env, backend, n=tasks, k=samples, sampling=sampling,
+                                        split=heldout_split(item))
                 rates[item.name] = report.metrics["pass@1"]
             return rates
         finally:
