@@ -7,7 +7,7 @@
    packages, so nothing is downloaded, and this one is left as it was); the rest runs in that venv.
 2. Build a tiny Qwen2-style model here (nothing downloaded) and warm it up with SFT on the
    environments' reference answers, so it knows the answer format.
-3. GRPO with LoRA on a mix of two environments (``demo/compare`` and ``demo/digits``), adaptive
+3. GRPO with LoRA on a mix of two environments (``demo/digits`` and ``demo/arithmetic``), adaptive
    curriculum, held-out pass rate measured during training.
 4. Held-out pass rate per environment (greedy, every held-out task) of the SFT checkpoint and of the
    SFT checkpoint + the GRPO adapter; the difference is what RL bought. Curves go to PNG files.
@@ -30,8 +30,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLED = ("compare", "digits", "arithmetic")
-MIX = {"demo/compare@^1.0": 0.6, "demo/digits@^1.0": 0.4}  # what SFT and GRPO train on
+BUNDLED = ("digits", "arithmetic")
+MIX = {"demo/digits@^1.0": 0.8, "demo/arithmetic@^1.0": 0.2}  # what SFT and GRPO train on
 
 console = Console()
 
@@ -47,6 +47,22 @@ def publish_and_install(hub_dir: Path, python: str) -> None:
     for name in BUNDLED:
         repo, version = hub.install(f"demo/{name}@^1.0", python=python)
         console.print(f"pip: installed {repo}@{version} from {hub.index_url} into {python}")
+
+
+def measure(model: str, adapter: str | None, mix: list) -> dict[str, dict[str, float]]:
+    """Held-out pass@1 of every environment: greedy, and with the environment's own eval sampling."""
+    from verihub.generation import Sampling
+    from verihub.trainers.heldout import heldout_pass_rates
+
+    rates = {"greedy": heldout_pass_rates(model, mix, adapter=adapter, tasks=1000,
+                                          sampling=Sampling(temperature=0.0, max_tokens=32))}
+    for item in mix:
+        spec = item.env.spec.eval
+        mode = f"T={spec.temperature:g}, {spec.k} samples"
+        sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=1000, samples=spec.k,
+                                     sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0))
+        rates.setdefault(mode, {}).update(sampled)
+    return rates
 
 
 def demo_venv(target: Path) -> str:
@@ -67,8 +83,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "demo")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sft-steps", type=int, default=150)
-    parser.add_argument("--grpo-steps", type=int, default=100)
+    parser.add_argument("--sft-steps", type=int, default=400)
+    parser.add_argument("--grpo-steps", type=int, default=120)
     parser.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)  # stage 2-4, in the demo venv
     args = parser.parse_args()
     out: Path = args.out.resolve()
@@ -91,7 +107,7 @@ def train(out: Path, seed: int, sft_steps: int, grpo_steps: int) -> None:
     from transformers.utils import logging as hf_logging
 
     from verihub.trainers import GRPOTrainer, SFTTrainer
-    from verihub.trainers.heldout import heldout_pass_rates, heldout_split
+    from verihub.trainers.heldout import heldout_split
     from verihub.trainers.mixture import resolve_envs
     from verihub.trainers.plot import plot_run
     from verihub.trainers.tiny import make_tiny_model
@@ -105,27 +121,28 @@ def train(out: Path, seed: int, sft_steps: int, grpo_steps: int) -> None:
     console.rule("2. tiny model, SFT warm start")
     model = make_tiny_model(out / "model", seed=seed, hidden_size=128, layers=2, heads=4)
     SFTTrainer(str(model), MIX, output_dir=out / "sft", seed=seed, max_steps=sft_steps, learning_rate=3e-3,
-               per_device_train_batch_size=32, lr_scheduler_type="constant_with_warmup", warmup_steps=20,
+               per_device_train_batch_size=32, lr_scheduler_type="cosine", warmup_steps=20,
                logging_steps=50, disable_tqdm=True).train()
     sft_s = time.perf_counter() - start
-    before = heldout_pass_rates(f"hf:{out / 'sft'}", mix, tasks=1000)
+    before = measure(f"hf:{out / 'sft'}", None, mix)
 
     console.rule("3. GRPO with LoRA on the mix, adaptive curriculum")
     GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=20,
                 heldout_tasks=1000, output_dir=out / "grpo", seed=seed, max_steps=grpo_steps, learning_rate=2e-3,
                 lr_scheduler_type="constant", num_generations=8, per_device_train_batch_size=64,
                 max_completion_length=20, logging_steps=5, disable_tqdm=True).train()
-    after = heldout_pass_rates(f"hf:{out / 'sft'}", mix, adapter=str(out / "grpo"), tasks=1000)
+    after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix)
 
-    console.rule("4. held-out pass rate (greedy), SFT checkpoint vs SFT + GRPO adapter")
+    console.rule("4. held-out pass@1, SFT checkpoint vs SFT + GRPO adapter")
     table = Table()
-    for column in ("environment", "held-out tasks", "SFT", "SFT + GRPO", "change"):
-        table.add_column(column, justify="left" if column == "environment" else "right")
+    for column in ("environment", "held-out tasks", "decoding", "SFT", "SFT + GRPO", "change"):
+        table.add_column(column, justify="left" if column in ("environment", "decoding") else "right")
     for item in mix:
-        change = after[item.name] - before[item.name]
-        held = len(item.env.dataset(heldout_split(item)))
-        table.add_row(item.name, str(held), f"{before[item.name]:.1%}", f"{after[item.name]:.1%}",
-                      f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f} pts[/]")
+        held = str(len(item.env.dataset(heldout_split(item))))
+        for mode in (mode for mode in before if item.name in before[mode]):
+            change = after[mode][item.name] - before[mode][item.name]
+            table.add_row(item.name, held, mode, f"{before[mode][item.name]:.1%}", f"{after[mode][item.name]:.1%}",
+                          f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f} pts[/]")
     console.print(table)
     for path in plot_run(out / "grpo"):
         console.print(f"curve: {path}")

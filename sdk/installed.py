@@ -37,6 +37,14 @@ def hub_env_entry_point(distribution_name: str) -> EntryPoint | None:
 
 
 def installed_env_dir(entry_point: EntryPoint) -> Path:
-    """The directory of an installed environment's package (where its environment.yaml lies)."""
+    """The directory of an installed environment's package (where its environment.yaml lies).
+
+    Asked of the distribution first: importing the package could find another copy earlier on
+    sys.path (loading an environment from its source directory puts that directory there).
+    """
     package = entry_point.value.partition(":")[0]
-    return Path(str(importlib.resources.files(importlib.import_module(package))))
+    if entry_point.dist is not None:
+        installed = Path(str(entry_point.dist.locate_file(package.replace(".", "/"))))
+        if (installed / "environment.yaml").is_file():
+            return installed
+    return Path(str(importlib.resources.files(importlib.import_module(package))))  # e.g. an editable install

@@ -75,6 +75,7 @@ def test_arithmetic_difficulty_levels() -> None:
 
 
 def test_installed_environment_loads_by_name() -> None:
+    verihub.load_env(REPO / "envs/arithmetic")  # puts the source tree on sys.path: the name must still win
     env = verihub.load_env("arithmetic")
     assert env.root != REPO / "envs/arithmetic"  # the installed copy, not the source tree
     task = env.dataset("eval")[0]
