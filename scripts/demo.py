@@ -7,7 +7,7 @@ from rich.table import Table
 
 import verihub
 
-BUNDLED = ("digits", "arithmetic", "math-word", "json-extract")
+BUNDLED = ("sums", "arithmetic", "math-word", "json-extract")
 
 
 def main() -> None:

@@ -7,7 +7,7 @@
    packages, so nothing is downloaded, and this one is left as it was); the rest runs in that venv.
 2. Build a tiny Qwen2-style model here (nothing downloaded) and warm it up with SFT on the
    environments' reference answers, so it knows the answer format.
-3. GRPO with LoRA on a mix of two environments (``demo/digits`` and ``demo/arithmetic``), adaptive
+3. GRPO with LoRA on a mix of two environments (``demo/sums`` and ``demo/arithmetic``), adaptive
    curriculum, held-out pass rate measured during training.
 4. Held-out pass rate per environment (greedy, every held-out task) of the SFT checkpoint and of the
    SFT checkpoint + the GRPO adapter; the difference is what RL bought. Curves go to PNG files.
@@ -30,8 +30,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLED = ("digits", "arithmetic")
-MIX = {"demo/digits@^1.0": 0.8, "demo/arithmetic@^1.0": 0.2}  # what SFT and GRPO train on
+BUNDLED = ("sums", "arithmetic")
+MIX = {"demo/sums@^1.0": 0.8, "demo/arithmetic@^1.0": 0.2}  # what SFT and GRPO train on
 
 console = Console()
 
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--grpo-steps", type=int, default=120)
+    parser.add_argument("--sft-demos", type=int, default=None, help="reference answers per environment for SFT")
     parser.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)  # stage 2-4, in the demo venv
     args = parser.parse_args()
     out: Path = args.out.resolve()
@@ -93,12 +94,13 @@ def main() -> None:
         python = demo_venv(out / "venv")
         publish_and_install(out / "hub", python)
         completed = subprocess.run([python, __file__, "--out", str(out), "--seed", str(args.seed), "--sft-steps",
-                                    str(args.sft_steps), "--grpo-steps", str(args.grpo_steps), "--in-venv"])
+                                    str(args.sft_steps), "--grpo-steps", str(args.grpo_steps), "--in-venv",
+                                    *(["--sft-demos", str(args.sft_demos)] if args.sft_demos else [])])
         sys.exit(completed.returncode)
-    train(out, args.seed, args.sft_steps, args.grpo_steps)
+    train(out, args.seed, args.sft_steps, args.grpo_steps, args.sft_demos)
 
 
-def train(out: Path, seed: int, sft_steps: int, grpo_steps: int) -> None:
+def train(out: Path, seed: int, sft_steps: int, grpo_steps: int, sft_demos: int | None) -> None:
     for stale in ("model", "sft", "grpo"):
         shutil.rmtree(out / stale, ignore_errors=True)
     start = time.perf_counter()
@@ -120,7 +122,7 @@ def train(out: Path, seed: int, sft_steps: int, grpo_steps: int) -> None:
 
     console.rule("2. tiny model, SFT warm start")
     model = make_tiny_model(out / "model", seed=seed, hidden_size=128, layers=2, heads=4)
-    SFTTrainer(str(model), MIX, output_dir=out / "sft", seed=seed, max_steps=sft_steps, learning_rate=3e-3,
+    SFTTrainer(str(model), MIX, demos=sft_demos, output_dir=out / "sft", seed=seed, max_steps=sft_steps, learning_rate=3e-3,
                per_device_train_batch_size=32, lr_scheduler_type="cosine", warmup_steps=20,
                logging_steps=50, disable_tqdm=True).train()
     sft_s = time.perf_counter() - start

@@ -7,7 +7,8 @@ Each task of each environment's train split becomes a prompt-completion pair: th
 the spec's gold ``reference`` (so the model learns the format the verifier expects; loss on the
 completion only). ``trajectories=`` adds shipped conversations instead (JSONL files, one
 ``{"messages": [...]}`` per line, tool calls included): the messages up to the first assistant turn are
-the prompt, the rest the completion. Environments are interleaved by weight. Keyword arguments that
+the prompt, the rest the completion. ``demos=N`` keeps the first N tasks' references per environment
+(demonstrations are scarce; RL then trains on every task). Environments are interleaved by weight. Keyword arguments that
 are not this class's go to ``trl.SFTConfig`` (``max_steps``, ``learning_rate``, ``num_train_epochs``, ...).
 """
 
@@ -39,6 +40,7 @@ class SFTTrainer(TrainerRun):
         *,
         lora: bool | Mapping[str, Any] | Any | None = None,
         trajectories: str | Path | Sequence[str | Path] = (),
+        demos: int | None = None,
         tokenizer: Any = None,
         hub: str | None = None,
         seed: int = 0,
@@ -49,7 +51,7 @@ class SFTTrainer(TrainerRun):
 
         self.mix = resolve_envs(envs, hub=hub)
         self.tokenizer = load_tokenizer(model, tokenizer)
-        parts = [Dataset.from_list(reference_pairs(item)) for item in self.mix]
+        parts = [Dataset.from_list(reference_pairs(item)[:demos]) for item in self.mix]
         weights = [item.weight for item in self.mix]
         paths = [trajectories] if isinstance(trajectories, (str, Path)) else list(trajectories)
         if paths:
