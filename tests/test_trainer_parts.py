@@ -154,3 +154,11 @@ def test_starter_envs_never_share_a_question_between_splits(name: str, size: int
                          for task in env.dataset(split)} for split in ("train", "eval")}
     assert len(questions["train"]) + len(questions["eval"]) == size
     assert not questions["train"] & questions["eval"]
+
+
+def test_sampler_with_fewer_rows_than_a_batch_still_draws_a_full_batch() -> None:
+    mix = StaticMix()
+    mix.bind({("a", "all"): 3}, {"a": 1.0})
+    sampler = MixtureSampler({("a", "all"): [0, 1, 2]}, mix, mini_repeat_count=2, batch_size=8, repeat_count=1, seed=0)
+    drawn = list(sampler)
+    assert len(drawn) == len(sampler) == 16 and set(drawn) == {0, 1, 2}

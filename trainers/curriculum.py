@@ -146,11 +146,16 @@ class MixtureSampler(Sampler[int]):
         self._queues: dict[Bucket, list[int]] = {}
         self.last_weights: dict[Bucket, float] = {}
 
+    @property
+    def chunks(self) -> int:
+        """Generation batches per pass: one per ``batch_size`` rows, and at least one (rows can repeat)."""
+        return max(1, self.num_samples // self.batch_size)
+
     def __len__(self) -> int:
-        return (self.num_samples // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
+        return self.chunks * self.batch_size * self.mini_repeat_count * self.repeat_count
 
     def __iter__(self) -> Iterator[int]:
-        for _ in range(self.num_samples // self.batch_size):
+        for _ in range(self.chunks):
             chunk = self._draw_chunk()
             for _ in range(self.repeat_count):
                 for index in chunk:
