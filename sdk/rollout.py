@@ -3,7 +3,9 @@
 Generation requests are bounded by ``concurrency``; grading of a finished rollout starts at once and
 overlaps with the generation of the others. A backend that fails after its retries, a tool whose
 sandbox fails, or a verifier fault ends a rollout as ``env_error`` with the reason; a model mistake
-(bad tool arguments, a wrong answer) is ``wrong``.
+(bad tool arguments, a wrong answer) is ``wrong``. A multi-turn rollout with sandboxed tools starts from
+the task's ``files`` column and is graded on its terminal state: the verifier gets the task with the final
+work dir under ``verihub.tools.WORKDIR``.
 """
 
 from __future__ import annotations
@@ -126,12 +128,17 @@ class RolloutEngine:
 
     async def _multi_turn(self, task: Task, index: int, limit: asyncio.Semaphore,
                           finish: Callable[[Rollout], Awaitable[None]]) -> None:
-        from verihub.tools import SandboxTools
+        from verihub.tools import SandboxTools, task_files, with_workdir
 
-        tools = SandboxTools(limits=self.env.spec.sandbox, sandbox=self.sandbox) if self._sandboxed else None
+        messages: list[Message] = self.env.render(task)
+        try:  # the task's `files` column seeds the work dir
+            tools = (SandboxTools(files=task_files(task), limits=self.env.spec.sandbox, sandbox=self.sandbox)
+                     if self._sandboxed else None)
+        except ValueError as error:
+            await finish(_fault(task, index, messages, f"cannot seed the work dir: {error}"))
+            return
         functions = self._functions(tools)
         schemas = [function_schema(function, name) for name, function in functions.items()]
-        messages: list[Message] = self.env.render(task)
         single = self.sampling.model_copy(update={"n": 1})
         prompt_tokens = completion_tokens = 0
         seconds = 0.0
@@ -158,7 +165,9 @@ class RolloutEngine:
         except SandboxInfraError as error:
             await finish(_fault(task, index, messages, f"tool failed: {error}", turns))
             return
-        await self._grade(task, index, messages, last.text if last else "", turns, prompt_tokens,
+        # Terminal state: with a sandbox, the verifier also sees the final work dir (task[WORKDIR]).
+        graded = with_workdir(task, tools.session.snapshot()) if tools is not None else task
+        await self._grade(graded, index, messages, last.text if last else "", turns, prompt_tokens,
                           completion_tokens, seconds, finish)
 
     @property

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import io
+import tarfile
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -29,12 +32,15 @@ from verihub.checks.registry import resolve_check
 from verihub.dataset import task_id
 from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
 from verihub.judge import Judge
+from verihub.sandbox.types import Snapshot
 from verihub.spec import LayerKind, LayerSpec, SandboxSpec
+from verihub.tools import WORKDIR
 
 __all__ = ["BoundLayer", "Verifier"]
 
 Task = Mapping[str, Any]
 Outcome = tuple[LayerStatus, float | None, str, float]  # status, score, detail, seconds
+CacheKey = tuple[str, str] | tuple[str, str, str]  # task id, completion[, digest of the final work dir]
 
 _KIND_ORDER = {LayerKind.RULE: 0, LayerKind.CHECK: 1, LayerKind.JUDGE: 2}
 _PASSED, _FAILED, _OK, _WRONG = LayerStatus.PASSED, LayerStatus.FAILED, GradeStatus.OK, GradeStatus.WRONG
@@ -96,7 +102,7 @@ class Verifier:
             (layer.run, layer.spec.name, layer.spec.layer.value, layer.spec.weight, layer.spec.pass_score, layer.spec.gate)
             for layer in self.layers
         ]
-        self._cache: dict[tuple[str, str], Grade] = {}
+        self._cache: dict[CacheKey, Grade] = {}
         self._cache_size = cache_size
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Mode, asyncio.Semaphore]] = (
             weakref.WeakKeyDictionary()
@@ -146,13 +152,18 @@ class Verifier:
     # -- cache -------------------------------------------------------------------------------------
 
     @staticmethod
-    def _key(task: Task, completion: str) -> tuple[str, str]:
+    def _key(task: Task, completion: str) -> CacheKey:
         # The dict hashes the completion (str hashes are cached) and compares it on a hit, so two
         # completions can never share a grade. The verifier belongs to one environment version.
+        # A terminal-state grade also keys on a digest of the final work dir: the same last words
+        # over different files are different answers.
         identifier = task.get("id")
-        return (identifier if identifier.__class__ is str else task_id(task)), completion  # type: ignore[return-value]
+        key = (identifier if identifier.__class__ is str else task_id(task)), completion
+        if WORKDIR in task:
+            return (*key, _state_digest(task[WORKDIR]))  # type: ignore[return-value]
+        return key  # type: ignore[return-value]
 
-    def _remember(self, key: tuple[str, str], grade: Grade) -> Grade:
+    def _remember(self, key: CacheKey, grade: Grade) -> Grade:
         # Faults are not cached: the next attempt must really retry.
         if self._cache_size and grade.reward is not None:
             if len(self._cache) >= self._cache_size:
@@ -293,6 +304,25 @@ class Verifier:
         results.extend(self._skipped_after_fault[index + 1 :])
         grade_status = GradeStatus.TIMEOUT if status is LayerStatus.TIMEOUT else GradeStatus.ENV_ERROR
         return Grade(grade_status, None, tuple(results), reason=f"layer {spec.name!r}: {detail}")
+
+
+def _state_digest(state: Any) -> str:
+    """A digest of a work dir's content: names, kinds, modes, link targets and bytes (not times), so
+    equal final states share a grade and different ones never do."""
+    digest = hashlib.sha256()
+    if not isinstance(state, Snapshot):
+        digest.update(repr(state).encode())
+        return digest.hexdigest()
+    if state.tar:
+        with tarfile.open(fileobj=io.BytesIO(state.tar), mode="r:") as archive:
+            members = sorted(archive.getmembers(), key=lambda member: member.name.removeprefix("./"))
+            for member in members:
+                header = f"{member.name.removeprefix('./')}\0{member.type!r}\0{member.mode:o}\0{member.linkname}\0{member.size}\0"
+                digest.update(header.encode())
+                if member.isfile():
+                    extracted = archive.extractfile(member)
+                    digest.update(extracted.read() if extracted is not None else b"")
+    return digest.hexdigest()
 
 
 def _call_timed(run: BoundCheck, completion: str, task: Task) -> tuple[Any, float]:

@@ -5,7 +5,9 @@ Each function grades the rows of its own environment and returns ``None`` for th
 ``timeout``) is ``None`` too: TRL drops a row that every function left unscored from the group baseline
 and gives it no advantage, so a crashed check never teaches the model that its answer was wrong. What
 each grade was (status, which kinds of layers passed, length) goes to a :class:`GradeLedger` that the
-curriculum and the monitors read once the batch is scored.
+curriculum and the monitors read once the batch is scored. Rows of an environment with sandboxed tools
+are graded on their terminal state: the task reaches the verifier with the rollout's final work dir under
+``verihub.tools.WORKDIR`` (the task's initial ``files`` when the rollout never ran a tool).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 from verihub.calibration import DriftMonitor
 from verihub.environment import Completion, completion_text
 from verihub.grade import Grade, GradeStatus, LayerStatus
+from verihub.sandbox.types import Snapshot
+from verihub.tools import SandboxTools, task_files, with_workdir
 from verihub.trainers.mixture import MixedEnv
 
 __all__ = ["EnvReward", "GradeLedger", "Outcome"]
@@ -86,14 +90,17 @@ class EnvReward:
         self.ledger = ledger
         self.__name__ = item.name  # TRL names the reward column, and its logs, after this
         self.drift = DriftMonitor(item.env)  # re-grades the judge's calibration items now and then
+        # Rollouts with sandboxed tools are graded on their terminal state: the task gets the final work dir.
+        self.sandboxed = item.multi_turn and any(tool in ("python", "bash") for tool in item.env.spec.interaction.tools)
 
     async def __call__(self, prompts: Sequence[Any], completions: Sequence[Completion], environment: Sequence[str],
                        task: Sequence[str], difficulty: Sequence[str], environments: Sequence[Any] | None = None,
                        **_: Any) -> list[float | None]:
         mine = [row for row, name in enumerate(environment) if name == self.item.name]
-        faults = [getattr(environments[row], "fault", None) if environments else None for row in mine]
+        instances = [environments[row] if environments else None for row in mine]
         outcomes = await asyncio.gather(*(
-            self._grade(task[row], difficulty[row], completions[row], fault) for row, fault in zip(mine, faults, strict=True)
+            self._grade(task[row], difficulty[row], completions[row], instance)
+            for row, instance in zip(mine, instances, strict=True)
         ))
         rewards: list[float | None] = [None] * len(prompts)
         for row, outcome in zip(mine, outcomes, strict=True):
@@ -106,12 +113,16 @@ class EnvReward:
                     self.ledger.record_agreement(self.item.name, report.agreement)
         return rewards
 
-    async def _grade(self, task_json: str, difficulty: str, completion: Completion, fault: str | None) -> Outcome:
+    async def _grade(self, task_json: str, difficulty: str, completion: Completion, instance: Any) -> Outcome:
         text = _answer_text(completion)
+        fault = getattr(instance, "fault", None)
         if fault is not None:  # the rollout's sandbox failed: nothing to grade
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text, fault)
         try:
-            grade = await self.item.env.agrade(json.loads(task_json), completion)
+            task = json.loads(task_json)
+            if self.sandboxed and instance is not None:
+                task = with_workdir(task, _final_state(instance, task))
+            grade = await self.item.env.agrade(task, completion)
         except Exception as error:  # noqa: BLE001 - a verifier bug is this environment's fault, not a wrong answer
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
                            f"{type(error).__name__}: {error}")
@@ -123,6 +134,12 @@ class EnvReward:
         checks = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer != "rule"]
         return Outcome(self.item.name, difficulty, str(grade.status), grade.reward,
                        all(rules) if rules else None, all(checks) if checks else None, len(text), text, grade.reason)
+
+
+def _final_state(instance: Any, task: dict[str, Any]) -> Snapshot:
+    """The work dir a rollout left: its session's, or the task's initial files if it never ran a tool."""
+    tools: SandboxTools | None = getattr(instance, "_sandbox", None)
+    return tools.session.snapshot() if tools is not None else Snapshot.of(task_files(task))
 
 
 def _answer_text(completion: Completion) -> str:

@@ -4,8 +4,9 @@ TRL exposes an environment class's public methods as the tools of a rollout and 
 the row before generating. For a multi-turn environment the class carries the tools its spec lists:
 ``python`` and ``bash`` run in a :class:`~verihub.sandbox.session.SandboxSession` fresh for each
 rollout (under the environment's ``sandbox:`` limits), ``module:function`` tools are the functions
-themselves. The rollout ends when the model answers without a tool call; the verifier grades that
-final state as the reward (:mod:`verihub.trainers.rewards`). A sandbox that fails marks the rollout as
+themselves. A task's ``files`` column seeds the work dir. The rollout ends when the model answers without
+a tool call; the verifier grades that final state, the answer and the work dir, as the reward
+(:mod:`verihub.trainers.rewards`). A sandbox that fails marks the rollout as
 an environment fault, so it gets no reward rather than a zero. Single-turn environments in a run that
 has tool environments get a class without tools (TRL routes every row through the factory mapping).
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from verihub.errors import SandboxInfraError
 from verihub.sandbox.types import Limits
-from verihub.tools import SandboxTools
+from verihub.tools import SandboxTools, task_files
 from verihub.trainers.mixture import MixedEnv
 
 __all__ = ["ToolEnvironment", "environment_class"]
@@ -42,7 +43,11 @@ class ToolEnvironment:
 
     def _run(self, tool: str, argument: str) -> str:
         if self._sandbox is None:
-            self._sandbox = SandboxTools(limits=self.limits)
+            try:  # the task's `files` column seeds the work dir
+                self._sandbox = SandboxTools(files=task_files(self.task), limits=self.limits)
+            except ValueError as error:
+                self.fault = f"cannot seed the work dir: {error}"
+                return f"error: the task's files are malformed ({error}); this rollout will not be scored"
         try:
             return getattr(self._sandbox, tool)(argument)
         except SandboxInfraError as error:
