@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium)  # nsjail's libraries; the jail's tools; hub storage; the browser test
+APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium build-essential)  # nsjail's libraries; the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
 VENV=.venv
 
 find_python() {

@@ -446,14 +446,35 @@ def list_checks() -> None:
 
 
 @app.command("envs")
-def list_envs() -> None:
-    """List installed environment packages."""
+def list_envs(
+    reasoning_gym: Annotated[bool, typer.Option("--reasoning-gym", help="List reasoning-gym's datasets instead: "
+                                                "load one with load_env(\"reasoning-gym:NAME\", ...).")] = False,
+) -> None:
+    """List installed environment packages (or, with --reasoning-gym, reasoning-gym's datasets)."""
+    if reasoning_gym:
+        _list_reasoning_gym()
+        return
     from verihub.installed import installed_envs
 
     table = Table("name", "package", "distribution")
     for name, entry_points in sorted(installed_envs().items()):
         for entry_point in entry_points:
             table.add_row(name, entry_point.value, entry_point.dist.name if entry_point.dist else "")
+    out.print(table)
+
+
+def _list_reasoning_gym() -> None:
+    from verihub.adapters.reasoning_gym import list_datasets, rg_version, show_setting
+
+    infos = list_datasets()
+    table = Table("name", "category", "difficulty levels", "settings (defaults)",
+                  title=f"reasoning-gym {rg_version()}: {len(infos)} datasets, "
+                        "load_env(\"reasoning-gym:NAME\", size=, seed=, difficulty=, SETTING=...)",
+                  title_justify="left")
+    for info in infos:
+        levels = ", ".join(f"{attr} 0-{count - 1}" for attr, count in info.levels.items())
+        settings = ", ".join(f"{key}={show_setting(value)}" for key, value in info.settings.items())
+        table.add_row(info.name, info.category, escape(levels), escape(settings))
     out.print(table)
 
 

@@ -143,8 +143,17 @@ def load_env(
     judge: Judge | None = None,
     judge_model: str | None = None,
     on_missing_judge: Literal["error", "skip"] = "error",
+    size: int | None = None,
+    seed: int | None = None,
+    difficulty: Any = None,
+    config: Mapping[str, Any] | None = None,
+    **settings: Any,
 ) -> Environment:
-    """Load an environment from a directory (or its environment.yaml) or by installed name.
+    """Load an environment from a directory (or its environment.yaml) or by installed name, or build one
+    from a reasoning-gym dataset: ``load_env("reasoning-gym:basic_arithmetic", size=200, seed=1,
+    difficulty=2, max_digits=3)``. Only ``reasoning-gym:`` refs take ``size`` (default 500), ``seed``
+    (default 0), ``difficulty`` (curriculum levels), ``config`` and other keyword arguments (the
+    dataset's settings); see :mod:`verihub.adapters.reasoning_gym`.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
     Judge layers use ``judge``; else a :class:`~verihub.judge.ModelJudge` for ``judge_model`` (which
@@ -153,10 +162,20 @@ def load_env(
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
     """
-    path = Path(ref)
-    if not find_spec_file(path).is_file():
-        path = _installed_env_dir(str(ref), path)
-    loaded = load_spec(path)
+    if str(ref).startswith("reasoning-gym:"):
+        from verihub.adapters.reasoning_gym import reasoning_gym_spec
+
+        loaded = reasoning_gym_spec(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, **settings)
+    else:
+        given = {"size": size, "seed": seed, "difficulty": difficulty, "config": config}
+        unexpected = sorted([name for name, value in given.items() if value is not None] + list(settings))
+        if unexpected:
+            raise TypeError(f"load_env() got unexpected keyword arguments {', '.join(unexpected)} "
+                            "(only reasoning-gym: environments take them)")
+        path = Path(ref)
+        if not find_spec_file(path).is_file():
+            path = _installed_env_dir(str(ref), path)
+        loaded = load_spec(path)
     if judge is None and (judge_model or _names_a_judge_model(loaded.spec)):
         from verihub.judge import ModelJudge
 
