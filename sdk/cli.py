@@ -158,7 +158,8 @@ def init(
 
 @app.command("eval")
 def eval_command(
-    env: EnvArg,
+    envs: Annotated[list[str], typer.Argument(help="Environments (directories, installed names, reasoning-gym:NAME), "
+                                              "or `all`: every installed one. Several give a per-domain table.")],
     model: Annotated[str, typer.Option("--model", "-m", help="openai:MODEL@URL (any OpenAI-compatible endpoint), "
                                        "hf:PATH_OR_ID (local transformers) or vllm:PATH_OR_ID.")],
     n: Annotated[int | None, typer.Option("-n", help="Tasks to evaluate (default: the spec's eval.n).")] = None,
@@ -168,24 +169,27 @@ def eval_command(
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: the spec's).")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Most tokens per turn (default: the spec's).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed, where the server supports one.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Directory for results.parquet, metadata.json, rollouts.jsonl.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Directory for results.parquet, metadata.json, rollouts.jsonl "
+                                             "(one subdirectory per environment when there are several).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Keep finished rollouts in --out; rerun missing and faulted ones.")] = False,
     judge_model: Annotated[str | None, typer.Option(help="Model for judge layers, overriding the spec.")] = None,
     adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (from `verihub train --lora`) "
                                                  "on top of an hf: or vllm: model.")] = None,
 ) -> None:
-    """Evaluate an environment against a model: rollouts, grades, pass@k, saved results."""
+    """Evaluate environments against a model: rollouts, grades, pass@k, saved results.
+
+    With several environments (or `all`), each is evaluated in turn with the same model and a table
+    compares them by domain: the before/after check for general capability around a training run."""
     import asyncio
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from verihub.environment import load_env
-    from verihub.evaluate import aevaluate
-    from verihub.generation import Sampling, load_backend
+    from verihub.generation import load_backend
+    from verihub.installed import installed_envs
 
     if resume and out is None:
         raise typer.BadParameter("--resume needs --out (where the earlier results are)", param_hint="--resume")
-    environment = load_env(env, judge_model=judge_model)
+    names = sorted(installed_envs()) if envs == ["all"] else envs
+    environments = [load_env(name, judge_model=judge_model) for name in names]
     if adapter is not None and not (adapter / "adapter_config.json").is_file():
         raise typer.BadParameter(f"{adapter} holds no adapter_config.json (a peft adapter directory)",
                                  param_hint="--adapter")
@@ -193,31 +197,62 @@ def eval_command(
         backend = load_backend(model, adapter=str(adapter) if adapter else None)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--adapter" if adapter else "--model") from None
+    options = {"n": n, "k": k, "concurrency": concurrency, "split": split, "temperature": temperature,
+               "max_tokens": max_tokens, "seed": seed, "resume": resume}
+
+    async def run_all() -> list[Any]:
+        try:  # one event loop for every environment: an endpoint's connection pool belongs to one
+            return [await _evaluate_one(environment, backend, model,
+                                        out / environment.id if out is not None and len(environments) > 1 else out,
+                                        options) for environment in environments]
+        finally:
+            await backend.aclose()
+
+    reports = asyncio.run(run_all())
+    if len(reports) > 1:
+        _print_domains(reports)
+
+
+async def _evaluate_one(environment: Any, backend: Any, model: str, out: Path | None, options: dict[str, Any]) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from verihub.evaluate import aevaluate
+    from verihub.generation import Sampling
+
     defaults = environment.spec.eval
+    temperature, max_tokens = options["temperature"], options["max_tokens"]
     sampling = Sampling(
         temperature=defaults.temperature if temperature is None else temperature, top_p=defaults.top_p,
-        max_tokens=defaults.max_tokens if max_tokens is None else max_tokens, seed=seed,
+        max_tokens=defaults.max_tokens if max_tokens is None else max_tokens, seed=options["seed"],
     )
-    tasks = min(n or defaults.n, len(environment.dataset(split or defaults.split)))
+    split = options["split"]
+    tasks = min(options["n"] or defaults.n, len(environment.dataset(split or defaults.split)))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=False) as progress:
-        bar = progress.add_task(f"{environment.id} x {model}", total=tasks * (k or defaults.k))
-        if resume:
+        bar = progress.add_task(f"{environment.id} x {model}", total=tasks * (options["k"] or defaults.k))
+        if options["resume"]:
             progress.update(bar, description=f"{environment.id} x {model} (resuming)")
-
-        async def run() -> Any:
-            try:
-                return await aevaluate(environment, backend, n=n, k=k, sampling=sampling, split=split,
-                                       concurrency=concurrency, out=out, resume=resume,
-                                       on_rollout=lambda _: progress.advance(bar))
-            finally:
-                await backend.aclose()
-
-        report = asyncio.run(run())
+        report = await aevaluate(
+            environment, backend, n=options["n"], k=options["k"], sampling=sampling, split=split,
+            concurrency=options["concurrency"], out=out, resume=options["resume"],
+            on_rollout=lambda _: progress.advance(bar),
+        )
         progress.update(bar, completed=len(report.rollouts))
     _print_metrics(report)
     if out is not None:
         err.print(f"saved {out / 'results.parquet'} and metadata.json", highlight=False)
+    return report
+
+
+def _print_domains(reports: list[Any]) -> None:
+    table = Table(title=f"{reports[0].model}: every environment, by domain", title_justify="left")
+    for column in ("domain", "environment", "tasks x k", "pass@1", "mean reward", "env_error rate"):
+        table.add_column(column, justify="left" if column in ("domain", "environment") else "right")
+    for report in sorted(reports, key=lambda r: (r.domain, r.env_id)):
+        metrics = report.metrics
+        table.add_row(report.domain, f"{report.env_id}@{report.env_version}", f"{report.tasks} x {report.k}",
+                      f"{metrics['pass@1']:.3f}", f"{metrics['mean_reward']:.3f}", f"{metrics['env_error_rate']:.3f}")
+    out.print(table)
 
 
 def _print_metrics(report: Any) -> None:

@@ -41,6 +41,7 @@ class EvalReport:
     wall_s: float
     rerun: int = 0  # rollouts this run produced (the rest came from a previous run)
     metrics: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""
 
 
 def pass_at_k(samples: int, correct: int, k: int) -> float:
@@ -142,7 +143,7 @@ async def aevaluate(
     rollouts = sorted([*kept.values(), *fresh], key=lambda r: (r.task_id, r.sample))
     report = EvalReport(env.id, env.version, model if isinstance(model, str) else backend.model,
                         {**sampling.model_dump(), "n": k}, len(tasks), k, rollouts, time.perf_counter() - start,
-                        rerun=len(fresh))
+                        rerun=len(fresh), domain=env.domain)
     report.metrics = metrics(rollouts, k)
     if drift.history:
         report.metrics["judge_drift_agreement"] = drift.history

@@ -163,6 +163,24 @@ def test_eval_with_a_local_hf_model(tiny_model: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_one_eval_across_every_installed_environment_by_domain(tiny_model: Path, tmp_path: Path) -> None:
+    from verihub.installed import installed_envs
+
+    result = subprocess.run([VERIHUB, "eval", "all", "--model", f"hf:{tiny_model}", "-n", "2", "-k", "1",
+                             "--max-tokens", "8", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                            timeout=900, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = result.stdout[result.stdout.index("every environment, by domain"):]
+    names = sorted(installed_envs())
+    assert {"code-repair", "sql", "shell-task", "report", "arithmetic"} <= set(names)
+    for name in names:
+        assert f" {name}@" in summary
+        assert (tmp_path / name / "results.parquet").is_file()
+    for domain in ("code", "sql", "shell", "writing", "arithmetic"):
+        assert f"│ {domain} " in summary
+
+
+@pytest.mark.slow
 def test_eval_against_transformers_serve(tiny_model: Path, tmp_path: Path) -> None:
     """A real OpenAI-compatible server (`transformers serve`) serving the tiny model on loopback."""
     port = free_port()
