@@ -83,8 +83,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "demo")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sft-steps", type=int, default=400)
-    parser.add_argument("--grpo-steps", type=int, default=120)
+    parser.add_argument("--sft-steps", type=int, default=600)
+    parser.add_argument("--grpo-steps", type=int, default=300)
     parser.add_argument("--sft-demos", type=int, default=None, help="reference answers per environment for SFT")
     parser.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)  # stage 2-4, in the demo venv
     args = parser.parse_args()
@@ -129,9 +129,9 @@ def train(out: Path, seed: int, sft_steps: int, grpo_steps: int, sft_demos: int 
     before = measure(f"hf:{out / 'sft'}", None, mix)
 
     console.rule("3. GRPO with LoRA on the mix, adaptive curriculum")
-    GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=20,
-                heldout_tasks=1000, output_dir=out / "grpo", seed=seed, max_steps=grpo_steps, learning_rate=2e-3,
-                lr_scheduler_type="constant", num_generations=8, per_device_train_batch_size=64,
+    GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=50,
+                heldout_tasks=80, output_dir=out / "grpo", seed=seed, max_steps=grpo_steps, learning_rate=1e-3,
+                beta=0.04, lr_scheduler_type="constant", num_generations=8, per_device_train_batch_size=64,
                 max_completion_length=20, logging_steps=5, disable_tqdm=True).train()
     after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix)
 

@@ -145,6 +145,19 @@ def test_multi_turn_tool_env_trains_through_environment_factory(tiny_model: Path
     assert scores == [None]
 
 
+@pytest.mark.parametrize("tool_env", ["code-repair", "shell-task"])
+def test_bundled_tool_envs_train_a_step(tool_env: str, tiny_model: Path, tmp_path: Path, nsjail_path: str) -> None:
+    from verihub.trainers import GRPOTrainer
+
+    trainer = GRPOTrainer(str(tiny_model), [f"envs/{tool_env}"], lora=True, max_steps=1,
+                          num_generations=4, per_device_train_batch_size=8, max_completion_length=16,
+                          output_dir=tmp_path / "run")
+    trainer.train()
+    record = metrics(tmp_path / "run")[0]
+    assert record["step"] == 1 and record[f"rewards/{tool_env}/mean"] is not None
+    assert record[f"verihub/{tool_env}/fault_rate"] == 0.0
+
+
 def test_hub_ids_with_version_specs_are_installed_then_loaded(tmp_path: Path, make_env: Any, fresh_python: str) -> None:
     package = make_env(name="tiny-pkg")
     quiz = init_env("quiz", "single-turn", tmp_path)
