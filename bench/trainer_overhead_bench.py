@@ -5,8 +5,8 @@
 Same tiny model (made here), same arithmetic tasks and prompts, same GRPOConfig and LoRA, in one
 run: plain ``trl.GRPOTrainer`` with a plain reward function (boxed answer == expected number), then
 ``verihub.trainers.GRPOTrainer`` on the arithmetic environment (its verifier as the reward, the mixture
-sampler, the curriculum, the monitors, metrics.jsonl). Rounds alternate A, B, A, B... so machine noise
-hits both; a step's time is TRL's own ``step_time`` log, the first two steps of each run left out
+sampler, the curriculum, the monitors, metrics.jsonl). Rounds alternate A B, B A, ... so machine noise
+and warm-up order hit both; a step's time is TRL's own ``step_time`` log, the first two steps of each run left out
 (warm-up). The last line prints the ratio of medians, verihub / plain; target <= 1.10.
 """
 
@@ -93,9 +93,10 @@ def main() -> None:
         model = make_tiny_model(root / "model")
         plain: list[float] = []
         ours: list[float] = []
-        for round_ in range(args.rounds):
-            plain += run_plain(model, root / f"plain-{round_}", args.steps)
-            ours += run_verihub(model, root / f"verihub-{round_}", args.steps)
+        for round_ in range(args.rounds):  # A B, then B A: neither always runs first
+            runs = [(plain, run_plain, "plain"), (ours, run_verihub, "verihub")]
+            for times, run, name in runs if round_ % 2 == 0 else runs[::-1]:
+                times += run(model, root / f"{name}-{round_}", args.steps)
             print(json.dumps({"round": round_, "plain_median_s": statistics.median(plain),
                               "verihub_median_s": statistics.median(ours)}), flush=True)
     plain_s, ours_s = statistics.median(plain), statistics.median(ours)
