@@ -162,3 +162,12 @@ def test_sampler_with_fewer_rows_than_a_batch_still_draws_a_full_batch() -> None
     sampler = MixtureSampler({("a", "all"): [0, 1, 2]}, mix, mini_repeat_count=2, batch_size=8, repeat_count=1, seed=0)
     drawn = list(sampler)
     assert len(drawn) == len(sampler) == 16 and set(drawn) == {0, 1, 2}
+
+
+def test_an_alert_warns_when_it_starts_not_at_every_step(caplog: pytest.LogCaptureFixture) -> None:
+    monitor = RunMonitor(["math"], group_size=2)
+    for _ in range(3):
+        monitor.observe([_outcome("math", "1", True, "same")] * 2)
+        metrics, alerts = monitor.flush()
+        assert metrics["alerts/collapse/math"] == 1.0 and alerts
+    assert caplog.text.count("reward-hacking alert (collapse)") == 1

@@ -7,7 +7,7 @@ are the samples of one prompt) and, at each logging step, gives metrics since th
   (characters of the graded answer), ``identical_groups`` (groups whose samples are all the same),
   ``pass_rate/<difficulty>``; ``verihub/<env>/heldout_pass_rate`` when held-out evaluation runs;
   ``verihub/<env>/judge_agreement`` when a judge layer has a calibration set.
-- ``alerts/<kind>/<env>`` = 1 when an alert fires, with a warning saying why:
+- ``alerts/<kind>/<env>`` = 1 at every logging step an alert holds, with a warning when it starts:
   ``heldout`` (training pass rate up while held-out pass rate falls), ``judge`` (judge agreement with
   its calibration labels falls), ``length`` (answers grow past ``length_factor`` times their early
   length), ``format`` (rule layers pass more and more while the checks do not), ``collapse``
@@ -74,6 +74,7 @@ class RunMonitor:
         self.series = {env: _Series() for env in envs}
         self._windows = {env: _Window() for env in envs}
         self._fresh_heldout: set[str] = set()
+        self._firing: set[tuple[str, str]] = set()  # (kind, env) alerts firing now: warned once until they stop
 
     def observe(self, outcomes: Sequence[Outcome | None]) -> None:
         """The grades of one batch, in row order."""
@@ -122,10 +123,14 @@ class RunMonitor:
                 metrics[f"{prefix}/heldout_pass_rate"] = series.heldout[-1]
             if series.judge:
                 metrics[f"{prefix}/judge_agreement"] = series.judge[-1]
-            for kind, why in self._alerts(env, window):
+            found = self._alerts(env, window)
+            for kind, why in found:
                 metrics[f"alerts/{kind}/{env}"] = 1.0
                 alerts.append(f"{kind} in {env}: {why}")
-                logger.warning("reward-hacking alert (%s) in %s: %s", kind, env, why)
+                if (kind, env) not in self._firing:
+                    logger.warning("reward-hacking alert (%s) in %s: %s", kind, env, why)
+            self._firing -= {(kind, name) for kind, name in self._firing if name == env}
+            self._firing |= {(kind, env) for kind, _ in found}
             self._windows[env] = _Window()
         self._fresh_heldout.clear()
         return metrics, alerts
