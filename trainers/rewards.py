@@ -22,8 +22,7 @@ from typing import Any
 from verihub.calibration import DriftMonitor
 from verihub.environment import Completion, completion_text
 from verihub.grade import Grade, GradeStatus, LayerStatus
-from verihub.sandbox.types import Snapshot
-from verihub.tools import SandboxTools, task_files, with_workdir
+from verihub.tools import with_workdir
 from verihub.trainers.mixture import MixedEnv
 
 __all__ = ["EnvReward", "GradeLedger", "Outcome"]
@@ -121,7 +120,7 @@ class EnvReward:
         try:
             task = json.loads(task_json)
             if self.sandboxed and instance is not None:
-                task = with_workdir(task, _final_state(instance, task))
+                task = with_workdir(task, instance.workdir)
             grade = await self.item.env.agrade(task, completion)
         except Exception as error:  # noqa: BLE001 - a verifier bug is this environment's fault, not a wrong answer
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
@@ -134,12 +133,6 @@ class EnvReward:
         checks = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer != "rule"]
         return Outcome(self.item.name, difficulty, str(grade.status), grade.reward,
                        all(rules) if rules else None, all(checks) if checks else None, len(text), text, grade.reason)
-
-
-def _final_state(instance: Any, task: dict[str, Any]) -> Snapshot:
-    """The work dir a rollout left: its session's, or the task's initial files if it never ran a tool."""
-    tools: SandboxTools | None = getattr(instance, "_sandbox", None)
-    return tools.session.snapshot() if tools is not None else Snapshot.of(task_files(task))
 
 
 def _answer_text(completion: Completion) -> str:

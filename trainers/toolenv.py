@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verihub.errors import SandboxInfraError
-from verihub.sandbox.types import Limits
+from verihub.sandbox.types import Limits, Snapshot
 from verihub.tools import SandboxTools, task_files
 from verihub.trainers.mixture import MixedEnv
 
@@ -40,6 +40,14 @@ class ToolEnvironment:
         self.task = json.loads(row["task"]) if "task" in row else {}
         self.fault = None
         self._sandbox = None  # made on the first sandboxed call: a rollout without one never starts a jail
+
+    @property
+    def workdir(self) -> Snapshot:
+        """The work dir the rollout left: its session's, or the task's initial files if it ran no tool.
+        (A property, not a method: TRL would offer a public method to the model as a tool.)"""
+        if self._sandbox is None:
+            return Snapshot.of(task_files(self.task))
+        return self._sandbox.session.snapshot()
 
     def _run(self, tool: str, argument: str) -> str:
         if self._sandbox is None:
