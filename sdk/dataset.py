@@ -14,7 +14,7 @@ from verihub.spec import DATA_FILE_FORMATS, DatasetSpec, SourceKind
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["load_splits", "task_id"]
+__all__ = ["EmptySplitError", "load_splits", "task_id"]
 
 ID_COLUMN = "id"
 
@@ -82,7 +82,18 @@ def _carve(whole: Dataset, spec: DatasetSpec) -> dict[str, Dataset]:
     start = 0
     total = len(whole)
     for name, fraction in spec.split.items():
-        count = round(total * float(fraction))
-        splits[name] = shuffled.select(range(start, min(start + count, total)))
+        count = min(round(total * float(fraction)), total - start)
+        if count <= 0:
+            raise EmptySplitError(name, f"split {name!r} gets no tasks ({fraction} of {total} rounds to none "
+                                        f"after the splits before it); add tasks or raise its fraction")
+        splits[name] = shuffled.select(range(start, start + count))
         start += count
     return splits
+
+
+class EmptySplitError(ValueError):
+    """A fractional split that comes out empty; ``split`` names it."""
+
+    def __init__(self, split: str, message: str) -> None:
+        super().__init__(message)
+        self.split = split

@@ -8,7 +8,7 @@ import pytest
 
 import verihub
 from verihub import EnvNotFoundError, GradeStatus, SpecError
-from conftest import REPO, MakeEnv
+from conftest import BASE_SPEC, REPO, MakeEnv
 
 
 def test_load_by_path_renders_and_grades(make_env: MakeEnv) -> None:
@@ -46,6 +46,12 @@ def test_fractional_splits_are_disjoint_complete_and_deterministic(make_env: Mak
     assert train == list(second.dataset("train")["id"])
     with pytest.raises(KeyError, match="splits: train, eval"):
         first.dataset("test")
+
+
+def test_a_split_that_comes_out_empty_is_a_spec_error_naming_it(make_env: MakeEnv) -> None:
+    root = make_env(BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{train: 0.95, eval: 0.05}"))
+    with pytest.raises(SpecError, match=r"dataset\.split\.eval.*split 'eval' gets no tasks \(0\.05 of 8"):
+        verihub.load_env(root)
 
 
 def test_rows_without_ids_get_stable_content_ids(make_env: MakeEnv) -> None:
