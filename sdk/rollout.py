@@ -22,6 +22,7 @@ from verihub.environment import Environment
 from verihub.errors import SandboxInfraError
 from verihub.generation import Backend, Generation, GenerationError, Sampling
 from verihub.grade import Grade, GradeStatus, LayerStatus
+from verihub.spec import SANDBOX_TOOLS
 from verihub.toolschema import function_schema
 
 __all__ = ["Rollout", "RolloutEngine"]
@@ -79,6 +80,7 @@ class RolloutEngine:
         self.multi_turn = interaction.kind == "multi_turn"
         self.max_turns = interaction.max_turns
         self.tool_names = list(interaction.tools)
+        self.sandboxed = interaction.sandboxed
 
     async def run(
         self, tasks: Iterable[Task], samples: Iterable[tuple[Task, int]] | None = None,
@@ -133,7 +135,7 @@ class RolloutEngine:
         messages: list[Message] = self.env.render(task)
         try:  # the task's `files` column seeds the work dir
             tools = (SandboxTools(files=task_files(task), limits=self.env.spec.sandbox, sandbox=self.sandbox)
-                     if self._sandboxed else None)
+                     if self.sandboxed else None)
         except ValueError as error:
             await finish(_fault(task, index, messages, f"cannot seed the work dir: {error}"))
             return
@@ -170,14 +172,10 @@ class RolloutEngine:
         await self._grade(graded, index, messages, last.text if last else "", turns, prompt_tokens,
                           completion_tokens, seconds, finish)
 
-    @property
-    def _sandboxed(self) -> bool:
-        return any(name in ("python", "bash") for name in self.tool_names)
-
     def _functions(self, tools: Any) -> dict[str, Callable[..., Any]]:
         functions: dict[str, Callable[..., Any]] = {}
         for name in self.tool_names:
-            if name in ("python", "bash"):
+            if name in SANDBOX_TOOLS:
                 functions[name] = getattr(tools, name)
             else:
                 module, _, attribute = name.partition(":")

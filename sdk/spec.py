@@ -38,6 +38,7 @@ _SEMVER = re.compile(
     r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
 )
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+SANDBOX_TOOLS = frozenset({"python", "bash"})  # built-in tools that run in the sandbox
 
 
 class FieldError(ValueError):
@@ -154,9 +155,14 @@ class InteractionSpec(_Section):
     @classmethod
     def _tool_names(cls, tools: list[str]) -> list[str]:
         for tool in tools:
-            if tool not in {"python", "bash"} and not _IMPORT_PATH.match(tool):
+            if tool not in SANDBOX_TOOLS and not _IMPORT_PATH.match(tool):
                 raise ValueError(f"unknown tool {tool!r}: use 'python', 'bash' or an import path 'module:function'")
         return tools
+
+    @property
+    def sandboxed(self) -> bool:
+        """Rollouts run a sandbox (a built-in tool) and are graded on its terminal state."""
+        return any(tool in SANDBOX_TOOLS for tool in self.tools)
 
     @model_validator(mode="after")
     def _single_turn_has_no_tools(self) -> InteractionSpec:

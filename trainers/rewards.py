@@ -90,7 +90,7 @@ class EnvReward:
         self.__name__ = item.name  # TRL names the reward column, and its logs, after this
         self.drift = DriftMonitor(item.env)  # re-grades the judge's calibration items now and then
         # Rollouts with sandboxed tools are graded on their terminal state: the task gets the final work dir.
-        self.sandboxed = item.multi_turn and any(tool in ("python", "bash") for tool in item.env.spec.interaction.tools)
+        self.sandboxed = item.env.spec.interaction.sandboxed
 
     async def __call__(self, prompts: Sequence[Any], completions: Sequence[Completion], environment: Sequence[str],
                        task: Sequence[str], difficulty: Sequence[str], environments: Sequence[Any] | None = None,
