@@ -51,7 +51,9 @@ def make_tokenizer(vocab_size: int = 1024) -> object:
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # one token per digit, as Qwen's tokenizer does: a number reads the same in a prompt and in an answer
+    core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                  pre_tokenizers.ByteLevel(add_prefix_space=False)])
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS + EXTRA_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
