@@ -1,6 +1,7 @@
 """The training demo, CPU only: hub -> install -> tiny model -> SFT warm start -> GRPO with LoRA -> before/after.
 
-    python scripts/train_demo.py [--out runs/demo] [--seed 0]
+    python scripts/train_demo.py [--out runs/demo] [--seed 0] [--sft-demos 96] [--sft-steps 400]
+                                 [--grpo-steps 800] [--heldout-tasks N]
 
 1. Publish the bundled environments to an embedded hub (a directory under --out) as ``demo/<name>``
    and install them back with pip from its index, into a venv of the demo's own (it sees this one's
@@ -51,17 +52,17 @@ def publish_and_install(hub_dir: Path, python: str) -> None:
         console.print(f"pip: installed {repo}@{version} from {hub.index_url} into {python}")
 
 
-def measure(model: str, adapter: str | None, mix: list) -> dict[str, dict[str, float]]:
+def measure(model: str, adapter: str | None, mix: list, tasks: int) -> dict[str, dict[str, float]]:
     """Held-out pass@1 of every environment: greedy, and with the environment's own eval sampling."""
     from verihub.generation import Sampling
     from verihub.trainers.heldout import heldout_pass_rates
 
-    rates = {"greedy": heldout_pass_rates(model, mix, adapter=adapter, tasks=1000,
+    rates = {"greedy": heldout_pass_rates(model, mix, adapter=adapter, tasks=tasks,
                                           sampling=Sampling(temperature=0.0, max_tokens=32))}
     for item in mix:
         spec = item.env.spec.eval
         mode = f"T={spec.temperature:g}, {spec.k} samples"
-        sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=1000, samples=spec.k,
+        sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=tasks, samples=spec.k,
                                      sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0))
         rates.setdefault(mode, {}).update(sampled)
     return rates
@@ -88,6 +89,7 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--grpo-steps", type=int, default=800)
     parser.add_argument("--sft-demos", type=int, default=96, help="reference answers per environment for SFT (0: all)")
+    parser.add_argument("--heldout-tasks", type=int, default=1000, help="held-out tasks per environment to measure")
     parser.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)  # stage 2-4, in the demo venv
     args = parser.parse_args()
     out: Path = args.out.resolve()
@@ -95,14 +97,13 @@ def main() -> None:
         console.rule("1. publish to the hub, install back")
         python = demo_venv(out / "venv")
         publish_and_install(out / "hub", python)
-        completed = subprocess.run([python, __file__, "--out", str(out), "--seed", str(args.seed), "--sft-steps",
-                                    str(args.sft_steps), "--grpo-steps", str(args.grpo_steps), "--in-venv",
-                                    "--sft-demos", str(args.sft_demos)])
+        completed = subprocess.run([python, __file__, *sys.argv[1:], "--out", str(out), "--in-venv"])
         sys.exit(completed.returncode)
-    train(out, args.seed, args.sft_steps, args.grpo_steps, args.sft_demos)
+    train(out, args)
 
 
-def train(out: Path, seed: int, sft_steps: int, grpo_steps: int, sft_demos: int | None) -> None:
+def train(out: Path, args: argparse.Namespace) -> None:
+    seed = args.seed
     for stale in ("model", "sft", "grpo"):
         shutil.rmtree(out / stale, ignore_errors=True)
     start = time.perf_counter()
@@ -125,25 +126,26 @@ def train(out: Path, seed: int, sft_steps: int, grpo_steps: int, sft_demos: int 
     console.rule("2. tiny model, SFT warm start")
     model = make_tiny_model(out / "model", seed=seed, hidden_size=128, layers=2, heads=4)
     cpu = {"gradient_checkpointing": False, "disable_tqdm": True}  # a tiny model: recomputing activations buys nothing
-    SFTTrainer(str(model), MIX, demos=sft_demos or None, output_dir=out / "sft", seed=seed, max_steps=sft_steps,
-               learning_rate=1e-3, per_device_train_batch_size=32, lr_scheduler_type="cosine", warmup_steps=20,
-               logging_steps=50, **cpu).train()
+    SFTTrainer(str(model), MIX, demos=args.sft_demos or None, output_dir=out / "sft", seed=seed,
+               max_steps=args.sft_steps, learning_rate=1e-3, per_device_train_batch_size=32,
+               lr_scheduler_type="cosine", warmup_steps=20, logging_steps=50, **cpu).train()
     sft_s = time.perf_counter() - start
-    before = measure(f"hf:{out / 'sft'}", None, mix)
+    before = measure(f"hf:{out / 'sft'}", None, mix, args.heldout_tasks)
 
     console.rule("3. GRPO with LoRA on the mix, adaptive curriculum")
     GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=100,
-                heldout_tasks=200, output_dir=out / "grpo", seed=seed, max_steps=grpo_steps, learning_rate=1e-3,
-                beta=0.04, lr_scheduler_type="constant", num_generations=8, per_device_train_batch_size=64,
-                max_completion_length=20, logging_steps=5, **cpu).train()
-    after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix)
+                heldout_tasks=min(200, args.heldout_tasks), output_dir=out / "grpo", seed=seed,
+                max_steps=args.grpo_steps, learning_rate=1e-3, beta=0.04, lr_scheduler_type="constant",
+                num_generations=8, per_device_train_batch_size=64, max_completion_length=20, logging_steps=5,
+                **cpu).train()
+    after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix, args.heldout_tasks)
 
     console.rule("4. held-out pass@1, SFT checkpoint vs SFT + GRPO adapter")
     table = Table()
     for column in ("environment", "held-out tasks", "decoding", "SFT", "SFT + GRPO", "change"):
         table.add_column(column, justify="left" if column in ("environment", "decoding") else "right")
     for item in mix:
-        held = str(len(item.env.dataset(heldout_split(item))))
+        held = str(min(args.heldout_tasks, len(item.env.dataset(heldout_split(item)))))
         for mode in (mode for mode in before if item.name in before[mode]):
             change = after[mode][item.name] - before[mode][item.name]
             table.add_row(item.name, held, mode, f"{before[mode][item.name]:.1%}", f"{after[mode][item.name]:.1%}",
