@@ -137,6 +137,19 @@ def test_monitor_metrics_and_alerts(caplog: pytest.LogCaptureFixture) -> None:
     assert "reward-hacking alert" in caplog.text and "environment fault in math" in caplog.text
 
 
+@pytest.mark.parametrize(("samples", "fires"), [(80, False), (2000, True)])
+def test_heldout_alert_tells_a_real_drop_from_measurement_noise(samples: int, fires: bool) -> None:
+    monitor = RunMonitor(["math"], group_size=1)
+    for _ in range(2):
+        monitor.observe([_outcome("math", "1", True), _outcome("math", "1", False)])
+        monitor.flush()
+    monitor.record_heldout({"math": 0.74}, {"math": samples})
+    monitor.record_heldout({"math": 0.62}, {"math": samples})  # 12 points: noise on 80 samples, not on 2000
+    monitor.observe([_outcome("math", "1", True)] * 2)
+    _, alerts = monitor.flush()
+    assert any(alert.startswith("heldout in math") for alert in alerts) is fires
+
+
 def test_format_alert_when_rules_pass_but_checks_do_not() -> None:
     monitor = RunMonitor(["json"], group_size=1)
     for _ in range(2):

@@ -28,7 +28,7 @@ from transformers import TrainerCallback
 
 from verihub.generation import Sampling
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
-from verihub.trainers.heldout import heldout_pass_rates
+from verihub.trainers.heldout import heldout_pass_rates, heldout_samples
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
 from verihub.trainers.models import TrainerRun, load_tokenizer, lora_config, precision_defaults, require_vllm
 from verihub.trainers.monitors import MonitorKnobs, RunMonitor
@@ -218,4 +218,5 @@ class _Heldout(TrainerCallback):
         sampling = Sampling(temperature=run.heldout_temperature, max_tokens=run.config.max_completion_length or 256)
         rates = heldout_pass_rates(policy, run.mix, tasks=run.heldout_tasks, samples=run.heldout_samples,
                                    sampling=sampling)
-        self.run.monitor.record_heldout(rates)
+        self.run.monitor.record_heldout(rates, heldout_samples(run.mix, tasks=run.heldout_tasks,
+                                                               samples=run.heldout_samples))

@@ -13,7 +13,7 @@ from verihub.evaluate import aevaluate
 from verihub.generation import Backend, Sampling, load_backend
 from verihub.trainers.mixture import MixedEnv
 
-__all__ = ["heldout_pass_rates", "heldout_split"]
+__all__ = ["heldout_pass_rates", "heldout_samples", "heldout_split"]
 
 
 def heldout_split(item: MixedEnv) -> str:
@@ -50,3 +50,7 @@ def heldout_pass_rates(model: str | Backend, mix: Sequence[MixedEnv], *, adapter
 
     return asyncio.run(run())
 
+
+def heldout_samples(mix: Sequence[MixedEnv], *, tasks: int = 100, samples: int = 1) -> dict[str, int]:
+    """How many graded samples :func:`heldout_pass_rates` averages per environment with these arguments."""
+    return {item.name: min(tasks, len(item.env.dataset(heldout_split(item)))) * samples for item in mix}

@@ -8,7 +8,8 @@ are the samples of one prompt) and, at each logging step, gives metrics since th
   ``pass_rate/<difficulty>``; ``verihub/<env>/heldout_pass_rate`` when held-out evaluation runs;
   ``verihub/<env>/judge_agreement`` when a judge layer has a calibration set.
 - ``alerts/<kind>/<env>`` = 1 at every logging step an alert holds, with a warning when it starts:
-  ``heldout`` (training pass rate up while held-out pass rate falls), ``judge`` (judge agreement with
+  ``heldout`` (training pass rate up while held-out pass rate falls from its best by more than the
+  margin and more than twice the standard error of that difference on the held-out sample), ``judge`` (judge agreement with
   its calibration labels falls), ``length`` (answers grow past ``length_factor`` times their early
   length), ``format`` (rule layers pass more and more while the checks do not), ``collapse``
   (at least ``collapse_share`` of groups are identical samples).
@@ -17,6 +18,7 @@ are the samples of one prompt) and, at each logging step, gives metrics since th
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -62,6 +64,7 @@ class _Series:
     rule_rate: list[float] = field(default_factory=list)
     check_rate: list[float] = field(default_factory=list)
     heldout: list[float] = field(default_factory=list)
+    heldout_samples: int = 0  # graded samples behind each held-out rate (0: unknown)
     judge: list[float] = field(default_factory=list)
     faults: int = 0
     fault_reasons: set[str] = field(default_factory=set)
@@ -88,9 +91,11 @@ class RunMonitor:
                 window.groups += 1
                 window.identical += len({o.text for o in group}) == 1  # type: ignore[union-attr]
 
-    def record_heldout(self, pass_rates: dict[str, float]) -> None:
+    def record_heldout(self, pass_rates: dict[str, float], samples: dict[str, int] | None = None) -> None:
+        """Held-out pass rates, each from ``samples[env]`` graded samples (when known, to tell noise apart)."""
         for env, rate in pass_rates.items():
             self.series[env].heldout.append(rate)
+            self.series[env].heldout_samples = (samples or {}).get(env, 0)
             self._fresh_heldout.add(env)
 
     def record_judge_agreement(self, env: str, agreement: float) -> None:
@@ -166,8 +171,9 @@ class RunMonitor:
         base = knobs.baseline_windows
         if len(series.heldout) >= 2 and len(series.pass_rate) > base:
             train_gain = series.pass_rate[-1] - _mean(series.pass_rate[:base])
-            heldout_drop = max(series.heldout) - series.heldout[-1]
-            if train_gain >= knobs.margin and heldout_drop >= knobs.margin:
+            best, last = max(series.heldout), series.heldout[-1]
+            heldout_drop = best - last
+            if train_gain >= knobs.margin and heldout_drop >= max(knobs.margin, _noise(best, last, series)):
                 found.append(("heldout", f"training pass rate up {train_gain:+.0%} while held-out pass rate fell "
                                          f"{heldout_drop:.0%} from its best"))
         if len(series.judge) >= 2 and max(series.judge) - series.judge[-1] >= knobs.margin:
@@ -188,6 +194,15 @@ class RunMonitor:
             found.append(("collapse", f"{window.identical}/{window.groups} groups are {self.group_size} identical "
                                       "samples: no learning signal, exploration has collapsed"))
         return found
+
+
+def _noise(best: float, last: float, series: _Series) -> float:
+    """Twice the standard error of the difference of two held-out rates measured on the same sample size:
+    a drop smaller than this is what re-measuring an unchanged model could show."""
+    if not series.heldout_samples:
+        return 0.0
+    rate = (best + last) / 2
+    return 2 * math.sqrt(2 * rate * (1 - rate) / series.heldout_samples)
 
 
 def _mean(values: Sequence[float]) -> float:
