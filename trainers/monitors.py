@@ -9,10 +9,10 @@ are the samples of one prompt) and, at each logging step, gives metrics since th
   ``verihub/<env>/judge_agreement`` when a judge layer has a calibration set.
 - ``alerts/<kind>/<env>`` = 1 at every logging step an alert holds, with a warning when it starts:
   ``heldout`` (training pass rate up while held-out pass rate falls from its best by more than the
-  margin and more than twice the standard error of that difference on the held-out sample), ``judge`` (judge agreement with
-  its calibration labels falls), ``length`` (answers grow past ``length_factor`` times their early
-  length), ``format`` (rule layers pass more and more while the checks do not), ``collapse``
-  (at least ``collapse_share`` of groups are identical samples).
+  margin and more than twice the standard error of that difference on the held-out sample),
+  ``judge`` (judge agreement with its calibration labels falls), ``length`` (answers grow past
+  ``length_factor`` times their early length), ``format`` (rule layers pass more and more while the
+  checks do not), ``collapse`` (at least ``collapse_share`` of groups are identical samples).
 """
 
 from __future__ import annotations
