@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,32 @@ def test_adaptive_curriculum_favours_the_learning_zone_with_floors() -> None:
     assert weights[("math", "1")] > 0 and weights[("math", "3")] > 0  # bucket floors
     assert weights[("code", "1")] >= 0.1  # a hopeless domain keeps its floor share
     assert curriculum.pass_rates[("code", "1")] == 0.0
+
+
+def test_curriculum_floors_hold_after_normalising() -> None:
+    """Every bucket keeps bucket_floor x an even share of its environment's weight, and every environment
+    domain_floor x its nominal share, whatever the pass rates (a floor applied before normalising was
+    diluted: one hopeless bucket beside nine fresh ones got a fifth of its promised share)."""
+    rng = random.Random(0)
+    for trial in range(200):
+        curriculum = AdaptiveCurriculum(min_samples=1, smoothing=0.0, bucket_floor=rng.choice([0.05, 0.1, 0.5]),
+                                        domain_floor=rng.choice([0.1, 0.25, 0.9]))
+        sizes = {(env, str(level)): 5 for env in ("a", "b") for level in range(rng.randint(1, 10))}
+        env_weights = {"a": rng.uniform(0.1, 1), "b": rng.uniform(0.1, 1)}
+        curriculum.bind(sizes, env_weights)
+        # Each bucket solved, hopeless, in the learning zone or never measured.
+        curriculum.observe([_outcome(env, level, rng.random() < rate)
+                            for (env, level) in sizes if (rate := rng.choice([0.0, 1.0, 0.5, None])) is not None
+                            for _ in range(4)])
+        weights = curriculum.weights()
+        assert sum(weights.values()) == pytest.approx(1.0)
+        for env in env_weights:
+            buckets = [bucket for bucket in sizes if bucket[0] == env]
+            env_share = sum(weights[bucket] for bucket in buckets)
+            nominal = env_weights[env] / sum(env_weights.values())
+            assert env_share >= curriculum.domain_floor * nominal - 1e-12, (trial, env)
+            for bucket in buckets:
+                assert weights[bucket] >= curriculum.bucket_floor * env_share / len(buckets) - 1e-12, (trial, bucket)
 
 
 def test_static_mix_and_curriculum_knobs() -> None:

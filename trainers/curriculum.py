@@ -89,12 +89,10 @@ class AdaptiveCurriculum:
         within: dict[Bucket, float] = {}
         for env, buckets in by_env.items():
             scores = {bucket: self.score(bucket) for bucket in buckets}
-            even = 1.0 / len(buckets)
-            floored = {bucket: max(score, self.bucket_floor * even) for bucket, score in scores.items()}
-            total = sum(floored.values())
-            within.update({bucket: value / total for bucket, value in floored.items()})
-            # How much the environment as a whole is in its learning zone decides its share, within floors.
-            zone = sum(scores[bucket] * even for bucket in buckets)
+            within.update(_floored_shares(scores, self.bucket_floor))
+            # How much the environment as a whole is in its learning zone decides its share; zone <= 1, so
+            # the floor holds after normalising.
+            zone = sum(scores.values()) / len(buckets)
             raw_env[env] = self.env_weights[env] * max(zone, self.domain_floor)
         total_env = sum(raw_env.values())
         return {bucket: raw_env[bucket[0]] / total_env * share for bucket, share in within.items()}
@@ -109,6 +107,16 @@ class AdaptiveCurriculum:
             previous = self.pass_rates.get(bucket)
             self.pass_rates[bucket] = rate if previous is None else self.smoothing * previous + (1 - self.smoothing) * rate
             self.seen[bucket] = self.seen.get(bucket, 0) + len(passed)
+
+
+def _floored_shares(scores: Mapping[Bucket, float], floor: float) -> dict[Bucket, float]:
+    """Scores as shares that sum to 1, each at least ``floor`` times an even share. The floor is mixed
+    in after normalising (a floor applied before it is diluted by the other buckets' scores)."""
+    even = 1.0 / len(scores)
+    total = sum(scores.values())
+    if total <= 0:
+        return dict.fromkeys(scores, even)
+    return {bucket: floor * even + (1.0 - floor) * score / total for bucket, score in scores.items()}
 
 
 def make_curriculum(curriculum: str | Mapping[str, Any] | Curriculum | None) -> Curriculum:
