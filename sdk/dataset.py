@@ -14,7 +14,7 @@ from verihub.spec import DATA_FILE_FORMATS, DatasetSpec, SourceKind
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["EmptySplitError", "load_splits", "task_id"]
+__all__ = ["EmptySplitError", "SplitError", "load_splits", "task_id"]
 
 ID_COLUMN = "id"
 
@@ -78,22 +78,48 @@ def _with_ids(dataset: Dataset) -> Dataset:
 
 def _carve(whole: Dataset, spec: DatasetSpec) -> dict[str, Dataset]:
     shuffled = whole.shuffle(seed=spec.seed) if len(spec.split) > 1 else whole
+    groups = iter(_groups(shuffled, spec.group_by))
     splits: dict[str, Dataset] = {}
-    start = 0
     total = len(whole)
+    taken = 0
     for name, fraction in spec.split.items():
-        count = min(round(total * float(fraction)), total - start)
-        if count <= 0:
+        # Whole groups, in shuffled order, until the split holds its share of the tasks.
+        target = min(taken + round(total * float(fraction)), total)
+        rows: list[int] = []
+        while taken < target and (group := next(groups, None)) is not None:
+            rows += group
+            taken += len(group)
+        if not rows:
             raise EmptySplitError(name, f"split {name!r} gets no tasks ({fraction} of {total} rounds to none "
                                         f"after the splits before it); add tasks or raise its fraction")
-        splits[name] = shuffled.select(range(start, start + count))
-        start += count
+        splits[name] = shuffled.select(rows)
     return splits
 
 
-class EmptySplitError(ValueError):
+def _groups(shuffled: Dataset, column: str | None) -> list[list[int]]:
+    """Row indices grouped by ``column`` (each row alone without one), groups in order of first row."""
+    if column is None:
+        return [[index] for index in range(len(shuffled))]
+    if column not in shuffled.column_names:
+        raise SplitError(("dataset", "group_by"), f"group_by column {column!r} is not a dataset column "
+                                                   f"(columns: {', '.join(sorted(shuffled.column_names))})")
+    groups: dict[str, list[int]] = {}
+    for index, value in enumerate(shuffled[column]):
+        groups.setdefault(json.dumps(value, sort_keys=True, default=str), []).append(index)
+    return list(groups.values())
+
+
+class SplitError(ValueError):
+    """Splitting the tasks failed; ``loc`` is the spec field to blame."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+class EmptySplitError(SplitError):
     """A fractional split that comes out empty; ``split`` names it."""
 
     def __init__(self, split: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(("dataset", "split", split), message)
         self.split = split

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from verihub.dataset import EmptySplitError, load_splits
+from verihub.dataset import SplitError, load_splits
 from verihub.errors import EnvNotFoundError, SpecError, SpecProblem
 from verihub.grade import Grade
 from verihub.installed import hub_env_entry_point, installed_env_dir, installed_envs
@@ -55,8 +55,8 @@ class Environment:
         )
         try:
             self._splits: dict[str, Dataset] = load_splits(self.spec.dataset, self.root)
-        except EmptySplitError as error:
-            raise SpecError([loaded.problem(("dataset", "split", error.split), str(error))]) from None
+        except SplitError as error:
+            raise SpecError([loaded.problem(error.loc, str(error))]) from None
         except Exception as error:  # noqa: BLE001 - whatever `datasets` or a generator raises, say where
             message = f"cannot load tasks from {self.spec.dataset.source!r}: {type(error).__name__}: {error}"
             raise SpecError([loaded.problem(("dataset", "source"), message[:600])]) from error

@@ -78,6 +78,11 @@ class DatasetSpec(_Section):
     seed: int = Field(0, description="Seed for the generator and for the shuffle that carves fractional splits.")
     size: int | None = Field(None, ge=1, description="Number of tasks a generator makes (generators only).")
     args: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for a generator.")
+    group_by: str | None = Field(
+        None, description="Column naming each task's equivalence class (e.g. 'a+b' for both '2 + 3' and '3 + 2'): "
+        "tasks with the same value always land in the same fractional split, so no held-out task has an "
+        "equivalent in training."
+    )
 
     @property
     def kind(self) -> SourceKind:

@@ -15,7 +15,7 @@ def test_training_demo_runs_end_to_end(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "scripts/train_demo.py", "--out", str(out), "--sft-steps", "2",
                              "--grpo-steps", "2", "--heldout-tasks", "4"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "pip: installed demo/compare@1.0.0" in result.stdout and "pip: installed demo/sums@1.0.0" in result.stdout
+    assert "pip: installed demo/compare@1.0.0" in result.stdout and "pip: installed demo/sums@1.1.0" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     for stage in ("before", "after"):
         assert {env for rates in summary[stage].values() for env in rates} == {"compare", "sums"}

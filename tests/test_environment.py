@@ -54,6 +54,25 @@ def test_a_split_that_comes_out_empty_is_a_spec_error_naming_it(make_env: MakeEn
         verihub.load_env(root)
 
 
+def test_group_by_keeps_equivalent_tasks_in_one_split(make_env: MakeEnv) -> None:
+    rows = [{"id": f"t{a}-{b}", "question": f"{a} + {b}", "answer": str(a + b), "wrong": "0", "pair": f"{min(a, b)}+{max(a, b)}"}
+            for a in range(6) for b in range(6)]
+    grouped = BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{train: 0.75, eval: 0.25}\n  group_by: pair")
+    env = verihub.load_env(make_env(grouped, rows=rows))
+    pairs = {split: set(env.dataset(split)["pair"]) for split in ("train", "eval")}
+    assert not pairs["train"] & pairs["eval"]
+    assert len(env.dataset("train")) + len(env.dataset("eval")) == 36 and 7 <= len(env.dataset("eval")) <= 10
+    # Without group_by the same seed splits twins apart: the option is what keeps them together.
+    plain = verihub.load_env(make_env(grouped.replace("\n  group_by: pair", ""), rows=rows, name="plain"))
+    assert set(plain.dataset("train")["pair"]) & set(plain.dataset("eval")["pair"])
+
+
+def test_group_by_names_a_missing_column(make_env: MakeEnv) -> None:
+    root = make_env(BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{train: 0.5, eval: 0.5}\n  group_by: pairs"))
+    with pytest.raises(SpecError, match=r"environment.yaml:\d+: dataset\.group_by: group_by column 'pairs' is not a dataset column"):
+        verihub.load_env(root)
+
+
 def test_rows_without_ids_get_stable_content_ids(make_env: MakeEnv) -> None:
     rows = [{"question": "1 + 1", "answer": "2", "wrong": "3"}, {"question": "2 + 2", "answer": "4", "wrong": "5"}]
     envs = [verihub.load_env(make_env(rows=rows, name=f"e{i}")) for i in range(2)]

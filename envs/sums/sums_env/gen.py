@@ -20,6 +20,7 @@ def make(n: int, seed: int, below: int = 20) -> Iterator[dict[str, Any]]:
         yield {
             "id": f"sums-{a}-{b}",
             "question": f"{a} + {b}",
+            "pair": f"{min(a, b)}+{max(a, b)}",  # a + b and b + a: one question, kept in one split
             "answer": str(total),
             "wrong": str(total + rng.choice([-1, 1])),
             "difficulty": 3 if max(a, b) >= 10 else 2 if total >= 10 else 1,
