@@ -126,8 +126,11 @@ def test_init_template_validates_and_pip_installs(template: str, tmp_path: Path)
     install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(root)]
     subprocess.run(install, check=True, capture_output=True, timeout=300)
     try:
+        # The reference passes every layer; a judge layer with no judge configured is a fault, not a pass.
+        expected = ("env_error", "passed", "no judge configured") if template == "judge" else ("ok", "passed", "")
         code = f"import verihub; env = verihub.load_env({name!r}); t = env.dataset('train')[0]; " \
-               f"assert env.grade(t, env.reference(t)).reward is not None or {template == 'judge'}; print(env.root)"
+               f"g = env.grade(t, env.reference(t)); rules = {{l.status for l in g.layers if l.layer == 'rule'}}; " \
+               f"assert (g.status, *rules) == {expected[:2]!r} and {expected[2]!r} in g.reason, g; print(env.root)"
         loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
         assert loaded.returncode == 0, loaded.stderr
         assert "site-packages" in loaded.stdout

@@ -294,7 +294,11 @@ def test_non_utf8_file_is_a_spec_error(root: Path) -> None:
 
 
 def test_env_modules_import_when_loaded_by_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two environments loaded one after the other as '.' each run their own generator module."""
     for name in ("first_env_gen", "second_env_gen"):
         text = edit({"source: data/tasks.jsonl": f"source: {name}:make", "  seed: 0": "  size: 2"})
-        monkeypatch.chdir(write_env(tmp_path / name, text, {f"{name}.py": "def make(n, seed):\n    return []\n"}))
-        load_spec(".")
+        rows = f"[{{'id': '{name}-' + str(i), 'question': '1 + 1', 'answer': '2', 'wrong': '3'}} for i in range(n)]"
+        monkeypatch.chdir(write_env(tmp_path / name, text, {f"{name}.py": f"def make(n, seed):\n    return {rows}\n"}))
+        env = load_env(".")
+        ids = [*env.dataset("train")["id"], *env.dataset("eval")["id"]]
+        assert sorted(ids) == [f"{name}-0", f"{name}-1"]
