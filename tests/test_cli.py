@@ -49,7 +49,7 @@ def test_validate_fails_when_a_reference_fails(make_env: MakeEnv) -> None:
     assert spec  # keeps the import honest
 
 
-def test_validate_min_pass_rate_override(make_env: MakeEnv) -> None:
+def test_validate_reports_a_broken_row_as_an_environment_fault(make_env: MakeEnv) -> None:
     from conftest import BASE_SPEC, TASKS
 
     rows = [dict(row) for row in TASKS]
@@ -58,6 +58,19 @@ def test_validate_min_pass_rate_override(make_env: MakeEnv) -> None:
     report = json.loads(result.stdout)
     assert result.returncode == 1 and report["faults"] >= 1
     assert any("environment fault" in failure for failure in report["failures"])
+
+
+def test_validate_min_pass_rate_override(make_env: MakeEnv) -> None:
+    from conftest import BASE_SPEC, TASKS
+
+    # References from their own column: one of the 8 is wrong (a wrong answer, not a fault).
+    rows = [{**row, "ref": row["answer"] if index else row["wrong"]} for index, row in enumerate(TASKS)]
+    root = make_env(BASE_SPEC.replace("reference: '\\boxed{{{answer}}}'", "reference: '\\boxed{{{ref}}}'"), rows=rows)
+    strict = run("validate", str(root), "--json")
+    assert strict.returncode == 1 and json.loads(strict.stdout)["references_passed"] == 7
+    lenient = run("validate", str(root), "--json", "--min-pass-rate", "0.8")
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    assert json.loads(lenient.stdout)["ok"] is True
 
 
 def test_invalid_spec_exits_2_with_every_problem(make_env: MakeEnv) -> None:
@@ -78,9 +91,15 @@ def test_schema_is_json_schema() -> None:
 
 
 def test_grade_command() -> None:
-    passed = run("grade", "envs/arithmetic", "--completion", "-", "--json", stdin="\\boxed{999999}")
-    assert passed.returncode == 1
-    assert json.loads(passed.stdout)["status"] == "wrong"
+    import verihub
+
+    task = verihub.load_env(str(REPO / "envs/arithmetic")).dataset("eval")[0]
+    right = run("grade", "envs/arithmetic", "--task", task["id"], "--completion", f"\\boxed{{{task['answer']}}}", "--json")
+    assert right.returncode == 0, right.stderr
+    assert json.loads(right.stdout)["status"] == "ok"
+    wrong = run("grade", "envs/arithmetic", "--completion", "-", "--json", stdin="\\boxed{999999}")
+    assert wrong.returncode == 1
+    assert json.loads(wrong.stdout)["status"] == "wrong"
     missing = run("grade", "envs/arithmetic", "--completion", "x", "--task", "nope")
     assert missing.returncode == 2 and "no task 'nope'" in missing.stderr
 

@@ -207,5 +207,5 @@ def test_grpo_trains_on_shell_task_and_arithmetic(tiny_model: Path, tmp_path: Pa
     used = [instance for instance in trl_trainer._environment_pool["shell-task"] if instance.task]
     assert used and all(instance.task["id"].startswith("sh-") for instance in used)
     # a random tiny model scores, it does not fault: the state check ran on every shell-task rollout
-    assert records[0].get("verihub/shell-task/fault_rate", 0.0) == 0.0
+    assert records[0]["verihub/shell-task/fault_rate"] == 0.0
     assert "rewards/shell-task/mean" in records[0]

@@ -302,3 +302,6 @@ def test_env_modules_import_when_loaded_by_relative_path(tmp_path: Path, monkeyp
         env = load_env(".")
         ids = [*env.dataset("train")["id"], *env.dataset("eval")["id"]]
         assert sorted(ids) == [f"{name}-0", f"{name}-1"]
+    # Each directory went on sys.path resolved: a relative '.' would follow the next chdir.
+    assert "." not in sys.path
+    assert {str((tmp_path / name).resolve()) for name in ("first_env_gen", "second_env_gen")} <= set(sys.path)
