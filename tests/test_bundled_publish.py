@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from verihub.hub.local import LocalHub
+from verihub.spec_loader import load_spec
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +26,11 @@ print(env.root, env.grade(task, env.reference(task)).status)
 @pytest.mark.parametrize("name", BUNDLED)
 def test_push_install_load_grade(name: str, tmp_path: Path, fresh_python: str) -> None:
     hub = LocalHub(tmp_path / "hub")
+    expected = load_spec(REPO / "envs" / name).spec.version
     published = hub.push(REPO / "envs" / name, owner="ci")
-    assert published.created and published.version == "1.0.0"
+    assert published.created and published.version == expected
     repo, version = hub.install(f"ci/{name}@^1.0", python=fresh_python)
-    assert (str(repo), version) == (f"ci/{name}", "1.0.0")
+    assert (str(repo), version) == (f"ci/{name}", expected)
     loaded = subprocess.run([fresh_python, "-c", GRADE_FIRST_TASK, f"ci/{name}"], capture_output=True, text=True,
                             timeout=300)
     assert loaded.returncode == 0, loaded.stderr[-2000:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction as F
@@ -195,6 +196,14 @@ TEMPLATES: dict[int, list[Template]] = {
 }
 
 
+def family(template: Template, question: str, answer: F) -> str:
+    """A problem up to its equivalents: the template, the multiset of its numbers and the answer (names,
+    items, the order of a trip's legs or of "7 items at $11" and "11 items at $7" do not change the
+    problem). The spec's ``group_by`` keeps a family in one split."""
+    numbers = sorted(re.findall(r"\d+(?:\.\d+)?", question), key=lambda n: (float(n), n))
+    return f"{template.__name__}:{','.join(numbers)}={fmt(answer)}"
+
+
 def generate(rng: random.Random) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     seen: set[str] = set()
@@ -206,7 +215,7 @@ def generate(rng: random.Random) -> list[dict[str, object]]:
                 continue  # redraw; round-robin index stays on the same template
             seen.add(question)
             rows.append({"question": question, "answer": fmt(answer), "difficulty": difficulty,
-                         "wrong_answer": fmt(wrong)})
+                         "wrong_answer": fmt(wrong), "family": family(templates[made % len(templates)], question, answer)})
             made += 1
     rng.shuffle(rows)
     return [{"id": f"mw-{i:04d}", **row} for i, row in enumerate(rows, start=1)]
