@@ -135,7 +135,7 @@ def test_multi_turn_tool_env_trains_through_environment_factory(tiny_model: Path
     # the tool itself runs in the jail, and a sandbox fault makes the rollout unscored, not wrong
     instance = type(used[0])()
     instance.reset(task=json.dumps(rows[0]))
-    assert instance.python("print(6 * 7)").strip() == "42"
+    assert instance.python("import os; print(6 * 7, os.getuid())").split() == ["42", "65534"]  # nobody, in the jail
     instance._sandbox = SandboxTools(sandbox=NsjailSandbox("/bin/false"))
     assert "this rollout will not be scored" in instance.python("print(1)")
     reward = EnvReward(trainer.mix[0], GradeLedger())
