@@ -89,6 +89,11 @@ def test_sft_on_references_and_trajectories(tiny_model: Path, tmp_path: Path) ->
     pairs = reference_pairs(resolve_envs(["envs/arithmetic"])[0])
     assert pairs[0]["completion"][0]["content"].startswith("The value is \\boxed{")
     assert trajectory_pairs(trajectories) == [{"prompt": conversation[:1], "completion": conversation[1:]}]
+    from verihub.trainers import SFTTrainer
+
+    mixed = SFTTrainer(str(tiny_model), ["envs/arithmetic"], trajectories=trajectories, demos=3, max_steps=1,
+                       output_dir=tmp_path / "sft-in-process").dataset
+    assert conversation[:1] in mixed["prompt"] and len(set(map(str, mixed["prompt"]))) == 4  # 3 demos + the trajectory
     trajectories.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     with pytest.raises(ValueError, match="shipped.jsonl:1: expected"):
         trajectory_pairs(trajectories)
