@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from verihub.trainers.curriculum import AdaptiveCurriculum, MixtureSampler, StaticMix, make_curriculum
+from verihub.trainers.heldout import HeldoutRate
 from verihub.trainers.mixture import mixed_dataset, parse_env_option, resolve_envs
 from verihub.trainers.monitors import RunMonitor
 from verihub.trainers.rewards import EnvReward, GradeLedger, Outcome
@@ -123,14 +124,16 @@ def test_monitor_metrics_and_alerts(caplog: pytest.LogCaptureFixture) -> None:
     for _ in range(2):  # early windows: short answers, half right, format mostly failing
         monitor.observe([_outcome("math", "1", True, "ab"), _outcome("math", "1", False, "cd", rules=False)])
         monitor.flush()
-    monitor.record_heldout({"math": 0.6})
-    monitor.record_heldout({"math": 0.3})
+    monitor.record_heldout({"math": HeldoutRate(0.6, 0.6, 0, 0, 0, 0)})
+    monitor.record_heldout({"math": HeldoutRate(0.3, 0.5, 0, 4, 0, 1)})  # faults counted as failed
     # now: every answer passes the format, is long, identical within its group, and passes in training
     monitor.observe([_outcome("math", "1", True, "x" * 50)] * 2 + [_outcome("math", "1", True, "y" * 50)] * 2
                     + [_outcome("math", "1", False, "z", fault=True)] * 2)
     metrics, alerts = monitor.flush()
     assert metrics["verihub/math/pass_rate"] == 1.0 and metrics["verihub/math/fault_rate"] == pytest.approx(1 / 3)
     assert metrics["verihub/math/faults"] == 2 and metrics["verihub/math/heldout_pass_rate"] == 0.3
+    assert metrics["verihub/math/heldout_pass_rate_graded"] == 0.5
+    assert metrics["verihub/math/heldout_faulted"] == 4 and metrics["verihub/math/heldout_tasks_lost"] == 1
     kinds = {alert.split(" ")[0] for alert in alerts}
     assert {"heldout", "length", "collapse"} <= kinds
     assert metrics["alerts/collapse/math"] == 1.0
@@ -143,8 +146,8 @@ def test_heldout_alert_tells_a_real_drop_from_measurement_noise(samples: int, fi
     for _ in range(2):
         monitor.observe([_outcome("math", "1", True), _outcome("math", "1", False)])
         monitor.flush()
-    monitor.record_heldout({"math": 0.74}, {"math": samples})
-    monitor.record_heldout({"math": 0.62}, {"math": samples})  # 12 points: noise on 80 samples, not on 2000
+    monitor.record_heldout({"math": HeldoutRate(0.74, 0.74, samples, 0, samples, 0)})
+    monitor.record_heldout({"math": HeldoutRate(0.62, 0.62, samples, 0, samples, 0)})  # 12 points: noise on 80, not 2000
     monitor.observe([_outcome("math", "1", True)] * 2)
     _, alerts = monitor.flush()
     assert any(alert.startswith("heldout in math") for alert in alerts) is fires
