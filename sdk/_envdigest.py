@@ -7,7 +7,7 @@ import hashlib
 import inspect
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,10 @@ _CHUNK = 1 << 20
 
 
 def content_manifest(env: Environment, tasks: Iterable[Mapping[str, Any]], *,
-                     exclude: Iterable[Path] = ()) -> dict[str, str]:
+                     skip: Callable[[Path], bool] = lambda _: False) -> dict[str, str]:
     """sha256 of each part a grade depends on: the parsed spec, the tasks, each layer's check code (the
     module defining it) or rubric, and every file in the environment's directory except hidden ones,
-    caches, build outputs and the ``exclude`` directories (an eval's own output directory)."""
+    caches, build outputs and the files and directories ``skip`` names (an eval's results)."""
     manifest = {
         "spec": _sha(json.dumps(env.spec.model_dump(mode="json"), sort_keys=True).encode()),
         "tasks": _sha(json.dumps([dict(task) for task in tasks], sort_keys=True, default=str).encode()),
@@ -36,8 +36,7 @@ def content_manifest(env: Environment, tasks: Iterable[Mapping[str, Any]], *,
         manifest[f"layer {layer.name}"] = _layer_digest(layer, env.root)
     if env.root.is_dir():
         root = env.root.resolve()
-        skipped = {path.resolve() for path in exclude}
-        for path in _files(root, skipped):
+        for path in _files(root, skip):
             manifest[f"file {path.relative_to(root).as_posix()}"] = _file_sha(path)
     return manifest
 
@@ -71,14 +70,14 @@ def _layer_digest(layer: Any, root: Path) -> str:
     return _file_sha(Path(source)) if source and Path(source).is_file() else "no source file"
 
 
-def _files(root: Path, skipped: set[Path]) -> Iterator[Path]:
+def _files(root: Path, skip: Callable[[Path], bool]) -> Iterator[Path]:
     for directory, subdirs, names in os.walk(root):
         here = Path(directory)
         subdirs[:] = sorted(name for name in subdirs if not name.startswith(".") and name not in _SKIP_DIRS
-                            and not name.endswith(".egg-info") and (here / name).resolve() not in skipped)
+                            and not name.endswith(".egg-info") and not skip(here / name))
         for name in sorted(names):
             path = here / name
-            if not name.startswith(".") and not name.endswith(_SKIP_SUFFIXES) and path.is_file():
+            if not name.startswith(".") and not name.endswith(_SKIP_SUFFIXES) and path.is_file() and not skip(path):
                 yield path
 
 

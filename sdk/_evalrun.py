@@ -29,7 +29,7 @@ from verihub._envdigest import content_changes
 from verihub.errors import CorruptResultsError, EvalResultsError, ResumeMismatchError, relative_display
 from verihub.rollout import Rollout
 
-__all__ = ["METADATA_FILE", "RESULTS_FILE", "ROLLOUTS_FILE", "RunDirectory", "RunIdentity"]
+__all__ = ["METADATA_FILE", "RESULTS_FILE", "ROLLOUTS_FILE", "RunDirectory", "RunIdentity", "eval_output"]
 
 logger = logging.getLogger("verihub.eval")
 
@@ -38,6 +38,19 @@ _KEPT = ("ok", "wrong")  # what a resumed run keeps; faults (env_error, timeout)
 _ABSENT = object()
 
 Key = tuple[str, int]  # task id, sample index
+
+
+def eval_output(out: Path) -> Callable[[Path], bool]:
+    """Whether a path holds eval results, not environment content: ``out`` itself, a directory with a
+    rollout log, or a results file beside one (an --out inside the environment's directory)."""
+    out = out.resolve()
+
+    def holds_results(path: Path) -> bool:
+        if path.is_dir():
+            return path.resolve() == out or (path / ROLLOUTS_FILE).is_file()
+        return path.name in (ROLLOUTS_FILE, RESULTS_FILE, METADATA_FILE) and (path.parent / ROLLOUTS_FILE).is_file()
+
+    return holds_results
 
 
 class RunIdentity(BaseModel):

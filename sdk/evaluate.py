@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verihub._evalrun import METADATA_FILE, RESULTS_FILE, ROLLOUTS_FILE, RunDirectory, RunIdentity  # noqa: F401
+from verihub._evalrun import (  # noqa: F401 - the file names, for callers that read the results
+    METADATA_FILE,
+    RESULTS_FILE,
+    ROLLOUTS_FILE,
+    RunDirectory,
+    RunIdentity,
+    eval_output,
+)
 from verihub.calibration import DriftMonitor
 from verihub.environment import Environment
 from verihub.generation import Backend, Sampling, load_backend
@@ -195,7 +202,7 @@ def _identity(env: Environment, model: str, split: str, tasks: list[Any], k: int
     from verihub import __version__
     from verihub._envdigest import content_manifest, manifest_digest
 
-    content = content_manifest(env, tasks, exclude=[out])
+    content = content_manifest(env, tasks, skip=eval_output(out))
     return RunIdentity(
         environment=env.id, environment_version=env.version, model=model, split=split, tasks=len(tasks), k=k,
         sampling=sampling, judge_model=getattr(env.verifier.judge, "override", None), verihub_version=__version__,

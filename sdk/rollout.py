@@ -141,11 +141,12 @@ class RolloutEngine:
                     await finish(_fault(task, index, prompt, f"generation failed: {error}"))
                 return
         seconds = time.perf_counter() - start
+        short = f"generation failed: the backend returned {len(generations)} of the {len(indexes)} samples asked for"
         await asyncio.gather(*(
             self._grade(task, index, [*prompt, generation.message()], generation.text, 1,
                         generation.prompt_tokens, generation.completion_tokens, seconds, finish)
             for index, generation in zip(indexes, generations, strict=False)
-        ))
+        ), *(finish(_fault(task, index, prompt, short)) for index in indexes[len(generations):]))
 
     async def _multi_turn(self, task: Task, index: int, limit: asyncio.Semaphore,
                           finish: Callable[[Rollout], Awaitable[None]]) -> None:

@@ -98,14 +98,18 @@ def test_resume_after_a_killed_run(tmp_path: Path) -> None:
             time.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait()
-        done_before = len({json.loads(line)["task_id"] for line in log.read_text().splitlines() if line.strip()})
+        done_before = len({json.loads(line)["task_id"] for line in log.read_text().splitlines(keepends=True)
+                           if line.endswith("\n")})  # a line the kill cut short is rerun
         assert 4 <= done_before < 24
+        metadata = json.loads((tmp_path / "metadata.json").read_text())  # written when the run started
+        assert metadata["complete"] is False and metadata["model"] == "slow" and "metrics" not in metadata
         first_requests = len(server.requests)
         resumed = subprocess.run([*command, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
         assert len(server.requests) - first_requests == 24 - done_before  # only what was missing
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert sorted(table["task_id"]) == sorted(set(table["task_id"])) and len(table) == 24
+    assert json.loads((tmp_path / "metadata.json").read_text())["complete"] is True
 
 
 def test_verifier_faults_are_env_error(make_env: Any) -> None:
@@ -157,6 +161,28 @@ def test_a_fault_scores_as_a_failure_and_is_counted_next_to_every_rate(flaky_env
     for rate in ("pass@1", "pass@2", "mean_reward"):
         assert metrics[rate] == pytest.approx(earned[rate]), rate
     assert metrics["layer_pass_rate"]["correct"] == pytest.approx(earned["layer_pass_rate"]["correct"])
+
+
+def test_samples_a_backend_never_returned_are_faults_not_a_smaller_k() -> None:
+    from verihub.generation import Generation
+
+    class OneSample:
+        """A backend that answers every request with one sample, right, however many were asked for."""
+
+        model = "one-sample"
+
+        async def generate(self, messages: list[dict[str, Any]], sampling: Sampling, tools: Any = None) -> list[Generation]:
+            return [Generation(arithmetic_model({"messages": messages, "n": 1})[0]["content"])]
+
+        async def aclose(self) -> None:
+            pass
+
+    report = evaluate(verihub.load_env("envs/arithmetic"), OneSample(), n=3, k=4)
+    assert len(report.rollouts) == 12 and sum(r.status == "env_error" for r in report.rollouts) == 9
+    assert all("returned 1 of the 4 samples" in r.reason for r in report.rollouts if r.status == "env_error")
+    metrics = report.metrics
+    assert metrics["pass@1"] == pytest.approx(0.25) and metrics["pass@1_graded"] == 1.0  # not pass@1 of 1 sample
+    assert (metrics["rollouts_faulted"], metrics["tasks_with_faults"], metrics["tasks_lost"]) == (9, 3, 0)
 
 
 def _table_rows(stdout: str) -> dict[str, list[str]]:

@@ -46,12 +46,14 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-def test_resume_of_the_same_run_reruns_only_the_faulted_rollouts(flaky_env: Path, tmp_path: Path) -> None:
-    first_run(flaky_env, tmp_path)
-    result, asked = resume(flaky_env, tmp_path)
+@pytest.mark.parametrize("where", ["beside", "inside"])
+def test_resume_of_the_same_run_reruns_only_the_faulted_rollouts(where: str, flaky_env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" if where == "beside" else flaky_env / "runs" / "eval"  # results are not env content
+    first_run(flaky_env, out)
+    result, asked = resume(flaky_env, out)
     assert result.returncode == 0, result.stderr
     assert asked == 3  # t1's two and t2's hedged one; the 13 graded rollouts are kept
-    metadata = json.loads((tmp_path / "metadata.json").read_text())
+    metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["complete"] is True and metadata["metrics"]["rollouts"] == 16
 
 

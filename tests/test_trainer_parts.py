@@ -187,3 +187,22 @@ def test_an_alert_warns_when_it_starts_not_at_every_step(caplog: pytest.LogCaptu
         metrics, alerts = monitor.flush()
         assert metrics["alerts/collapse/math"] == 1.0 and alerts
     assert caplog.text.count("reward-hacking alert (collapse)") == 1
+
+
+def test_heldout_pass_rates_count_faults_as_failed_and_say_how_many(flaky_env: Path) -> None:
+    import verihub
+    from verihub.testing import ScriptedChatServer
+    from verihub.trainers.heldout import heldout_pass_rates
+    from verihub.trainers.mixture import MixedEnv
+
+    from conftest import hedging_model
+
+    mix = [MixedEnv("flaky", verihub.load_env(flaky_env), 1.0)]
+    with ScriptedChatServer(hedging_model) as server:
+        rate = heldout_pass_rates(f"openai:m@{server.url}", mix, tasks=8, samples=2)["flaky"]
+    assert rate == HeldoutRate(pass_rate=13 / 16, graded_pass_rate=1.0, samples=16, faulted=3, tasks=8, tasks_lost=1)
+    monitor = RunMonitor(["flaky"], group_size=1)
+    monitor.record_heldout({"flaky": rate})
+    metrics, _ = monitor.flush()
+    assert metrics["verihub/flaky/heldout_pass_rate"] == 13 / 16 and metrics["verihub/flaky/heldout_faulted"] == 3
+    assert metrics["verihub/flaky/heldout_tasks_lost"] == 1 and metrics["verihub/flaky/heldout_pass_rate_graded"] == 1.0
