@@ -145,12 +145,6 @@ class RunDirectory:
             os.close(self._lock)  # releases the lock
             self._lock = None
 
-    def __enter__(self) -> RunDirectory:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
     def _take_lock(self) -> None:
         descriptor = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         try:

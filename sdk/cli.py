@@ -248,8 +248,8 @@ async def _evaluate_one(environment: Any, backend: Any, model: str, out: Path | 
 
 def _print_domains(reports: list[Any]) -> None:
     table = Table(title=f"{reports[0].model}: every environment, by domain", title_justify="left",
-                  caption="rates count a faulted rollout as failed; graded: over graded rollouts only, leaving out "
-                          "the faulted rollouts and lost tasks (no rollout graded) shown", caption_justify="left")
+                  caption="pass@1 and mean reward count a faulted rollout as failed; pass@1 graded leaves out the "
+                          "faulted rollouts and lost tasks (none graded) shown", caption_justify="left")
     for column in ("domain", "environment", "tasks x k", "pass@1", "pass@1 graded", "mean reward",
                    "faulted rollouts", "tasks lost"):
         table.add_column(column, justify="left" if column in ("domain", "environment") else "right")

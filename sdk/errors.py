@@ -121,5 +121,5 @@ class CorruptResultsError(EvalResultsError):
 
     def __init__(self, path: Path, line: int, problem: str) -> None:
         self.path, self.line = path, line
-        super().__init__(path.parent, f"{relative_display(path)}:{line}: {problem}; the file is corrupt (a crash only "
-                         "ever tears the last line): move it away, or write to a new --out")
+        super().__init__(path.parent, f"{relative_display(path)}:{line}: {problem}; the file is damaged beyond what "
+                         "a crash leaves (at most a torn last line): move it away, or write to a new --out")

@@ -162,11 +162,12 @@ async def aevaluate(
     task_ids = [str(task["id"]) for task in tasks]
     backend = load_backend(model) if isinstance(model, str) else model
     settings = {**sampling.model_dump(), "n": k}
-    run = RunDirectory(Path(out), _identity(env, backend.model, split, tasks, k, settings, Path(out))) \
-        if out is not None else None
+    run: RunDirectory | None = None
+    kept: dict[tuple[str, int], Rollout] = {}
     try:
-        kept = run.start({(task_id, index) for task_id in task_ids for index in range(k)},
-                         resume=resume) if run is not None else {}
+        if out is not None:
+            run = RunDirectory(Path(out), _identity(env, backend.model, split, tasks, k, settings, Path(out)))
+            kept = run.start({(task_id, index) for task_id in task_ids for index in range(k)}, resume=resume)
         wanted = [(task, index) for task in tasks for index in range(k) if (str(task["id"]), index) not in kept]
         drift = DriftMonitor(env)
 
