@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -52,8 +53,9 @@ def publish_and_install(hub_dir: Path, python: str) -> None:
         console.print(f"pip: installed {repo}@{version} from {hub.index_url} into {python}")
 
 
-def measure(model: str, adapter: str | None, mix: list, tasks: int) -> dict[str, dict[str, float]]:
-    """Held-out pass@1 of every environment: greedy, and with the environment's own eval sampling."""
+def measure(model: str, adapter: str | None, mix: list, tasks: int) -> dict[str, dict[str, Any]]:
+    """Held-out pass@1 of every environment (a HeldoutRate, faults counted as failed and counted):
+    greedy, and with the environment's own eval sampling."""
     from verihub.generation import Sampling
     from verihub.trainers.heldout import heldout_pass_rates
 
@@ -142,21 +144,31 @@ def train(out: Path, args: argparse.Namespace) -> None:
 
     console.rule("4. held-out pass@1, SFT checkpoint vs SFT + GRPO adapter")
     table = Table()
-    for column in ("environment", "held-out tasks", "decoding", "SFT", "SFT + GRPO", "change"):
+    for column in ("environment", "held-out tasks", "decoding", "SFT", "SFT + GRPO", "change", "faulted samples"):
         table.add_column(column, justify="left" if column in ("environment", "decoding") else "right")
     for item in mix:
         held = str(min(args.heldout_tasks, len(item.env.dataset(heldout_split(item)))))
         for mode in (mode for mode in before if item.name in before[mode]):
-            change = after[mode][item.name] - before[mode][item.name]
-            table.add_row(item.name, held, mode, f"{before[mode][item.name]:.1%}", f"{after[mode][item.name]:.1%}",
-                          f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f} pts[/]")
+            first, last = before[mode][item.name], after[mode][item.name]
+            change = last.pass_rate - first.pass_rate
+            table.add_row(item.name, held, mode, f"{first.pass_rate:.1%}", f"{last.pass_rate:.1%}",
+                          f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f} pts[/]",
+                          f"{first.faulted} / {last.faulted} of {first.samples}")
     console.print(table)
+    console.print("a faulted sample counts as failed in these rates")
     for path in plot_run(out / "grpo"):
         console.print(f"curve: {path}")
-    summary = {"before": before, "after": after, "sft_s": round(sft_s, 1),
+    summary = {**_by_stage(before, after, "pass_rate"), "faulted": _by_stage(before, after, "faulted"),
+               "sft_s": round(sft_s, 1),
                "total_s": round(time.perf_counter() - start, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(f"done in {summary['total_s']:.0f}s; {out / 'summary.json'}, metrics in {out / 'grpo' / 'metrics.jsonl'}")
+
+
+def _by_stage(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], field: str) -> dict[str, Any]:
+    """``{"before": {mode: {env: rate.<field>}}, "after": ...}`` for summary.json."""
+    return {stage: {mode: {env: getattr(rate, field) for env, rate in rates.items()} for mode, rates in measured.items()}
+            for stage, measured in (("before", before), ("after", after))}
 
 
 if __name__ == "__main__":

@@ -171,7 +171,9 @@ def eval_command(
     seed: Annotated[int | None, typer.Option(help="Sampling seed, where the server supports one.")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for results.parquet, metadata.json, rollouts.jsonl "
                                              "(one subdirectory per environment when there are several).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Keep finished rollouts in --out; rerun missing and faulted ones.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out: keep its graded rollouts, rerun "
+                                         "missing and faulted ones; refused unless model, sampling, tasks and "
+                                         "environment (version and content) are the same.")] = False,
     judge_model: Annotated[str | None, typer.Option(help="Model for judge layers, overriding the spec.")] = None,
     adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (from `verihub train --lora`) "
                                                  "on top of an hf: or vllm: model.")] = None,
@@ -245,33 +247,51 @@ async def _evaluate_one(environment: Any, backend: Any, model: str, out: Path | 
 
 
 def _print_domains(reports: list[Any]) -> None:
-    table = Table(title=f"{reports[0].model}: every environment, by domain", title_justify="left")
-    for column in ("domain", "environment", "tasks x k", "pass@1", "mean reward", "env_error rate"):
+    table = Table(title=f"{reports[0].model}: every environment, by domain", title_justify="left",
+                  caption="pass@1 and mean reward count a faulted rollout as failed; pass@1 graded leaves out the "
+                          "faulted rollouts and lost tasks (none graded) shown", caption_justify="left")
+    for column in ("domain", "environment", "tasks x k", "pass@1", "pass@1 graded", "mean reward",
+                   "faulted rollouts", "tasks lost"):
         table.add_column(column, justify="left" if column in ("domain", "environment") else "right")
     for report in sorted(reports, key=lambda r: (r.domain, r.env_id)):
         metrics = report.metrics
         table.add_row(report.domain, f"{report.env_id}@{report.env_version}", f"{report.tasks} x {report.k}",
-                      f"{metrics['pass@1']:.3f}", f"{metrics['mean_reward']:.3f}", f"{metrics['env_error_rate']:.3f}")
+                      _rate(metrics["pass@1"]), _rate(metrics["pass@1_graded"]), _rate(metrics["mean_reward"]),
+                      f"{metrics['rollouts_faulted']}/{metrics['rollouts']}", f"{metrics['tasks_lost']}/{metrics['tasks']}")
     out.print(table)
 
 
 def _print_metrics(report: Any) -> None:
-    metrics = report.metrics
-    table = Table(title=f"{report.env_id}@{report.env_version} x {report.model}: {report.tasks} tasks x {report.k}",
+    metrics, k = report.metrics, report.k
+    table = Table(title=f"{report.env_id}@{report.env_version} x {report.model}: {report.tasks} tasks x {k}",
                   title_justify="left")
     table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_row("mean reward", f"{metrics['mean_reward']:.3f}")
-    table.add_row("pass@1", f"{metrics['pass@1']:.3f}")
-    table.add_row(f"pass@{report.k}", f"{metrics[f'pass@{report.k}']:.3f}")
-    for name, rate in metrics["layer_pass_rate"].items():
-        table.add_row(f"layer {name} pass rate", f"{rate:.3f}")
-    table.add_row("env_error rate", f"{metrics['env_error_rate']:.3f}")
+    table.add_column("faults count as failed", justify="right")
+    table.add_column("graded only", justify="right")
+    table.add_column("faults left out of graded only", justify="right")
+    left_out = (f"{metrics['rollouts_faulted']}/{metrics['rollouts']} rollouts, "
+                f"{metrics['tasks_lost']}/{metrics['tasks']} tasks")
+    rates = [("pass@1", metrics["pass@1"], metrics["pass@1_graded"])]
+    if k > 1:
+        rates.append((f"pass@{k}", metrics[f"pass@{k}"], metrics[f"pass@{k}_graded"]))
+    rates.append(("mean reward", metrics["mean_reward"], metrics["mean_reward_graded"]))
+    rates += [(f"layer {name} pass rate", rate, metrics["layer_pass_rate_graded"][name])
+              for name, rate in metrics["layer_pass_rate"].items()]
+    for name, headline, graded in rates:
+        table.add_row(name, _rate(headline), _rate(graded), left_out)
+    table.add_section()
+    table.add_row("faulted rollouts", str(metrics["rollouts_faulted"]), "", f"{metrics['env_error_rate']:.1%} of asked")
     for reason, count in metrics["env_errors_by_reason"].items():
-        table.add_row(f"  env_error: {reason}", str(count))
-    table.add_row("tokens (prompt / completion)", f"{metrics['prompt_tokens']} / {metrics['completion_tokens']}")
-    table.add_row("wall time", f"{report.wall_s:.1f}s ({report.rerun} rollouts run now)")
+        table.add_row(f"  {escape(reason)}", str(count), "", "")
+    table.add_row("tasks with a fault", str(metrics["tasks_with_faults"]), "",
+                  f"{metrics['tasks_lost']} with no rollout graded")
+    table.add_row("tokens (prompt / completion)", f"{metrics['prompt_tokens']} / {metrics['completion_tokens']}", "", "")
+    table.add_row("wall time", f"{report.wall_s:.1f}s", "", f"{report.rerun} rollouts run now")
     out.print(table)
+
+
+def _rate(value: float) -> str:
+    return "n/a" if value != value else f"{value:.3f}"  # NaN: nothing graded to take a rate of
 
 
 HubOption = Annotated[str | None, typer.Option("--hub", help="Hub server URL, or a hub directory (default: "

@@ -12,8 +12,11 @@ from pathlib import Path
 
 __all__ = [
     "CheckNotFoundError",
+    "CorruptResultsError",
     "EnvNotFoundError",
+    "EvalResultsError",
     "MissingDependencyError",
+    "ResumeMismatchError",
     "SandboxInfraError",
     "SandboxUnavailable",
     "SpecError",
@@ -91,3 +94,32 @@ def relative_display(path: Path) -> str:
 
 class MissingDependencyError(VerihubError, ImportError):
     """A feature needs a package that is not installed; the message says how to install it."""
+
+
+class EvalResultsError(VerihubError, ValueError):
+    """An eval's output directory cannot be used as asked; ``directory`` says which."""
+
+    def __init__(self, directory: Path, message: str) -> None:
+        self.directory = directory
+        super().__init__(message)
+
+
+class ResumeMismatchError(EvalResultsError):
+    """``--resume`` was asked to extend results of a different run; ``fields`` maps each field that differs
+    to how (``"earlier 0.7, now 0.0"``)."""
+
+    def __init__(self, directory: Path, fields: dict[str, str]) -> None:
+        self.fields = fields
+        lines = "\n".join(f"  {name}: {how}" for name, how in fields.items())
+        super().__init__(directory, f"cannot resume {relative_display(directory)}: it holds results of a different "
+                         f"run ({', '.join(fields)} {'differs' if len(fields) == 1 else 'differ'}):\n{lines}\nresume with the earlier run's settings, or "
+                         "write to a new --out (or drop --resume to start over there)")
+
+
+class CorruptResultsError(EvalResultsError):
+    """A results file is damaged where no crash can have left it; ``path`` and ``line`` say where."""
+
+    def __init__(self, path: Path, line: int, problem: str) -> None:
+        self.path, self.line = path, line
+        super().__init__(path.parent, f"{relative_display(path)}:{line}: {problem}; the file is damaged beyond what "
+                         "a crash leaves (at most a torn last line): move it away, or write to a new --out")

@@ -2,22 +2,35 @@
 
 Results go to ``OUT/rollouts.jsonl`` as each rollout finishes (so a killed run loses nothing), then to
 ``OUT/results.parquet`` (``datasets.load_dataset("parquet", data_files=...)`` opens it) and
-``OUT/metadata.json``. ``resume=True`` keeps the ok/wrong rollouts already there and reruns the rest.
+``OUT/metadata.json`` (:mod:`verihub._evalrun`). ``resume=True`` refuses ``OUT`` unless an earlier run of
+the same model, sampling, tasks and environment content wrote it, keeps its ok/wrong rollouts and
+reruns the rest.
+
+Every headline rate (``pass@1``, ``pass@k``, ``mean_reward``, ``layer_pass_rate``) is over the rollouts
+asked for, tasks x k, and counts one that faulted (``env_error``, ``timeout``) or never came back as not
+passed, reward 0: a fault can lower a rate, never raise it. Each has a ``*_graded`` twin over the graded
+rollouts only; ``rollouts_faulted`` and ``tasks_lost`` say how much faults took out of those.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import os
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verihub._evalrun import (  # noqa: F401 - the file names, for callers that read the results
+    METADATA_FILE,
+    RESULTS_FILE,
+    ROLLOUTS_FILE,
+    RunDirectory,
+    RunIdentity,
+    eval_output,
+)
 from verihub.calibration import DriftMonitor
 from verihub.environment import Environment
 from verihub.generation import Backend, Sampling, load_backend
@@ -25,12 +38,12 @@ from verihub.rollout import Rollout, RolloutEngine
 
 __all__ = ["EvalReport", "aevaluate", "evaluate", "pass_at_k"]
 
-ROLLOUTS_FILE, RESULTS_FILE, METADATA_FILE = "rollouts.jsonl", "results.parquet", "metadata.json"
-_KEPT = ("ok", "wrong")  # what --resume keeps; the rest (missing, env_error, timeout) is rerun
-
 
 @dataclass
 class EvalReport:
+    """One evaluation. ``metrics`` (see :func:`metrics`) holds every rate with the faults behind it:
+    ``rollouts`` asked, ``rollouts_faulted``, ``tasks_lost`` and the ``*_graded`` twins."""
+
     env_id: str
     env_version: str
     model: str
@@ -42,10 +55,12 @@ class EvalReport:
     rerun: int = 0  # rollouts this run produced (the rest came from a previous run)
     metrics: dict[str, Any] = field(default_factory=dict)
     domain: str = ""
+    notes: list[str] = field(default_factory=list)  # what resuming repaired (a torn last line dropped)
 
 
 def pass_at_k(samples: int, correct: int, k: int) -> float:
-    """Unbiased pass@k from ``samples`` attempts of which ``correct`` passed (Chen et al., 2021)."""
+    """Unbiased pass@k from ``samples`` attempts of which ``correct`` passed (Chen et al., 2021);
+    with fewer samples than ``k``, pass@samples."""
     if samples <= 0:
         return float("nan")
     k = min(k, samples)
@@ -54,29 +69,52 @@ def pass_at_k(samples: int, correct: int, k: int) -> float:
     return 1.0 - math.comb(samples - correct, k) / math.comb(samples, k)
 
 
-def metrics(rollouts: list[Rollout], k: int) -> dict[str, Any]:
-    """Mean reward, pass@1, pass@k, per-layer pass rates, environment faults by reason, tokens."""
-    valid = [r for r in rollouts if r.reward is not None]
-    by_task: dict[str, list[Rollout]] = defaultdict(list)
-    for rollout in valid:
+def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dict[str, Any]:
+    """The rates of ``k`` rollouts asked for on each of ``task_ids``, with what faults took out of them.
+
+    Headline: each task's estimate uses its ``k`` rollouts asked for, a faulted or missing one counting as
+    not passed (reward 0), averaged over every task. ``*_graded``: each task's estimate uses its graded
+    rollouts only, averaged over the tasks with any (``tasks_lost`` have none); ``mean_reward_graded`` and
+    ``layer_pass_rate_graded`` are over graded rollouts. ``rollouts_faulted`` counts faulted and missing
+    rollouts; ``tasks_with_faults``, the tasks that have one.
+    """
+    by_task: dict[str, list[Rollout]] = {task_id: [] for task_id in task_ids}
+    for rollout in rollouts:
         by_task[rollout.task_id].append(rollout)
+    asked = len(by_task) * k
+    graded = [rollout for rollout in rollouts if rollout.reward is not None]
+    faulted = asked - len(graded)
+    passed = {task_id: sum(r.status == "ok" for r in group) for task_id, group in by_task.items()}
+    scored = {task_id: sum(r.reward is not None for r in group) for task_id, group in by_task.items()}
+    kept = [task_id for task_id in by_task if scored[task_id]]
     layer_runs: Counter[str] = Counter()
     layer_passes: Counter[str] = Counter()
-    for rollout in valid:
-        for name, passed in rollout.layers_passed.items():
-            if passed is not None:
+    for rollout in graded:
+        for name, layer_passed in rollout.layers_passed.items():
+            if layer_passed is not None:
                 layer_runs[name] += 1
-                layer_passes[name] += passed
-    faults = Counter(_fault_kind(r.reason) for r in rollouts if r.reward is None)
-    per_task = [(len(group), sum(r.status == "ok" for r in group)) for group in by_task.values()]
+                layer_passes[name] += layer_passed
+    reasons = Counter(_fault_kind(r.reason) for r in rollouts if r.reward is None)
+    if asked > len(rollouts):
+        reasons["no rollout came back"] += asked - len(rollouts)
+    reward = sum(r.reward for r in graded)  # type: ignore[misc]
     return {
-        "rollouts": len(rollouts),
-        "mean_reward": sum(r.reward for r in valid) / len(valid) if valid else float("nan"),  # type: ignore[misc]
-        "pass@1": _mean([pass_at_k(n, c, 1) for n, c in per_task]),
-        f"pass@{k}": _mean([pass_at_k(n, c, k) for n, c in per_task]),
-        "layer_pass_rate": {name: layer_passes[name] / runs for name, runs in layer_runs.items()},
-        "env_error_rate": (len(rollouts) - len(valid)) / len(rollouts) if rollouts else 0.0,
-        "env_errors_by_reason": dict(faults),
+        "rollouts": asked,
+        "rollouts_graded": len(graded),
+        "rollouts_faulted": faulted,
+        "tasks": len(by_task),
+        "tasks_lost": len(by_task) - len(kept),
+        "tasks_with_faults": sum(scored[task_id] < k for task_id in by_task),
+        "pass@1": _mean([pass_at_k(k, passed[t], 1) for t in by_task]),
+        f"pass@{k}": _mean([pass_at_k(k, passed[t], k) for t in by_task]),
+        "mean_reward": reward / asked if asked else float("nan"),
+        "layer_pass_rate": {name: layer_passes[name] / (runs + faulted) for name, runs in layer_runs.items()},
+        "pass@1_graded": _mean([pass_at_k(scored[t], passed[t], 1) for t in kept]),
+        f"pass@{k}_graded": _mean([pass_at_k(scored[t], passed[t], k) for t in kept]),
+        "mean_reward_graded": reward / len(graded) if graded else float("nan"),
+        "layer_pass_rate_graded": {name: layer_passes[name] / runs for name, runs in layer_runs.items()},
+        "env_error_rate": faulted / asked if asked else 0.0,
+        "env_errors_by_reason": dict(reasons),
         "prompt_tokens": sum(r.prompt_tokens for r in rollouts),
         "completion_tokens": sum(r.completion_tokens for r in rollouts),
     }
@@ -108,91 +146,66 @@ async def aevaluate(
     resume: bool = False,
     on_rollout: Callable[[Rollout], None] | None = None,
 ) -> EvalReport:
-    """Evaluate ``env`` on ``n`` tasks of ``split`` with ``k`` samples each (defaults: the spec's ``eval:``)."""
+    """Evaluate ``env`` on ``n`` tasks of ``split`` with ``k`` samples each (defaults: the spec's ``eval:``).
+
+    With ``out``, results are written there; ``resume`` extends the run already there (raises
+    :class:`~verihub.errors.ResumeMismatchError` naming each field in which it differs).
+    """
+    if resume and out is None:
+        raise ValueError("resume needs out: the directory that holds the earlier run's results")
     defaults = env.spec.eval
-    n, k = n or defaults.n, k or defaults.k
+    n, k, split = n or defaults.n, k or defaults.k, split or defaults.split
     sampling = sampling or Sampling(temperature=defaults.temperature, top_p=defaults.top_p,
                                     max_tokens=defaults.max_tokens)
-    dataset = env.dataset(split or defaults.split)
+    dataset = env.dataset(split)
     tasks = [dataset[i] for i in range(min(n, len(dataset)))]
+    task_ids = [str(task["id"]) for task in tasks]
     backend = load_backend(model) if isinstance(model, str) else model
-    directory = Path(out) if out is not None else None
-    kept = _previous(directory, tasks, k) if (directory is not None and resume) else {}
-    wanted = [(task, index) for task in tasks for index in range(k) if (str(task["id"]), index) not in kept]
-    log = _open_log(directory, append=resume)
-    start = time.perf_counter()
-
-    drift = DriftMonitor(env)
-
-    async def record(rollout: Rollout) -> None:
-        if log is not None:
-            log.write(json.dumps(rollout.row()) + "\n")
-            log.flush()
-        if on_rollout is not None:
-            on_rollout(rollout)
-        await drift.after_grade()
-
+    settings = {**sampling.model_dump(), "n": k}
+    run: RunDirectory | None = None
+    kept: dict[tuple[str, int], Rollout] = {}
     try:
+        if out is not None:
+            run = RunDirectory(Path(out), _identity(env, backend.model, split, tasks, k, settings, Path(out)))
+            kept = run.start({(task_id, index) for task_id in task_ids for index in range(k)}, resume=resume)
+        wanted = [(task, index) for task in tasks for index in range(k) if (str(task["id"]), index) not in kept]
+        drift = DriftMonitor(env)
+
+        async def record(rollout: Rollout) -> None:
+            if run is not None:
+                run.append(rollout)
+            if on_rollout is not None:
+                on_rollout(rollout)
+            await drift.after_grade()
+
+        start = time.perf_counter()
         engine = RolloutEngine(env, backend, sampling, concurrency=concurrency)
         fresh = await engine.run(tasks, wanted, record) if wanted else []
+        rollouts = sorted([*kept.values(), *fresh], key=lambda r: (r.task_id, r.sample))
+        report = EvalReport(env.id, env.version, backend.model, settings, len(tasks), k, rollouts,
+                            time.perf_counter() - start, rerun=len(fresh), domain=env.domain,
+                            notes=list(run.notes) if run is not None else [])
+        report.metrics = metrics(task_ids, k, rollouts)
+        if drift.history:
+            report.metrics["judge_drift_agreement"] = drift.history
+        if run is not None:
+            run.finish([rollout.row() for rollout in rollouts], {"wall_s": report.wall_s, "metrics": report.metrics})
     finally:
-        if log is not None:
-            log.close()
+        if run is not None:
+            run.close()
         if isinstance(model, str):
             await backend.aclose()
-    rollouts = sorted([*kept.values(), *fresh], key=lambda r: (r.task_id, r.sample))
-    report = EvalReport(env.id, env.version, model if isinstance(model, str) else backend.model,
-                        {**sampling.model_dump(), "n": k}, len(tasks), k, rollouts, time.perf_counter() - start,
-                        rerun=len(fresh), domain=env.domain)
-    report.metrics = metrics(rollouts, k)
-    if drift.history:
-        report.metrics["judge_drift_agreement"] = drift.history
-    if directory is not None:
-        _write(directory, report)
     return report
 
 
-def _open_log(directory: Path | None, *, append: bool) -> Any:
-    if directory is None:
-        return None
-    directory.mkdir(parents=True, exist_ok=True)
-    return (directory / ROLLOUTS_FILE).open("a" if append else "w", encoding="utf-8")
-
-
-def _previous(directory: Path, tasks: list[Any], k: int) -> dict[tuple[str, int], Rollout]:
-    """Finished rollouts of an earlier run of the same tasks (the log's last word on each wins)."""
-    wanted = {(str(task["id"]), index) for task in tasks for index in range(k)}
-    found: dict[tuple[str, int], Rollout] = {}
-    log = directory / ROLLOUTS_FILE
-    if not log.exists():
-        return found
-    for line in log.read_text(encoding="utf-8").splitlines():
-        try:
-            rollout = Rollout.from_row(json.loads(line))
-        except (json.JSONDecodeError, TypeError, KeyError):
-            continue  # a line cut short when the run was killed
-        key = (rollout.task_id, rollout.sample)
-        if key in wanted:
-            found[key] = rollout
-    return {key: rollout for key, rollout in found.items() if rollout.status in _KEPT}
-
-
-def _write(directory: Path, report: EvalReport) -> None:
-    """results.parquet and metadata.json, each written to a temporary name and then moved in place."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+def _identity(env: Environment, model: str, split: str, tasks: list[Any], k: int, sampling: dict[str, Any],
+              out: Path) -> RunIdentity:
     from verihub import __version__
+    from verihub._envdigest import content_manifest, manifest_digest
 
-    rows = [rollout.row() for rollout in report.rollouts]
-    partial = directory / f".{RESULTS_FILE}.partial"
-    pq.write_table(pa.Table.from_pylist(rows) if rows else pa.table({"task_id": pa.array([], pa.string())}), partial)
-    os.replace(partial, directory / RESULTS_FILE)
-    metadata = {
-        "environment": report.env_id, "environment_version": report.env_version, "model": report.model,
-        "sampling": report.sampling, "tasks": report.tasks, "k": report.k, "seed": report.sampling.get("seed"),
-        "verihub_version": __version__, "wall_s": report.wall_s, "metrics": report.metrics,
-    }
-    partial = directory / f".{METADATA_FILE}.partial"
-    partial.write_text(json.dumps(metadata, indent=2, default=str))
-    os.replace(partial, directory / METADATA_FILE)
+    content = content_manifest(env, tasks, skip=eval_output(out))
+    return RunIdentity(
+        environment=env.id, environment_version=env.version, model=model, split=split, tasks=len(tasks), k=k,
+        sampling=sampling, judge_model=getattr(env.verifier.judge, "override", None), verihub_version=__version__,
+        environment_digest=manifest_digest(content), environment_content=content,
+    )

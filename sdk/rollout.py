@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from verihub.environment import Environment
 from verihub.errors import SandboxInfraError
 from verihub.generation import Backend, Generation, GenerationError, Sampling
@@ -62,10 +64,27 @@ class Rollout:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Rollout:
-        values = dict(row)
-        for key in ("layers", "layers_passed", "messages"):
-            values[key] = json.loads(values[key])
-        return cls(**values)
+        """The rollout that :meth:`row` gave; ValueError saying what is wrong with anything else."""
+        try:
+            values = dict(row)
+            for key in ("layers", "layers_passed", "messages"):
+                values[key] = json.loads(values[key])
+            rollout: Rollout = _RECORD.validate_python(values)
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise ValueError(f"not a rollout record: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"not a rollout record ({type(error).__name__}: {str(error)[:200]})") from None
+        if rollout.status not in _STATUSES:
+            raise ValueError(f"not a rollout record: status {rollout.status!r} is none of {', '.join(_STATUSES)}")
+        if (rollout.reward is None) is (rollout.status in _GRADED):  # a fault has no reward, a grade has one
+            raise ValueError(f"not a rollout record: status {rollout.status!r} with reward {rollout.reward!r}")
+        return rollout
+
+
+_RECORD = TypeAdapter(Rollout)
+_STATUSES = tuple(status.value for status in GradeStatus)
+_GRADED = (GradeStatus.OK.value, GradeStatus.WRONG.value)
 
 
 class RolloutEngine:
@@ -122,11 +141,12 @@ class RolloutEngine:
                     await finish(_fault(task, index, prompt, f"generation failed: {error}"))
                 return
         seconds = time.perf_counter() - start
+        short = f"generation failed: the backend returned {len(generations)} of the {len(indexes)} samples asked for"
         await asyncio.gather(*(
             self._grade(task, index, [*prompt, generation.message()], generation.text, 1,
                         generation.prompt_tokens, generation.completion_tokens, seconds, finish)
             for index, generation in zip(indexes, generations, strict=False)
-        ))
+        ), *(finish(_fault(task, index, prompt, short)) for index in indexes[len(generations):]))
 
     async def _multi_turn(self, task: Task, index: int, limit: asyncio.Semaphore,
                           finish: Callable[[Rollout], Awaitable[None]]) -> None:

@@ -170,3 +170,49 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     process.wait(timeout=30)
 
 
+
+
+FLAKY_SPEC = """\
+id: flaky
+version: 0.1.0
+domain: math
+description: Sums, graded by a checker that crashes on some tasks.
+dataset:
+  source: data/tasks.jsonl
+  split: {eval: 1.0}
+prompt:
+  user: "What is {question}?"
+verifier:
+  - {name: format, layer: rule, use: boxed, gate: true}
+  - {name: correct, layer: check, use: "flaky_eval_check:score"}
+gold:
+  reference: '\\\\boxed{{{answer}}}'
+"""
+
+FLAKY_CHECK = '''\
+def score(completion, task):
+    """Right or wrong, but it crashes on every rollout of a task marked "all", and on a hedged answer
+    ("Sure. ...") to one marked "hedged"."""
+    if task["broken"] == "all" or (task["broken"] == "hedged" and completion.startswith("Sure")):
+        raise RuntimeError("the checker crashed")
+    return 1.0 if completion.endswith("{" + task["answer"] + "}") else 0.0
+'''
+
+FLAKY_ROWS = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "broken": {1: "all", 2: "hedged"}.get(i, "")}
+              for i in range(1, 9)]
+
+
+@pytest.fixture
+def flaky_env(make_env: MakeEnv) -> Path:
+    """An environment of 8 sums whose check faults on both rollouts of t1 and on hedged answers to t2;
+    :func:`hedging_model` answers it (right every time, hedging on odd samples): 3 of 16 rollouts fault."""
+    return make_env(FLAKY_SPEC, rows=FLAKY_ROWS, files={"flaky_eval_check.py": FLAKY_CHECK}, name="flaky")
+
+
+def hedging_model(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ScriptedChatServer model for "What is X?": always right, with "Sure. " before odd samples' answers."""
+    import re
+
+    question = re.search(r"What is (.*)\?", request["messages"][-1]["content"])
+    value = eval(question.group(1)) if question else 0  # noqa: S307 - the test's own expression
+    return [{"content": ("Sure. " if index % 2 else "") + f"\\boxed{{{value}}}"} for index in range(request.get("n", 1))]

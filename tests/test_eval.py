@@ -78,12 +78,12 @@ def test_endpoint_errors_are_retried_then_env_error_never_wrong(tmp_path: Path) 
         report = evaluate(env, f"openai:flaky@{server.url}", n=2, k=2)
     assert report.metrics["env_error_rate"] == 0.0  # three 503s, retried with backoff
     with ScriptedChatServer(arithmetic_model, fail_first=10_000) as down:
-        failed = evaluate(env, f"openai:down@{down.url}", n=2, k=2, out=tmp_path)
+        failed = evaluate(env, f"openai:m@{down.url}", n=2, k=2, out=tmp_path)
     assert {r.status for r in failed.rollouts} == {"env_error"}
     assert all(r.reward is None and "generation failed" in r.reason for r in failed.rollouts)
     assert failed.metrics["env_errors_by_reason"] == {"generation failed": 4}
     with ScriptedChatServer(arithmetic_model) as back:  # --resume reruns the faulted rollouts
-        resumed = evaluate(env, f"openai:back@{back.url}", n=2, k=2, out=tmp_path, resume=True)
+        resumed = evaluate(env, f"openai:m@{back.url}", n=2, k=2, out=tmp_path, resume=True)
     assert resumed.rerun == 4 and resumed.metrics["env_error_rate"] == 0.0
 
 
@@ -98,14 +98,18 @@ def test_resume_after_a_killed_run(tmp_path: Path) -> None:
             time.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait()
-        done_before = len({json.loads(line)["task_id"] for line in log.read_text().splitlines() if line.strip()})
+        done_before = len({json.loads(line)["task_id"] for line in log.read_text().splitlines(keepends=True)
+                           if line.endswith("\n")})  # a line the kill cut short is rerun
         assert 4 <= done_before < 24
+        metadata = json.loads((tmp_path / "metadata.json").read_text())  # written when the run started
+        assert metadata["complete"] is False and metadata["model"] == "slow" and "metrics" not in metadata
         first_requests = len(server.requests)
         resumed = subprocess.run([*command, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
         assert len(server.requests) - first_requests == 24 - done_before  # only what was missing
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert sorted(table["task_id"]) == sorted(set(table["task_id"])) and len(table) == 24
+    assert json.loads((tmp_path / "metadata.json").read_text())["complete"] is True
 
 
 def test_verifier_faults_are_env_error(make_env: Any) -> None:
@@ -121,7 +125,103 @@ def test_verifier_faults_are_env_error(make_env: Any) -> None:
 
     with ScriptedChatServer(boxed) as server:
         report = evaluate(env, f"openai:m@{server.url}", n=2, k=1, split="train")
-    assert {r.status for r in report.rollouts} == {"env_error"} and report.metrics["pass@1"] != report.metrics["pass@1"]
+    assert {r.status for r in report.rollouts} == {"env_error"}
+    metrics = report.metrics  # nothing graded: no rate can be claimed, and every task is lost
+    assert metrics["pass@1"] == 0.0 and metrics["mean_reward"] == 0.0 and metrics["pass@1_graded"] != metrics["pass@1_graded"]
+    assert (metrics["rollouts_faulted"], metrics["tasks_lost"]) == (2, 2)
+
+
+def test_a_fault_scores_as_a_failure_and_is_counted_next_to_every_rate(flaky_env: Path, make_env: Any) -> None:
+    from conftest import FLAKY_CHECK, FLAKY_ROWS, FLAKY_SPEC, hedging_model
+
+    with ScriptedChatServer(hedging_model) as server:
+        report = evaluate(verihub.load_env(flaky_env), f"openai:m@{server.url}", n=8, k=2)
+    metrics = report.metrics  # 16 asked: both of t1's and t2's hedged one faulted, the 13 graded are right
+    assert (metrics["rollouts"], metrics["rollouts_graded"], metrics["rollouts_faulted"]) == (16, 13, 3)
+    assert (metrics["tasks"], metrics["tasks_lost"], metrics["tasks_with_faults"]) == (8, 1, 2)
+    assert metrics["pass@1"] == pytest.approx(6.5 / 8) and metrics["pass@2"] == pytest.approx(7 / 8)
+    assert metrics["mean_reward"] == pytest.approx(13 / 16)
+    assert metrics["layer_pass_rate"] == pytest.approx({"format": 13 / 16, "correct": 13 / 16})
+    assert metrics["pass@1_graded"] == metrics["pass@2_graded"] == metrics["mean_reward_graded"] == 1.0
+    assert metrics["env_errors_by_reason"] == {"layer 'correct'": 3}
+
+    # The same model, wrong exactly where the check faulted, on a check that never does: the same headline.
+    rows = [{**row, "broken": ""} for row in FLAKY_ROWS]
+    honest = verihub.load_env(make_env(FLAKY_SPEC, rows=rows, files={"flaky_eval_check.py": FLAKY_CHECK}, name="honest"))
+
+    def wrong_where_it_faulted(request: dict[str, Any]) -> list[dict[str, Any]]:
+        choices = hedging_model(request)
+        question = request["messages"][-1]["content"]
+        faulted = range(2) if "1 + 1" in question else range(1, 2) if "2 + 2" in question else range(0)
+        return [{"content": "\\boxed{-1}"} if index in faulted else choice for index, choice in enumerate(choices)]
+
+    with ScriptedChatServer(wrong_where_it_faulted) as server:
+        earned = evaluate(honest, f"openai:m@{server.url}", n=8, k=2).metrics
+    assert earned["rollouts_faulted"] == 0
+    for rate in ("pass@1", "pass@2", "mean_reward"):
+        assert metrics[rate] == pytest.approx(earned[rate]), rate
+    assert metrics["layer_pass_rate"]["correct"] == pytest.approx(earned["layer_pass_rate"]["correct"])
+
+
+def test_samples_a_backend_never_returned_are_faults_not_a_smaller_k() -> None:
+    from verihub.generation import Generation
+
+    class OneSample:
+        """A backend that answers every request with one sample, right, however many were asked for."""
+
+        model = "one-sample"
+
+        async def generate(self, messages: list[dict[str, Any]], sampling: Sampling, tools: Any = None) -> list[Generation]:
+            return [Generation(arithmetic_model({"messages": messages, "n": 1})[0]["content"])]
+
+        async def aclose(self) -> None:
+            pass
+
+    report = evaluate(verihub.load_env("envs/arithmetic"), OneSample(), n=3, k=4)
+    assert len(report.rollouts) == 12 and sum(r.status == "env_error" for r in report.rollouts) == 9
+    assert all("returned 1 of the 4 samples" in r.reason for r in report.rollouts if r.status == "env_error")
+    metrics = report.metrics
+    assert metrics["pass@1"] == pytest.approx(0.25) and metrics["pass@1_graded"] == 1.0  # not pass@1 of 1 sample
+    assert (metrics["rollouts_faulted"], metrics["tasks_with_faults"], metrics["tasks_lost"]) == (9, 3, 0)
+
+
+def _table_rows(stdout: str) -> dict[str, list[str]]:
+    """A rich table's body rows: first cell -> the others."""
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("│"):
+            cells = [cell.strip() for cell in line.strip("│").split("│")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_eval_tables_and_metadata_show_what_faults_took_out(flaky_env: Path, tmp_path: Path) -> None:
+    from conftest import hedging_model
+
+    wide = {**os.environ, "COLUMNS": "250"}
+    model = ["--model"]
+    with ScriptedChatServer(hedging_model) as server:
+        model.append(f"openai:m@{server.url}")
+        single = subprocess.run([VERIHUB, "eval", str(flaky_env), *model, "-n", "8", "-k", "2", "--out", str(tmp_path / "one")],
+                                cwd=REPO, capture_output=True, text=True, timeout=300, env=wide)
+        several = subprocess.run([VERIHUB, "eval", str(flaky_env), "envs/arithmetic", *model, "-n", "8", "-k", "2"],
+                                 cwd=REPO, capture_output=True, text=True, timeout=300, env=wide)
+    assert single.returncode == 0, single.stderr
+    rows = _table_rows(single.stdout)
+    lost = "3/16 rollouts, 1/8 tasks"  # faulted rollouts; tasks with no rollout graded
+    assert rows["pass@1"] == ["0.812", "1.000", lost] and rows["pass@2"] == ["0.875", "1.000", lost]
+    assert rows["mean reward"] == ["0.812", "1.000", lost]
+    assert rows["layer correct pass rate"] == ["0.812", "1.000", lost]
+    assert rows["faulted rollouts"][0] == "3" and rows["tasks with a fault"][0] == "2"
+    metadata = json.loads((tmp_path / "one" / "metadata.json").read_text())
+    assert metadata["complete"] is True and metadata["metrics"]["pass@1"] == 0.8125
+    assert {key: metadata["metrics"][key] for key in ("rollouts", "rollouts_faulted", "tasks_lost", "pass@1_graded")} \
+        == {"rollouts": 16, "rollouts_faulted": 3, "tasks_lost": 1, "pass@1_graded": 1.0}
+
+    assert several.returncode == 0, several.stderr
+    by_env = _table_rows(several.stdout[several.stdout.index("every environment, by domain"):])
+    assert by_env["math"][:6] == ["flaky@0.1.0", "8 x 2", "0.812", "1.000", "0.812", "3/16"] and by_env["math"][6] == "1/8"
+    assert by_env["arithmetic"][4:] == ["1.000", "0/16", "0/8"]
 
 
 @pytest.mark.nsjail

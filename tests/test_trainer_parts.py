@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from verihub.trainers.curriculum import AdaptiveCurriculum, MixtureSampler, StaticMix, make_curriculum
+from verihub.trainers.heldout import HeldoutRate
 from verihub.trainers.mixture import mixed_dataset, parse_env_option, resolve_envs
 from verihub.trainers.monitors import RunMonitor
 from verihub.trainers.rewards import EnvReward, GradeLedger, Outcome
@@ -151,14 +152,16 @@ def test_monitor_metrics_and_alerts(caplog: pytest.LogCaptureFixture) -> None:
     for _ in range(2):  # early windows: short answers, half right, format mostly failing
         monitor.observe([_outcome("math", "1", True, "ab"), _outcome("math", "1", False, "cd", rules=False)])
         monitor.flush()
-    monitor.record_heldout({"math": 0.6})
-    monitor.record_heldout({"math": 0.3})
+    monitor.record_heldout({"math": HeldoutRate(0.6, 0.6, 0, 0, 0, 0)})
+    monitor.record_heldout({"math": HeldoutRate(0.3, 0.5, 0, 4, 0, 1)})  # faults counted as failed
     # now: every answer passes the format, is long, identical within its group, and passes in training
     monitor.observe([_outcome("math", "1", True, "x" * 50)] * 2 + [_outcome("math", "1", True, "y" * 50)] * 2
                     + [_outcome("math", "1", False, "z", fault=True)] * 2)
     metrics, alerts = monitor.flush()
     assert metrics["verihub/math/pass_rate"] == 1.0 and metrics["verihub/math/fault_rate"] == pytest.approx(1 / 3)
     assert metrics["verihub/math/faults"] == 2 and metrics["verihub/math/heldout_pass_rate"] == 0.3
+    assert metrics["verihub/math/heldout_pass_rate_graded"] == 0.5
+    assert metrics["verihub/math/heldout_faulted"] == 4 and metrics["verihub/math/heldout_tasks_lost"] == 1
     kinds = {alert.split(" ")[0] for alert in alerts}
     assert {"heldout", "length", "collapse"} <= kinds
     assert metrics["alerts/collapse/math"] == 1.0
@@ -171,8 +174,8 @@ def test_heldout_alert_tells_a_real_drop_from_measurement_noise(samples: int, fi
     for _ in range(2):
         monitor.observe([_outcome("math", "1", True), _outcome("math", "1", False)])
         monitor.flush()
-    monitor.record_heldout({"math": 0.74}, {"math": samples})
-    monitor.record_heldout({"math": 0.62}, {"math": samples})  # 12 points: noise on 80 samples, not on 2000
+    monitor.record_heldout({"math": HeldoutRate(0.74, 0.74, samples, 0, samples, 0)})
+    monitor.record_heldout({"math": HeldoutRate(0.62, 0.62, samples, 0, samples, 0)})  # 12 points: noise on 80, not 2000
     monitor.observe([_outcome("math", "1", True)] * 2)
     _, alerts = monitor.flush()
     assert any(alert.startswith("heldout in math") for alert in alerts) is fires
@@ -223,3 +226,22 @@ def test_an_alert_warns_when_it_starts_not_at_every_step(caplog: pytest.LogCaptu
         metrics, alerts = monitor.flush()
         assert metrics["alerts/collapse/math"] == 1.0 and alerts
     assert caplog.text.count("reward-hacking alert (collapse)") == 1
+
+
+def test_heldout_pass_rates_count_faults_as_failed_and_say_how_many(flaky_env: Path) -> None:
+    import verihub
+    from verihub.testing import ScriptedChatServer
+    from verihub.trainers.heldout import heldout_pass_rates
+    from verihub.trainers.mixture import MixedEnv
+
+    from conftest import hedging_model
+
+    mix = [MixedEnv("flaky", verihub.load_env(flaky_env), 1.0)]
+    with ScriptedChatServer(hedging_model) as server:
+        rate = heldout_pass_rates(f"openai:m@{server.url}", mix, tasks=8, samples=2)["flaky"]
+    assert rate == HeldoutRate(pass_rate=13 / 16, graded_pass_rate=1.0, samples=16, faulted=3, tasks=8, tasks_lost=1)
+    monitor = RunMonitor(["flaky"], group_size=1)
+    monitor.record_heldout({"flaky": rate})
+    metrics, _ = monitor.flush()
+    assert metrics["verihub/flaky/heldout_pass_rate"] == 13 / 16 and metrics["verihub/flaky/heldout_faulted"] == 3
+    assert metrics["verihub/flaky/heldout_tasks_lost"] == 1 and metrics["verihub/flaky/heldout_pass_rate_graded"] == 1.0

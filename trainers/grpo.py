@@ -28,7 +28,7 @@ from transformers import TrainerCallback
 
 from verihub.generation import Sampling
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
-from verihub.trainers.heldout import heldout_pass_rates, heldout_samples
+from verihub.trainers.heldout import heldout_pass_rates
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
 from verihub.trainers.models import TrainerRun, load_tokenizer, lora_config, precision_defaults, require_vllm
 from verihub.trainers.monitors import MonitorKnobs, RunMonitor
@@ -53,7 +53,8 @@ class GRPOTrainer(TrainerRun):
     None, ``"adaptive"``, a dict of its knobs or a :class:`~verihub.trainers.curriculum.Curriculum`.
     ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
     for the held-out alerts and curves (0: never): pass@1 over ``heldout_samples`` samples per task at
-    ``heldout_temperature`` (default greedy). The rest goes to ``trl.GRPOConfig``.
+    ``heldout_temperature`` (default greedy), a faulted sample counting as failed, the faults logged
+    beside it. The rest goes to ``trl.GRPOConfig``.
     """
 
     def __init__(
@@ -218,5 +219,4 @@ class _Heldout(TrainerCallback):
         sampling = Sampling(temperature=run.heldout_temperature, max_tokens=run.config.max_completion_length or 256)
         rates = heldout_pass_rates(policy, run.mix, tasks=run.heldout_tasks, samples=run.heldout_samples,
                                    sampling=sampling)
-        self.run.monitor.record_heldout(rates, heldout_samples(run.mix, tasks=run.heldout_tasks,
-                                                               samples=run.heldout_samples))
+        self.run.monitor.record_heldout(rates)

@@ -5,7 +5,9 @@ are the samples of one prompt) and, at each logging step, gives metrics since th
 
 - ``verihub/<env>/reward``, ``pass_rate``, ``fault_rate`` and ``faults`` (cumulative), ``length``
   (characters of the graded answer), ``identical_groups`` (groups whose samples are all the same),
-  ``pass_rate/<difficulty>``; ``verihub/<env>/heldout_pass_rate`` when held-out evaluation runs;
+  ``pass_rate/<difficulty>``; ``verihub/<env>/heldout_pass_rate`` when held-out evaluation runs (a
+  faulted sample counts as failed), with ``heldout_pass_rate_graded`` (graded samples only),
+  ``heldout_faulted`` (samples) and ``heldout_tasks_lost`` (tasks with no sample graded) beside it;
   ``verihub/<env>/judge_agreement`` when a judge layer has a calibration set.
 - ``alerts/<kind>/<env>`` = 1 at every logging step an alert holds, with a warning when it starts:
   ``heldout`` (training pass rate up while held-out pass rate falls from its best by more than the
@@ -19,10 +21,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from verihub.trainers.rewards import Outcome
+
+if TYPE_CHECKING:
+    from verihub.trainers.heldout import HeldoutRate
 
 __all__ = ["MonitorKnobs", "RunMonitor"]
 
@@ -64,7 +70,7 @@ class _Series:
     rule_rate: list[float] = field(default_factory=list)
     check_rate: list[float] = field(default_factory=list)
     heldout: list[float] = field(default_factory=list)
-    heldout_samples: int = 0  # graded samples behind each held-out rate (0: unknown)
+    heldout_last: HeldoutRate | None = None  # the latest held-out rate, with its sample size and faults
     judge: list[float] = field(default_factory=list)
     faults: int = 0
     fault_reasons: set[str] = field(default_factory=set)
@@ -91,11 +97,12 @@ class RunMonitor:
                 window.groups += 1
                 window.identical += len({o.text for o in group}) == 1  # type: ignore[union-attr]
 
-    def record_heldout(self, pass_rates: dict[str, float], samples: dict[str, int] | None = None) -> None:
-        """Held-out pass rates, each from ``samples[env]`` graded samples (when known, to tell noise apart)."""
-        for env, rate in pass_rates.items():
-            self.series[env].heldout.append(rate)
-            self.series[env].heldout_samples = (samples or {}).get(env, 0)
+    def record_heldout(self, rates: Mapping[str, HeldoutRate]) -> None:
+        """Held-out pass rates (:func:`~verihub.trainers.heldout.heldout_pass_rates`), faults counted as failed."""
+        for env, rate in rates.items():
+            series = self.series[env]
+            series.heldout.append(rate.pass_rate)
+            series.heldout_last = rate
             self._fresh_heldout.add(env)
 
     def record_judge_agreement(self, env: str, agreement: float) -> None:
@@ -125,7 +132,14 @@ class RunMonitor:
             if window.groups:
                 metrics[f"{prefix}/identical_groups"] = window.identical / window.groups
             if series.heldout and env in self._fresh_heldout:
-                metrics[f"{prefix}/heldout_pass_rate"] = series.heldout[-1]
+                last = series.heldout_last
+                assert last is not None
+                # what faults took out: counted as failed in the rate, left out of its graded twin
+                metrics.update({f"{prefix}/heldout_pass_rate": last.pass_rate,
+                                f"{prefix}/heldout_faulted": float(last.faulted),
+                                f"{prefix}/heldout_tasks_lost": float(last.tasks_lost)})
+                if not math.isnan(last.graded_pass_rate):
+                    metrics[f"{prefix}/heldout_pass_rate_graded"] = last.graded_pass_rate
             if series.judge:
                 metrics[f"{prefix}/judge_agreement"] = series.judge[-1]
             found = self._alerts(env, window)
@@ -199,10 +213,11 @@ class RunMonitor:
 def _noise(best: float, last: float, series: _Series) -> float:
     """Twice the standard error of the difference of two held-out rates measured on the same sample size:
     a drop smaller than this is what re-measuring an unchanged model could show."""
-    if not series.heldout_samples:
+    samples = series.heldout_last.samples if series.heldout_last is not None else 0
+    if not samples:
         return 0.0
     rate = (best + last) / 2
-    return 2 * math.sqrt(2 * rate * (1 - rate) / series.heldout_samples)
+    return 2 * math.sqrt(2 * rate * (1 - rate) / samples)
 
 
 def _mean(values: Sequence[float]) -> float:
