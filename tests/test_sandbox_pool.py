@@ -116,6 +116,52 @@ def test_a_run_cannot_turn_its_own_result_into_an_infrastructure_fault(pool: War
     assert probe(pool) == clean_view
 
 
+# Scans its own memory for "<prefix><suffix>" knowing only the suffix's hash, so the secret is never in it.
+MEMORY_SCAN = r"""
+import ctypes, gc, hashlib, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+null = os.open("/dev/null", os.O_WRONLY)
+def regions():
+    try:
+        with open("/proc/self/maps") as maps:
+            spans = [line.split()[:2] for line in maps]
+        return [tuple(int(x, 16) for x in span.split("-")) for span, perms in spans if perms.startswith("rw")]
+    except OSError:  # not readable: find the pages around the heap's objects (write() says EFAULT, not SIGSEGV)
+        anchors = {id(o) & ~0xFFFFF for o in gc.get_objects()[::50]}
+        pages = {page for anchor in anchors for page in range(anchor - (8 << 20), anchor + (8 << 20), 4096)
+                 if page > 0 and libc.write(null, page, 1) == 1}
+        return [(page, page + 4096) for page in sorted(pages)]
+found = set()
+for start, end in regions():
+    memory = ctypes.string_at(start, end - start)
+    for name, prefix in PREFIXES.items():
+        at = memory.find(prefix)
+        while at >= 0:
+            if hashlib.sha256(memory[at + len(prefix):at + len(prefix) + SIZE]).hexdigest() == DIGEST:
+                found.add(name)
+            at = memory.find(prefix, at + 1)
+print(sorted(found))
+"""
+
+
+def test_no_byte_of_a_run_stays_in_the_memory_the_next_run_inherits(pool: WarmPool) -> None:
+    import hashlib
+
+    suffix = os.urandom(8).hex()
+    prefixes = {"code": "code-secret-", "file": "file-secret-", "stdin": "stdin-secret-", "output": "output-secret-"}
+    code = (f"import sys\nsecret = {prefixes['code'] + suffix!r}\nsys.stdout.write({prefixes['output']!r} + {suffix!r})\n"
+            "print(open('tests.py').read(), sys.stdin.read())")
+    victim = sandbox.run_python(code, files={"tests.py": prefixes["file"] + suffix}, stdin=prefixes["stdin"] + suffix,
+                                limits=LIMITS, sandbox=pool, keep_files=True)
+    assert victim.ok and victim.stdout.count(suffix) == 3
+    scan = (f"PREFIXES = {dict((name, prefix.encode()) for name, prefix in prefixes.items())!r}\n"
+            f"SIZE = {len(suffix)}\nDIGEST = {hashlib.sha256(suffix.encode()).hexdigest()!r}\n" + MEMORY_SCAN)
+    scanned = sandbox.run_python(scan, limits=Limits(wall_s=60, memory_mb=256, max_procs=16), sandbox=pool)
+    assert scanned.ok, scanned.stderr[-2000:]
+    assert scanned.stdout == "[]\n"  # none of run N's code, files, stdin or output
+
+
 def test_the_work_dir_is_the_same_as_in_a_fresh_jail(pool: WarmPool, fresh_jail: Any) -> None:
     code = "import os; print(os.getcwd(), os.environ['HOME'], sorted(os.listdir('.')))"
     files = {"data.txt": "x"}

@@ -49,7 +49,8 @@ _X86_64_REFUSED = ("umount", "iopl", "ioperm", "modify_ldt")
 def _policy(machine: str) -> str:
     refused = [name for names in REFUSED.values() for name in names]
     refused += _X86_64_REFUSED if machine in ("x86_64", "amd64") else ("umount2",)
-    personality = " && ".join(f"persona != {value:#x}" for value in PERSONALITIES)
+    # the kernel reads personality's argument as 32 bits: compare those only
+    personality = " && ".join(f"(persona & 0xffffffff) != {value:#x}" for value in PERSONALITIES)
     allowed = ", ".join(f"SYSCALL[{number}]" for number in range(NEWEST_REVIEWED + 1))
     # Kafel takes the first rule that matches: the refusals come before the allow-list.
     return "\n".join([

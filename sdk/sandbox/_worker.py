@@ -1,17 +1,26 @@
 """The warm-pool worker (after _archive.py and _jailpy.py, whose helpers it uses): pid 1 of a long-lived
 jail, forking once per run.
 
-Stdlib only, Python 3.8+: it runs under the jail's system Python, not verihub's. The host sends
-length-prefixed JSON requests on stdin and reads replies on stdout. A run gets /work as its working
-directory, as in a fresh jail; the child sets its own limits, then executes Python code in-process (no
-interpreter start) or execs a command. The worker never runs untrusted code itself; as pid 1 of the
-jail's pid namespace it cannot be killed from inside, and it is not dumpable, so it cannot be traced.
+Stdlib only, Python 3.8+: it runs under the jail's system Python, not verihub's. The host sends a
+length-prefixed JSON request on stdin and reads the reply on stdout. A run gets /work as its working
+directory, as in a fresh jail; it executes Python code in-process (no interpreter start) or execs a
+command. As pid 1 of the jail's pid namespace the worker cannot be killed from inside, and it is not
+dumpable, so it cannot be traced or read.
 
-Nothing of one run may be visible to the next. After each run the worker kills every other process,
-removes SysV IPC objects and POSIX message queues, empties every writable mount, puts back what a run
-can change about the worker from outside (the modes of those mounts, its rlimits, its CPU affinity),
-then compares the jail with the state it recorded before the first run (:func:`observe`). The reply
-says whether it came back clean; the host replaces a worker that did not.
+Nothing of one run may be visible to the next, in the jail or in memory:
+
+- The worker never holds a run's data. Each run is a fresh fork of it that reads its own request
+  (code, files, stdin) and tells the worker only its limits; the worker collects the output in one
+  buffer that it zeroes afterwards, and a second fork packs the work dir when it is asked for. A fork's
+  memory is the worker's, so it holds no trace of earlier runs.
+- After each run the worker kills every other process, removes SysV IPC objects and POSIX message
+  queues, empties every writable mount, puts back what a run can change about the worker from outside
+  (the modes of those mounts, its rlimits, its CPU affinity), then compares the jail with the state it
+  recorded before the first run (:func:`observe`). Its last message says whether the jail came back
+  clean; the host replaces a worker that did not.
+
+Per request the worker writes: a JSON header (exit code, times, and the sizes of what follows), the
+run's stdout and stderr, the work dir as frames when asked for (length-prefixed), a JSON status.
 """
 
 import base64
@@ -36,6 +45,7 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 RLIMITS = sorted(getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_"))
 IPC_RMID = 0
 KILL_TIMEOUT_S = 2.0
+CHUNK = 65536
 
 
 def main() -> None:
@@ -47,19 +57,44 @@ def main() -> None:
     os.dup2(null, 1)  # a stray print of ours can never corrupt the protocol
     mounts = writable_mounts()
     clean = observe(mounts, options["own_network"])
+    outputs = Outputs()
     send({"ready": True, "python": sys.version.split()[0], "writable": mounts})
-    while True:
-        request = receive()
-        if request is None:
-            return
-        try:
-            reply = run(request)
-        except Exception:  # noqa: BLE001 - reported to the host as an infrastructure fault
-            reply = {"error": traceback.format_exc()[-2000:]}
-        left = reset(clean, mounts, options["own_network"])
-        if left:
-            reply["dirty"] = left
-        send(reply)
+    while serve(clean, mounts, options["own_network"], outputs):
+        pass
+
+
+def serve(clean, mounts, own_network, outputs):
+    """One run, start to clean state; False once the host has closed the protocol."""
+    control_read, control_write = os.pipe()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        child(control_write, out_write, err_write, (control_read, out_read, err_read))
+    for fd in (control_write, out_write, err_write):
+        os.close(fd)
+    started = read_all(control_read)  # noqa: F821 - from _jailpy.py; the run's limits, once it starts
+    if not started:  # the host closed the protocol before sending a request
+        os.waitpid(pid, 0)
+        return False
+    start = json.loads(started)
+    if "error" in start:  # the fork could not set the run up: our fault, reported as such
+        os.waitpid(pid, 0)
+        for fd in (out_read, err_read):
+            os.close(fd)
+        header = {"error": start["error"], "stdout": 0, "stderr": 0, "files": False}
+    else:
+        header = supervise(pid, out_read, err_read, start, outputs)
+    kill_others()  # before the work dir is packed: nothing of the run is left to interfere
+    send(header)
+    for which in (0, 1):
+        write_all(PROTOCOL_OUT, outputs.view(which, header["stdout" if which == 0 else "stderr"]))  # noqa: F821
+    if header["files"]:
+        send_files()
+    outputs.wipe()
+    left = reset(clean, mounts, own_network)
+    send({"clean": not left, "left": left})
+    return True
 
 
 def receive():
@@ -89,43 +124,35 @@ def send(message):
 # -- one run -----------------------------------------------------------------------------------------
 
 
-def run(request):
-    if request.get("files"):
-        unpack(from_frames(base64.b64decode(request["files"])), WORK)  # noqa: F821 - from _archive.py
-    in_read, in_write = os.pipe()
-    out_read, out_write = os.pipe()
-    err_read, err_write = os.pipe()
-    start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        child(request, in_read, out_write, err_write, (in_write, out_read, err_read))
-    for fd in (in_read, out_write, err_write):
-        os.close(fd)
-    stdin = base64.b64decode(request.get("stdin") or "")
-    outputs, timed_out, capped, status, usage = supervise(pid, in_write, stdin, out_read, err_read, request, start)
-    reply = {
-        "exit_code": os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status,
-        "stdout": base64.b64encode(outputs[0]).decode(),
-        "stderr": base64.b64encode(outputs[1]).decode(),
-        "wall_s": time.monotonic() - start,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "max_rss_kb": usage.ru_maxrss,
-        "timed_out": timed_out,
-        "output_capped": capped,
-    }
-    if request.get("keep_files"):
-        reply["files"] = base64.b64encode(packed(WORK)).decode()  # noqa: F821 - from _jailpy.py
-    return reply
-
-
-def child(request, stdin, out_write, err_write, to_close):
+def child(control, out_write, err_write, to_close):
+    """The run: a fresh fork of the worker. It reads its own request, sets up /work and stdin, reports
+    its limits to the worker, and becomes the program. It never returns."""
+    try:
+        for fd in to_close:
+            os.close(fd)
+        request = receive()
+        if request is None:
+            os._exit(0)
+        os.close(PROTOCOL_IN)
+        os.close(PROTOCOL_OUT)
+        if request.get("files"):
+            unpack(from_frames(base64.b64decode(request["files"])), WORK)  # noqa: F821 - from _archive.py
+        stdin = stdin_pipe(base64.b64decode(request.get("stdin") or ""), (control, out_write, err_write))
+        limits = {key: request[key] for key in ("wall_s", "max_output", "keep_files")}
+        write_all(control, json.dumps(limits).encode())  # noqa: F821
+        os.close(control)
+    except BaseException:  # noqa: BLE001
+        try:
+            write_all(control, json.dumps({"error": traceback.format_exc()[-2000:]}).encode())  # noqa: F821
+        finally:
+            os._exit(127)
     try:
         os.setsid()
         os.chdir(WORK)
         os.dup2(stdin, 0)
         os.dup2(out_write, 1)
         os.dup2(err_write, 2)
-        for fd in (PROTOCOL_IN, PROTOCOL_OUT, stdin, out_write, err_write) + tuple(to_close):
+        for fd in (stdin, out_write, err_write):
             os.close(fd)
         limit(resource.RLIMIT_AS, request["memory_mb"] << 20)
         cpu = int(request["cpu_s"]) + 1
@@ -137,6 +164,7 @@ def child(request, stdin, out_write, err_write, to_close):
         os.environ.clear()
         os.environ.update(request["env"])
         if request.get("code") is not None:
+            LIBC.prctl(4, 1, 0, 0, 0)  # dumpable again, as in a fresh jail (/proc/self readable)
             os._exit(run_main(request["code"], os.path.join(WORK, "main.py")))  # noqa: F821
         argv = request["argv"]
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; exec'd programs must not
@@ -148,22 +176,67 @@ def child(request, stdin, out_write, err_write, to_close):
             os._exit(127)
 
 
+def stdin_pipe(data, to_close):
+    """A pipe holding ``data`` for the run's stdin; past the pipe's capacity a feeder process writes it."""
+    read_end, write_end = os.pipe()
+    if len(data) > CHUNK and os.fork() == 0:
+        try:
+            for fd in to_close + (read_end,):
+                os.close(fd)
+            write_all(write_end, data)  # noqa: F821
+        finally:
+            os._exit(0)
+    elif len(data) <= CHUNK:
+        write_all(write_end, data)  # noqa: F821 - fits: a pipe holds 64 KiB
+    os.close(write_end)
+    return read_end
+
+
 def limit(kind, value):
     resource.setrlimit(kind, (value, value))
 
 
-def supervise(pid, stdin_fd, stdin, out_read, err_read, request, start):
-    """Feed stdin and collect output until the child exits; kill its session at the deadline or the cap."""
-    deadline = start + request["wall_s"]
-    cap = request["max_output"]
-    outputs = {out_read: bytearray(), err_read: bytearray()}
+class Outputs:
+    """Where the worker collects a run's stdout and stderr: one buffer, reused and zeroed after every
+    run, so that no byte of a run stays in the memory that the next run's fork inherits."""
+
+    def __init__(self):
+        self.buffer, self.size, self.used = bytearray(), 0, [0, 0]
+
+    def prepare(self, cap):
+        if self.size < cap + CHUNK:
+            self.wipe()
+            self.size = cap + CHUNK
+            self.buffer = bytearray(2 * self.size)
+        self.used = [0, 0]
+
+    def read(self, which, fd):
+        """Read what ``fd`` has into stream ``which`` (0 stdout, 1 stderr); 0 at its end."""
+        start = which * self.size + self.used[which]
+        end = min(start + CHUNK, (which + 1) * self.size)
+        with memoryview(self.buffer) as view:
+            count = os.readv(fd, [view[start:end]]) if end > start else len(os.read(fd, CHUNK))
+        self.used[which] += count if end > start else 0
+        return count
+
+    def view(self, which, size):
+        return memoryview(self.buffer)[which * self.size:which * self.size + size]
+
+    def total(self):
+        return self.used[0] + self.used[1]
+
+    def wipe(self):
+        self.buffer[:] = bytes(len(self.buffer))
+
+
+def supervise(pid, out_read, err_read, start, outputs):
+    """Collect output until the run exits; kill its session at the deadline or past the output cap."""
+    begin = time.monotonic()
+    deadline = begin + start["wall_s"]
+    cap = start["max_output"]
+    outputs.prepare(cap)
+    streams = {out_read: 0, err_read: 1}
     open_fds = [out_read, err_read]
-    pending = memoryview(stdin)
-    if pending:
-        os.set_blocking(stdin_fd, False)
-    else:
-        os.close(stdin_fd)
-        stdin_fd = None
     timed_out = capped = False
     status = usage = None
     while True:
@@ -181,34 +254,30 @@ def supervise(pid, stdin_fd, stdin, out_read, err_read, request, start):
             time.sleep(0.0005)
             continue
         wait = 0.0 if status is not None else max(0.0, min(remaining, 0.05))
-        writers = [stdin_fd] if stdin_fd is not None and status is None else []
-        ready, can_write, _ = select.select(open_fds, writers, [], wait)
-        if can_write:
-            try:
-                pending = pending[os.write(stdin_fd, pending[:65536]):]
-            except BlockingIOError:
-                pass
-            except OSError:  # the child closed its stdin
-                pending = pending[:0]
-            if not pending:
-                os.close(stdin_fd)
-                stdin_fd = None
-        if not ready and not can_write and status is not None:
-            break  # the child is gone; what its leftovers write later does not count
+        ready, _, _ = select.select(open_fds, [], [], wait)
+        if not ready and status is not None:
+            break  # the run is over; what its leftovers write later does not count
         for fd in ready:
-            chunk = os.read(fd, 65536)
-            if not chunk:
+            if not outputs.read(streams[fd], fd):
                 open_fds.remove(fd)
-                continue
-            outputs[fd] += chunk
-            if len(outputs[out_read]) + len(outputs[err_read]) > cap and not capped:
+            elif outputs.total() > cap and not capped:
                 capped = True
                 kill_session(pid)
     if status is None:
         _, status, usage = os.wait4(pid, 0)
-    for fd in [out_read, err_read] + ([stdin_fd] if stdin_fd is not None else []):
+    for fd in (out_read, err_read):
         os.close(fd)
-    return (bytes(outputs[out_read][:cap]), bytes(outputs[err_read][:cap])), timed_out, capped, status, usage
+    return {
+        "exit_code": os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status,
+        "wall_s": time.monotonic() - begin,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "max_rss_kb": usage.ru_maxrss,
+        "timed_out": timed_out,
+        "output_capped": capped,
+        "stdout": min(outputs.used[0], cap),
+        "stderr": min(outputs.used[1], cap),
+        "files": bool(start["keep_files"]),
+    }
 
 
 def kill_session(pid):
@@ -216,6 +285,28 @@ def kill_session(pid):
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def send_files():
+    """The work dir, packed by a fresh fork (its memory, holding the files, goes with it)."""
+    began_read, began_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(began_read)
+            data = packed(WORK)  # noqa: F821 - from _jailpy.py
+            os.write(began_write, b"w")
+            write_all(PROTOCOL_OUT, struct.pack(">I", len(data)) + data)  # noqa: F821
+        finally:
+            os._exit(0)
+    os.close(began_write)
+    began = read_all(began_read)  # noqa: F821 - until the packer exits
+    _, status = os.waitpid(pid, 0)
+    if not began:
+        data = failed_frames("the work dir could not be packed (exit status %d)" % status)  # noqa: F821
+        write_all(PROTOCOL_OUT, struct.pack(">I", len(data)) + data)  # noqa: F821
+    elif status != 0:
+        os._exit(70)  # it died halfway through its message: the protocol is lost, the host replaces us
 
 
 # -- back to the clean state -------------------------------------------------------------------------

@@ -88,6 +88,8 @@ class _Worker:
             raise WorkerGone(f"a worker did not start: {why}") from None
 
     def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One run: the reply header, with ``stdout``, ``stderr`` (bytes) and ``files`` (frames, or
+        None), and ``dirty`` when the jail did not come back clean afterwards."""
         body = json.dumps(message).encode()
         assert self.process.stdin is not None
         try:
@@ -95,11 +97,22 @@ class _Worker:
             self.process.stdin.flush()
         except (OSError, ValueError) as error:  # broken pipe, or a pipe already closed
             raise WorkerGone(f"worker pipe closed: {error}") from None
-        return self._receive(time.monotonic() + timeout)
+        deadline = time.monotonic() + timeout
+        reply = self._receive(deadline)
+        reply["stdout"] = self._read(reply["stdout"], deadline)
+        reply["stderr"] = self._read(reply["stderr"], deadline)
+        reply["files"] = self._read(struct.unpack(">I", self._read(4, deadline))[0], deadline) if reply["files"] else None
+        status = self._receive(deadline)
+        if not status.get("clean"):
+            reply["dirty"] = status.get("left") or "?"
+        return reply
 
     def _receive(self, deadline: float) -> dict[str, Any]:
         header = self._read(4, deadline)
-        return json.loads(self._read(struct.unpack(">I", header)[0], deadline))
+        try:
+            return json.loads(self._read(struct.unpack(">I", header)[0], deadline))
+        except ValueError:
+            raise WorkerGone("worker broke the protocol") from None
 
     def _read(self, size: int, deadline: float) -> bytes:
         assert self.process.stdout is not None
@@ -303,8 +316,8 @@ def _message(request: Request, python: str) -> dict[str, Any]:
 def _result(reply: dict[str, Any], request: Request, attempts: int) -> Result:
     finished = Finished(
         returncode=reply["exit_code"],
-        stdout=base64.b64decode(reply["stdout"]),
-        stderr=base64.b64decode(reply["stderr"]),
+        stdout=reply["stdout"],
+        stderr=reply["stderr"],
         wall_s=reply["wall_s"],
         cpu_s=reply["cpu_s"],
         max_rss_mb=reply["max_rss_kb"] / 1024,
@@ -312,9 +325,9 @@ def _result(reply: dict[str, Any], request: Request, attempts: int) -> Result:
         output_capped=reply["output_capped"],
     )
     files, files_error = None, ""
-    if "files" in reply:
+    if reply["files"] is not None:
         try:
-            files = Snapshot.received(base64.b64decode(reply["files"]))
+            files = Snapshot.received(reply["files"])
         except UnsafeArchive as error:
             files_error = str(error)
     return to_result(finished, request.limits, files=files, files_error=files_error,
