@@ -205,9 +205,8 @@ class Outputs:
 
     def prepare(self, cap):
         if self.size < cap + CHUNK:
-            self.wipe()
             self.size = cap + CHUNK
-            self.buffer = bytearray(2 * self.size)
+            self.buffer = bytearray(2 * self.size)  # the old one was wiped after its run
         self.used = [0, 0]
 
     def read(self, which, fd):
@@ -226,7 +225,11 @@ class Outputs:
         return self.used[0] + self.used[1]
 
     def wipe(self):
-        self.buffer[:] = bytes(len(self.buffer))
+        """Zero what the last run wrote (only that: a full buffer is megabytes)."""
+        for which, used in enumerate(self.used):
+            start = which * self.size
+            self.buffer[start:start + used] = bytes(used)
+        self.used = [0, 0]
 
 
 def supervise(pid, out_read, err_read, start, outputs):
