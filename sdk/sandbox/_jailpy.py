@@ -68,9 +68,10 @@ def packed(directory):
 
 
 def bootstrap():
-    """Fresh jail, Python run: argv is [inbound fd, control fd, keep files (0/1)]; main.py comes with
-    the files (as frames). The control pipe gets the start marker, and the packed files at the end."""
-    inbound, control, keep = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+    """Fresh jail, Python run: argv is [inbound fd, control fd, keep files (0/1), soft CPU seconds];
+    main.py comes with the files (as frames). The control pipe gets the start marker, and the packed
+    files at the end."""
+    inbound, control, keep, cpu = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
     unpack(from_frames(read_all(inbound)), "/work")  # noqa: F821 - from _archive.py
     os.write(control, b"verihub-started\n")
     if not keep:
@@ -82,6 +83,9 @@ def bootstrap():
     if child == 0:
         if keep:
             os.close(control)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.getrlimit(resource.RLIMIT_CPU)[1]))
         os._exit(run_main(code, "/work/main.py"))
     _, wait_status = os.waitpid(child, 0)
     status = 128 + os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else os.WEXITSTATUS(wait_status)

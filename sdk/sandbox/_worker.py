@@ -155,8 +155,7 @@ def child(control, out_write, err_write, to_close):
         for fd in (stdin, out_write, err_write):
             os.close(fd)
         limit(resource.RLIMIT_AS, request["memory_mb"] << 20)
-        cpu = int(request["cpu_s"]) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_s"], request["cpu_s"] + 1))  # SIGXCPU, then SIGKILL
         limit(resource.RLIMIT_FSIZE, request["max_file_mb"] << 20)
         limit(resource.RLIMIT_NPROC, request["max_procs"] + 1)  # + this worker
         for number in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):

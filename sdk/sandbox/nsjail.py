@@ -33,7 +33,7 @@ from verihub.sandbox._seccomp import POLICY
 from verihub.sandbox.probe import nsjail_binary
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive
 
-__all__ = ["JAIL_ENV", "PYTHON", "WORK_DIR", "NsjailSandbox", "jail_source"]
+__all__ = ["JAIL_ENV", "PYTHON", "WORK_DIR", "NsjailSandbox", "cpu_seconds", "jail_source"]
 
 WORK_DIR = "/work"
 JAIL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -88,7 +88,8 @@ class NsjailSandbox:
         if request.code is not None:
             # Python code: the jail's python3 is pid 1 and unpacks the files itself (no tar to start).
             inbound = pipes.feed(_python_frames(request.files, request.code))
-            entry = [PYTHON, "-I", "-c", _BOOTSTRAP, str(inbound), str(control), "1" if keep_files else "0"]
+            entry = [PYTHON, "-I", "-c", _BOOTSTRAP, str(inbound), str(control), "1" if keep_files else "0",
+                     str(cpu_seconds(limits))]
             config = self.jail_config(entry, limits, inbound, control, keep_files, wrapper=False)
         else:
             # A command: a bash wrapper unpacks the snapshot's (canonical) tar archive.
@@ -143,7 +144,7 @@ class NsjailSandbox:
             time_limit=math.ceil(limits.wall_s) + 1,  # a backstop: the host kills at wall_s exactly
             clone_newnet=not limits.network,
             rlimit_as=limits.memory_mb,
-            rlimit_cpu=max(1, math.ceil(limits.cpu_limit_s)),
+            rlimit_cpu=cpu_seconds(limits) + 1,  # the hard limit; the wrapper sets the soft one
             rlimit_fsize=limits.max_file_mb,
             rlimit_nofile=256,
             rlimit_nproc=_process_limit(limits.max_procs),
@@ -173,15 +174,22 @@ class NsjailSandbox:
                                         nosuid=True, nodev=True))
         if wrapper:
             assert control is not None
-            config.exec_bin = Exe(path="/bin/bash", arg=["-c", _wrapper(inbound, control, keep_files), "verihub", *command])
+            script = _wrapper(inbound, control, keep_files, cpu_seconds(limits))
+            config.exec_bin = Exe(path="/bin/bash", arg=["-c", script, "verihub", *command])
         else:
             config.exec_bin = Exe(path=command[0], arg=list(command[1:]))
         return config
 
 
-def _wrapper(inbound: int | None, control: int, keep_files: bool) -> str:
+def cpu_seconds(limits: Limits) -> int:
+    """The soft RLIMIT_CPU of a run: at it the kernel sends SIGXCPU, which tells a CPU-time limit apart
+    from any other kill (the hard limit, a second later, is SIGKILL for programs that ignore it)."""
+    return max(1, math.ceil(limits.cpu_limit_s))
+
+
+def _wrapper(inbound: int | None, control: int, keep_files: bool, cpu: int) -> str:
     """The jail's pid 1: set up /work, run the command with the control pipes closed, pack /work."""
-    lines = ["cd /work || exit 1"]
+    lines = ["cd /work || exit 1", f"ulimit -S -t {cpu}"]
     if inbound is not None:
         # -p: modes exactly as in the snapshot; --no-overwrite-dir: /work keeps its own
         lines.append(f"tar -x -p --no-same-owner --no-overwrite-dir -f - <&{inbound} || exit 1")

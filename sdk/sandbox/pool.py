@@ -35,7 +35,7 @@ from verihub.errors import SandboxUnavailable
 from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import Finished
-from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox, jail_source
+from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox, cpu_seconds, jail_source
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive
 
 __all__ = ["WarmPool"]
@@ -303,7 +303,7 @@ def _message(request: Request, python: str) -> dict[str, Any]:
         "files": base64.b64encode(_archive.to_frames(request.files.entries())).decode() if request.files else None,
         "stdin": base64.b64encode(request.stdin or b"").decode(),
         "wall_s": limits.wall_s,
-        "cpu_s": limits.cpu_limit_s,
+        "cpu_s": cpu_seconds(limits),
         "memory_mb": limits.memory_mb,
         "max_file_mb": limits.max_file_mb,
         "max_procs": limits.max_procs,
