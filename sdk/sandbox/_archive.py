@@ -71,7 +71,7 @@ def clean_name(name):
 
 
 def check(entries):
-    """The rule, applied: the entries to keep, in order (a later entry of a name replaces an earlier one)."""
+    """The rule, applied: the entries to keep, sorted by name (a later entry of a name replaces an earlier one)."""
     kept = {}
     parents = set()  # every directory some entry lies in
     for entry in entries:
@@ -102,7 +102,24 @@ def check(entries):
     links = {name: entry.target for name, entry in kept.items() if entry.kind == SYMLINK}
     for name in [name for name in links if _resolve(name.split("/")[:-1], links[name], links, [0]) is None]:
         del kept[name]  # a link out of the root: harmless in the jail, not on a host that unpacks it
-    return list(kept.values())
+    _first_name_holds_the_data(kept)
+    return [kept[name] for name in sorted(kept)]  # a canonical order: parents first, whoever packed it
+
+
+def _first_name_holds_the_data(kept):
+    """Of the names of a hard-linked file, the first in order is the file and the others link to it, so
+    that an archive does not depend on the order its packer walked the directory."""
+    groups = {}
+    for name, entry in kept.items():
+        if entry.kind == HARDLINK:
+            groups.setdefault(entry.target, []).append(name)
+    for target, names in groups.items():
+        first = min(names + [target])
+        data = kept[target]
+        kept[first] = Entry(first, FILE, data.mode, data.mtime, "", data.data)
+        for name in names + [target]:
+            if name != first:
+                kept[name] = Entry(name, HARDLINK, data.mode, data.mtime, first)
 
 
 def _add_parents(name, kept, parents):
