@@ -16,6 +16,7 @@ import itertools
 import math
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -57,6 +58,20 @@ def jail_source(*names: str) -> str:
 
 _INFRA_RETRIES = 2
 _BOOTSTRAP = jail_source("_jailpy.py") + "\nbootstrap()\n"
+# The jail's python3 compiles nothing per run: it gets the bootstrap as a code object, marshalled once by
+# the same interpreter (the jail's /usr is the host's), ahead of the files on the inbound pipe.
+_STUB = """import marshal, os, sys
+def _stub_read(fd, size):
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise SystemExit("verihub: the inbound pipe closed early")
+        data += chunk
+    return data
+_fd = int(sys.argv[1])
+exec(marshal.loads(_stub_read(_fd, int.from_bytes(_stub_read(_fd, 8), "big"))))
+"""
 _STARTED = b"verihub-started\n"
 # Outside uids for jails when running as root: one per run, so that process limits are per run.
 _UID_BASE = 1_900_000_000
@@ -87,8 +102,15 @@ class NsjailSandbox:
         log = pipes.drain()
         if request.code is not None:
             # Python code: the jail's python3 is pid 1 and unpacks the files itself (no tar to start).
-            inbound = pipes.feed(_python_frames(request.files, request.code))
-            entry = [PYTHON, "-I", "-c", _BOOTSTRAP, str(inbound), str(control), "1" if keep_files else "0",
+            try:
+                bootstrap = _compiled_bootstrap()
+            except (OSError, subprocess.SubprocessError) as error:
+                pipes.close()
+                return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, attempts=attempts,
+                              reason=f"{PYTHON} cannot compile the jail's bootstrap: {error}")
+            inbound = pipes.feed(len(bootstrap).to_bytes(8, "big") + bootstrap
+                                 + _python_frames(request.files, request.code))
+            entry = [PYTHON, "-I", "-c", _STUB, str(inbound), str(control), "1" if keep_files else "0",
                      str(cpu_seconds(limits))]
             config = self.jail_config(entry, limits, inbound, control, keep_files, wrapper=False)
         else:
@@ -203,6 +225,14 @@ def _wrapper(inbound: int | None, control: int, keep_files: bool, cpu: int) -> s
         lines.append(f"tar -c -f - -C /work . >&{control} 2>/dev/null")
     lines.append("exit $status")
     return "\n".join(lines)
+
+
+@functools.cache
+def _compiled_bootstrap() -> bytes:
+    """The bootstrap compiled and marshalled by the jail's own Python (once per process)."""
+    marshal = "import marshal, sys; sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), '<verihub>', 'exec')))"
+    return subprocess.run([PYTHON, "-I", "-c", marshal], input=_BOOTSTRAP.encode(), capture_output=True, check=True,
+                          timeout=60, env=JAIL_ENV).stdout
 
 
 def _python_frames(files: Snapshot | None, code: str) -> bytes:
