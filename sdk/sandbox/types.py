@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import io
-import tarfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from verihub.sandbox import _archive
+from verihub.sandbox._archive import UnsafeArchive
 from verihub.spec import SandboxSpec
 
-__all__ = ["Limits", "Request", "Result", "RunStatus", "Snapshot"]
+__all__ = ["Limits", "Request", "Result", "RunStatus", "Snapshot", "UnsafeArchive"]
 
 Limits = SandboxSpec
 """Run limits: the ``sandbox:`` section of environment.yaml, used as is."""
@@ -29,12 +29,19 @@ class RunStatus(StrEnum):
 
 
 class Snapshot:
-    """The files of a work dir, frozen (a tar archive in memory). Restore one by passing it as ``files``."""
+    """The files of a work dir, frozen: a tar archive in memory. Restore one by passing it as ``files``.
 
-    __slots__ = ("tar",)
+    A snapshot only ever holds what the one rule of :mod:`verihub.sandbox._archive` allows (relative
+    names, files, directories, links that stay inside, no setuid), whichever backend made it, so it
+    unpacks the same way everywhere. ``Snapshot(tar)`` raises :class:`UnsafeArchive` (a ``ValueError``)
+    naming what it refuses, and drops what the rule drops (device nodes, FIFOs, links out of the root).
+    """
+
+    __slots__ = ("_entries", "tar")
 
     def __init__(self, tar: bytes = b"") -> None:
-        self.tar = tar
+        self._entries: list[_archive.Entry] | None = None
+        self.tar = _archive.to_tar(_archive.check(_archive.from_tar(tar))) if tar else b""
 
     @classmethod
     def of(cls, files: Mapping[str, str | bytes] | Snapshot | None) -> Snapshot:
@@ -45,36 +52,49 @@ class Snapshot:
             return files
         return cls().adding(files)
 
+    @classmethod
+    def received(cls, data: bytes, *, tar: bool = False) -> Snapshot:
+        """A work dir a jail sent back (frames, or a tar archive); :class:`UnsafeArchive` past the rule."""
+        return cls.from_entries(_archive.from_tar(data) if tar else _archive.from_frames(data))
+
+    @classmethod
+    def from_entries(cls, entries: list[_archive.Entry]) -> Snapshot:
+        """A snapshot of ``entries`` (``verihub.sandbox._archive.Entry``), as the rule keeps them."""
+        checked = _archive.check(entries)
+        snapshot = cls()
+        snapshot.tar, snapshot._entries = _archive.to_tar(checked), checked
+        return snapshot
+
     def adding(self, files: Mapping[str, str | bytes]) -> Snapshot:
         """A new snapshot: this one plus ``files`` (which win over files of the same name)."""
-        buffer = io.BytesIO()
         now = time.time()
-        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-            names = {_safe_name(name) for name in files}
-            if self.tar:
-                with tarfile.open(fileobj=io.BytesIO(self.tar), mode="r:") as existing:
-                    for member in existing:
-                        if member.name.removeprefix("./") not in names:
-                            archive.addfile(member, existing.extractfile(member) if member.isfile() else None)
-            for name, content in files.items():
-                data = content.encode() if isinstance(content, str) else bytes(content)
-                info = tarfile.TarInfo(_safe_name(name))
-                info.size, info.mode, info.mtime = len(data), 0o644, now
-                archive.addfile(info, io.BytesIO(data))
-        return Snapshot(buffer.getvalue())
+        added = [_archive.Entry(_archive.clean_name(name), _archive.FILE, 0o644, now, "",
+                                content.encode() if isinstance(content, str) else bytes(content))
+                 for name, content in files.items()]
+        replaced = {entry.name for entry in added}
+        kept = [entry for entry in self.entries() if entry.name not in replaced]
+        return Snapshot.from_entries(kept + added)
+
+    def entries(self) -> list[_archive.Entry]:
+        """The archive's entries (name, kind, mode, mtime, target, data), as the rule keeps them."""
+        if self._entries is None:
+            self._entries = _archive.check(_archive.from_tar(self.tar)) if self.tar else []
+        return self._entries
 
     def files(self) -> dict[str, bytes]:
-        """Regular files by relative path (read in memory: nothing is extracted on the host)."""
-        if not self.tar:
-            return {}
+        """Regular files by relative path, hard links included (read in memory: nothing is extracted)."""
         found: dict[str, bytes] = {}
-        with tarfile.open(fileobj=io.BytesIO(self.tar), mode="r:") as archive:
-            for member in archive:
-                if member.isfile():
-                    extracted = archive.extractfile(member)
-                    if extracted is not None:
-                        found[member.name.removeprefix("./")] = extracted.read()
+        for entry in self.entries():
+            if entry.kind == _archive.FILE:
+                found[entry.name] = bytes(entry.data)
+            elif entry.kind == _archive.HARDLINK:
+                found[entry.name] = found[entry.target]
         return found
+
+    def digest(self) -> str:
+        """A sha256 of the content: names, kinds, modes, link targets and bytes (not times), so that
+        equal work dirs share a digest and different ones never do."""
+        return _archive.digest(self.entries())
 
     def text(self, name: str) -> str:
         return self.files()[name].decode("utf-8", "replace")
@@ -91,13 +111,6 @@ class Snapshot:
 
     def __repr__(self) -> str:
         return f"<Snapshot {len(self.files())} files, {self.size} bytes>"
-
-
-def _safe_name(name: str) -> str:
-    parts = [part for part in name.replace("\\", "/").split("/") if part not in ("", ".")]
-    if not parts or ".." in parts or name.startswith("/"):
-        raise ValueError(f"file name {name!r} must be a relative path inside the work dir")
-    return "/".join(parts)
 
 
 @dataclass(frozen=True)
