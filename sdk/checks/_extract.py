@@ -18,10 +18,11 @@ Source = Literal["boxed", "answer_tag", "answer_line", "last_line", "full", "non
 # "answer is X" / "Answer: X"; one character class between the verb and X keeps it linear on long runs of
 # whitespace (two adjacent \s* backtrack quadratically).
 _ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is|:|=)[\s:]*(\S[^\n]*)", re.IGNORECASE)
-_BOX_TOKEN = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
+_BOX_OPENER = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LATEX_LINE_TOKEN = re.compile(r"\\begin\{[^{}]*\}|\\end\{[^{}]*\}|\\\\")
 _FENCE_LANGUAGE = re.compile(r"[\w+-]*")
 _SAME_ANSWER_EDGES = re.compile(r"^[\s.,;:!?]+|[\s.,;:!?]+$")
+_DIGIT = re.compile(r"\d")
 _MAX_NUMBERS = 32  # an answer holding more numbers than this is not one number
 
 
@@ -53,33 +54,46 @@ def strip_think(text: str) -> str:
     return "".join(kept)
 
 
-def boxed_answers(text: str) -> tuple[list[str], bool]:
-    """The contents of every closed ``\\boxed{...}``/``\\fbox{...}`` (nested braces allowed), in order of
-    opening, and whether one box sits inside another. One pass over the braces."""
-    stack: list[tuple[bool, int]] = []  # (is a box, where its content starts)
-    found: list[tuple[int, str]] = []
+def boxed_spans(text: str) -> tuple[list[tuple[int, int]], bool]:
+    """Where the content of every closed top-level ``\\boxed{...}``/``\\fbox{...}`` lies (nested braces
+    allowed), in order, and whether a box holds another box. Linear: each brace is looked at once, and
+    spans are returned, not copies."""
+    if "\\boxed" not in text and "\\fbox" not in text:
+        return [], False
+    spans: list[tuple[int, int]] = []
     nested = False
-    boxes_open = 0
-    for token in _BOX_TOKEN.finditer(text):
-        if token.group() == "}":
-            if not stack:
-                continue
-            is_box, start = stack.pop()
-            if is_box:
-                boxes_open -= 1
-                nested = nested or boxes_open > 0
-                found.append((start, text[start:token.start()]))
-        else:
-            is_box = token.group() != "{"
-            boxes_open += is_box
-            stack.append((is_box, token.end()))
-    return [content for _, content in sorted(found)], nested
+    position = 0
+    while (opener := _BOX_OPENER.search(text, position)) is not None:
+        end = _closing_brace(text, opener.end())
+        if end is None:
+            break  # it never closes, so every later brace is inside it
+        nested = nested or _BOX_OPENER.search(text, opener.end(), end) is not None
+        spans.append((opener.end(), end))
+        position = end + 1
+    return spans, nested
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    """The index of the brace closing the one opened just before ``start``, or None."""
+    depth, position = 1, start
+    close = text.find("}", position)
+    while close != -1:
+        opening = text.find("{", position, close)
+        if opening != -1:
+            depth, position = depth + 1, opening + 1
+            continue
+        depth -= 1
+        if depth == 0:
+            return close
+        position = close + 1
+        close = text.find("}", position)
+    return None
 
 
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (nested braces allowed), or None."""
-    contents, _ = boxed_answers(text)
-    return contents[-1] if contents else None
+    spans, _ = boxed_spans(text)
+    return text[spans[-1][0]:spans[-1][1]] if spans else None
 
 
 def tag_contents(text: str, tag: str) -> list[str]:
@@ -128,13 +142,13 @@ def find_answer(completion: str, how: Extract = "auto") -> Answer:
     """
     text = strip_think(completion)
     if how == "full":
-        return Answer(text.strip(), source="full")
+        return Answer(text.strip(), "", "full")
     if how in ("auto", "boxed"):
-        contents, nested = boxed_answers(text)
+        spans, nested = boxed_spans(text)
         if nested:
             return Answer("", "a \\boxed{} inside another \\boxed{}", "boxed")
-        if contents:
-            answer = _the_one(contents, "\\boxed{}", "boxed")
+        if spans:
+            answer = _the_one([text[start:end] for start, end in spans], "\\boxed{}", "boxed")
             if not answer.problem and _several_lines(answer.text):
                 return Answer("", "several lines in one \\boxed{} answer", "boxed")
             return answer
@@ -154,7 +168,7 @@ def find_answer(completion: str, how: Extract = "auto") -> Answer:
             return _the_one(lines, "'answer is' line", "answer_line")
     for line in reversed(text.splitlines()):
         if line.strip():
-            return Answer(line.strip(), source="last_line")
+            return Answer(line.strip(), "", "last_line")
     return Answer("", "the answer is empty")
 
 
@@ -166,6 +180,9 @@ def extract_answer(completion: str, how: Extract = "auto") -> str:
 def _the_one(candidates: list[str], label: str, source: Source) -> Answer:
     """The single answer among ``candidates``, or the problem: several different ones. Empty candidates
     count only when all are empty (``\\boxed{}`` said while explaining the format is not an answer)."""
+    if len(candidates) == 1:  # the usual case, on the grading hot path
+        text = candidates[0].strip()
+        return Answer(text, "" if text else f"the {label} answer is empty", source)
     given = [candidate.strip() for candidate in candidates if candidate.strip()]
     if not given:
         return Answer("", f"the {label} answer is empty", source)
@@ -177,6 +194,8 @@ def _the_one(candidates: list[str], label: str, source: Source) -> Answer:
 
 def _several_lines(content: str) -> bool:
     """A box holding line breaks (``\\\\`` outside \\begin..\\end environments, or several text lines)."""
+    if "\\\\" not in content and "\n" not in content:
+        return False
     depth = 0
     for token in _LATEX_LINE_TOKEN.finditer(content):
         if token.group().startswith("\\begin"):
@@ -229,6 +248,13 @@ def parse_number(text: Any, *, percent_as_fraction: bool = False) -> Fraction | 
 def sole_number(text: str, *, percent_as_fraction: bool = False) -> tuple[Fraction | float | None, str]:
     """The one number ``text`` states, or (None, why): no number, or several different ones (a hedge such
     as "6 or 12"; restating the same value is fine)."""
+    if len(text) > 4096 and _DIGIT.search(text) is None:  # a fast scan first: _NUMBER tries every position
+        return None, "no number in the answer"
+    matches = _NUMBER.finditer(text)
+    first, second = next(matches, None), next(matches, None)
+    if first is not None and second is None:  # the usual case: one number
+        value = parse_number(first.group(0), percent_as_fraction=percent_as_fraction)
+        return (value, "") if value is not None else (None, "no number in the answer")
     values: list[Fraction | float] = []
     for count, match in enumerate(_NUMBER.finditer(text)):
         if count >= _MAX_NUMBERS:
@@ -262,11 +288,12 @@ class _Refused(ValueError):
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        keys = [key for key, _ in pairs]
         duplicate = next(key for key in keys if keys.count(key) > 1)
         raise _Refused(f"duplicate key {duplicate!r} in a JSON object (which one counts is undefined)")
-    return dict(pairs)
+    return found
 
 
 def _no_constant(name: str) -> Any:
@@ -288,7 +315,8 @@ def _strict(text: str, start: int = 0) -> tuple[Any, int]:
         raise
     except ValueError as error:  # e.g. an integer past Python's digit limit
         raise _Refused(f"not usable JSON: {error}") from None
-    _check_depth(value)
+    if text.count("[", start, end) + text.count("{", start, end) > _MAX_JSON_DEPTH:  # else it cannot be too deep
+        _check_depth(value)
     return value, end
 
 

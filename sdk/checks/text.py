@@ -167,7 +167,8 @@ def forbidden(completion: str, task: Mapping[str, Any], params: PatternsParams) 
     forms such as fullwidth letters, or split by invisible characters)."""
     found = find_answer(completion, params.extract)
     text = found.text if not found.problem else strip_think(completion)  # no single answer: search it all
-    text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    if not text.isascii():  # ASCII text has no compatibility forms and no invisible characters
+        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
     for pattern in params.compiled:
         found = pattern.search(text)
         if found is not None:
