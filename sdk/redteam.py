@@ -69,10 +69,11 @@ class ExploitOutcome:
         label = f"exploit {self.name!r} ({self.family})"
         if self.verdict == "error":
             return f"{label} could not be run: {self.error}"
-        run = next(run for run in self.runs if run.status != GradeStatus.WRONG)
         if self.verdict == "passed":
+            run = next(run for run in self.runs if run.status == GradeStatus.OK)
             where = "every layer" if self.target in (EVERY_VERIFIER, GOLD) else f"layer {self.target!r}"
             return f"{label} got through {where} on task {run.task}: graded ok, reward {run.reward:g}"
+        run = next(run for run in self.runs if run.status != GradeStatus.WRONG)
         return (f"{label} made layer {run.layer!r} fault on task {run.task} ({run.status}: {run.detail}); "
                 "a fault is never penalised, so it is a hole")
 

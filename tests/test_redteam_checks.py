@@ -8,8 +8,6 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 

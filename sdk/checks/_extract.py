@@ -280,6 +280,7 @@ def answer_number(completion: str, how: Extract = "auto", *,
 
 
 _MAX_JSON_DEPTH = 64
+_JSON_START = re.compile(r"[{\[]")
 _MAX_JSON_STARTS = 1000  # bare values tried: each failing try is cheap, a megabyte of braces is not
 
 
@@ -345,9 +346,10 @@ def find_json(text: str) -> Any:
         return _one_value([_whole_block(body) for body in bodies])
     values, position, starts = [], 0, 0
     while len(values) < 2:
-        start = _next_bracket(text, position)
-        if start == -1 or starts >= _MAX_JSON_STARTS:
+        found = _JSON_START.search(text, position)
+        if found is None or starts >= _MAX_JSON_STARTS:
             break
+        start = found.start()
         starts += 1
         try:
             value, end = _strict(text, start)
@@ -361,11 +363,6 @@ def find_json(text: str) -> Any:
     if not values:
         raise ValueError("no JSON object or array found")
     return _one_value(values)
-
-
-def _next_bracket(text: str, position: int) -> int:
-    braces, brackets = text.find("{", position), text.find("[", position)
-    return min(braces, brackets) if braces != -1 and brackets != -1 else max(braces, brackets)
 
 
 def _whole_block(body: str) -> Any:
