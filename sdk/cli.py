@@ -52,9 +52,13 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     judge_model: Annotated[str | None, typer.Option(help="Model for judge layers (overrides the spec), e.g. "
                                                     "openai:MODEL@URL. Without any, judge layers are skipped.")] = None,
+    attacks: Annotated[bool, typer.Option("--attacks/--no-attacks", help="Run the red-team suite: every exploit "
+                                          "known against the verifier's checks, and gold.exploits.")] = True,
 ) -> None:
     """Check the spec, then the gold self-check: references must pass and negatives must fail; with a
-    judge model, the judge's agreement with the calibration set must reach the spec's minimum.
+    judge model, the judge's agreement with the calibration set must reach the spec's minimum. Then the
+    red-team suite: every exploit known against the verifier must be rejected (one that passes, or makes
+    the grade a fault, fails validation).
 
     Exits 0 when valid, 1 when the self-check fails, 2 when the spec is invalid.
     """
@@ -62,27 +66,40 @@ def validate(
     from verihub.validate import validate_env
 
     environment = load_env(env, judge_model=judge_model, on_missing_judge="skip")
-    report = validate_env(environment, min_pass_rate=min_pass_rate)
+    report = validate_env(environment, min_pass_rate=min_pass_rate, attacks=attacks)
     if as_json:
         from dataclasses import asdict
 
-        print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
+        blocked, ran = report.exploit_tally()
+        print(json.dumps({**asdict(report), "exploits_blocked": blocked, "exploits_ran": ran, "ok": report.ok},
+                         indent=2))
     else:
         _print_report(report)
     raise typer.Exit(0 if report.ok else 1)
 
 
 def _print_report(report: Any) -> None:
+    from verihub.redteam import EVERY_VERIFIER, GOLD
+
     table = Table(title=f"{report.env_id}@{report.version}: gold self-check", title_justify="left")
-    for column in ("layer", "kind", "gate", "references passed", "negatives failed", "faults", "mean ms"):
+    columns = ("layer", "kind", "gate", "references passed", "negatives failed", "faults", "mean ms", "exploits blocked")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("layer", "kind") else "right")
+
+    def blocked(target: str) -> str:
+        stopped, ran = report.exploit_tally(target)
+        return f"{stopped}/{ran}" if ran else ""
+
     for tally in report.layers:
         mean_ms = 1000 * tally.time_s / tally.runs if tally.runs else 0.0
         table.add_row(
             tally.name, tally.layer, "yes" if tally.gate else "",
             f"{tally.references_passed}/{tally.references_ran}", f"{tally.negatives_failed}/{tally.negatives_ran}",
-            str(tally.faults), f"{mean_ms:.3f}",
+            str(tally.faults), f"{mean_ms:.3f}", blocked(tally.name),
         )
+    for target in (EVERY_VERIFIER, GOLD):
+        if report.exploit_tally(target)[1]:
+            table.add_row(target, "exploits", "", "", "", "", "", blocked(target))
     out.print(table)
     if report.judge_skipped and any(tally.layer == "judge" for tally in report.layers):
         out.print("[yellow]note:[/yellow] judge layers were skipped: no judge model is configured "
@@ -96,11 +113,16 @@ def _print_report(report: Any) -> None:
             out.print(f"  [yellow]~[/yellow] {disagreement}", highlight=False)
     for failure in report.failures:
         out.print(f"  [red]✗[/red] {failure}", highlight=False)
+    if report.exploits_need_judge:
+        out.print(f"[yellow]note:[/yellow] {report.exploits_need_judge} judge-injection exploits need a judge model "
+                  "and were not run (--judge-model).")
+    stopped, ran = report.exploit_tally()
+    exploits = f", exploits blocked {stopped}/{ran}" if report.attacks else ", exploits not run (--no-attacks)"
     verdict = "[green]valid[/green]" if report.ok else "[red]INVALID[/red]"
     out.print(
         f"{verdict}: references passed {report.references_passed}/{report.references} "
         f"(need {report.min_pass_rate:.0%}), negatives rejected {report.negatives_rejected}/{report.negatives}, "
-        f"environment faults {report.faults}"
+        f"environment faults {report.faults}{exploits}"
     )
 
 
@@ -323,7 +345,8 @@ def push(
     hub: HubOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Validate, build (wheel + sdist) and publish a new immutable version, tagged v{version}."""
+    """Validate (red-team suite included: an environment that lets an exploit through is refused, naming
+    it), build (wheel + sdist) and publish a new immutable version, tagged v{version}."""
     if bump not in (None, "patch", "minor", "major"):
         raise typer.BadParameter("use patch, minor or major", param_hint="--bump")
     result = open_hub(hub, token).push(path, owner=owner, bump=bump)

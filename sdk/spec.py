@@ -11,13 +11,16 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from verihub.checks.exploit import Family
 
 __all__ = [
     "DatasetSpec",
     "CalibrationSpec",
     "EnvSpec",
     "EvalSpec",
+    "ExploitSpec",
     "FewShotExample",
     "GoldSpec",
     "InteractionSpec",
@@ -44,7 +47,7 @@ SANDBOX_TOOLS = frozenset({"python", "bash"})  # built-in tools that run in the 
 class FieldError(ValueError):
     """A cross-field rule broken by one field: ``at`` (relative to the model) is where to point."""
 
-    def __init__(self, at: str | tuple[str, ...], message: str) -> None:
+    def __init__(self, at: str | tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.at = (at,) if isinstance(at, str) else at
 
@@ -278,14 +281,40 @@ class CalibrationSpec(_Section):
     drift_items: int = Field(4, ge=1, description="How many calibration items each drift check re-grades.")
 
 
+class ExploitSpec(_Section):
+    """An attack of the environment's own that the verifier must reject (run by `validate` with the
+    exploits every check declares). A completion that passes, or makes the grade a fault, fails validation."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="Unique name, shown in reports.")
+    family: Annotated[Family, BeforeValidator(Family.parse)] = Field(
+        description=f"One of: {', '.join(Family)} (the families of the threat model).")
+    description: str = Field("", description="What the attack tries.")
+    completion: str = Field(description="Template over the task's columns giving the completion, like gold.reference.")
+    files: dict[str, str] | None = Field(
+        None, description="Terminal-state environments (sandboxed tools): files the exploit leaves in the final "
+        "work dir, over the task's initial ones (path and text are templates over the task's columns).")
+    tasks: int = Field(3, ge=1, le=100, description="How many tasks of the eval split it runs on.")
+
+
 class GoldSpec(_Section):
     """Reference answers the verifier must accept and negatives it must reject (checked by `validate`)."""
 
     reference: str = Field(description="Template giving, per task, a completion that must pass, e.g. '\\\\boxed{{{answer}}}'.")
     negatives: list[str] = Field(default_factory=list, description="Templates giving completions that must fail.")
+    exploits: list[ExploitSpec] = Field(
+        default_factory=list, description="Attacks of the environment's own, run after the ones its checks declare.")
     min_pass_rate: float = Field(1.0, ge=0, le=1, description="Share of references that must pass.")
     split: str | None = Field(None, description="Split to check (default: every split).")
     max_tasks: int | None = Field(None, ge=1, description="Check at most this many tasks per split.")
+
+    @field_validator("exploits")
+    @classmethod
+    def _unique_names(cls, exploits: list[ExploitSpec]) -> list[ExploitSpec]:
+        names = [exploit.name for exploit in exploits]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise FieldError((index, "name"), f"exploit name {name!r} is used twice")
+        return exploits
 
 
 class EnvSpec(_Section):
@@ -312,3 +341,11 @@ class EnvSpec(_Section):
         if not _SEMVER.match(version):
             raise ValueError(f"must be a semantic version like 1.2.0, got {version!r}")
         return version
+
+    @model_validator(mode="after")
+    def _exploit_files_need_a_work_dir(self) -> EnvSpec:
+        for index, exploit in enumerate(self.gold.exploits):
+            if exploit.files is not None and not self.interaction.sandboxed:
+                raise FieldError(("gold", "exploits", index, "files"), "'files' (a final work dir) applies only "
+                                 "to environments with sandboxed tools (interaction.tools: [bash] or [python])")
+        return self

@@ -195,6 +195,12 @@ def _templates(raw: dict[str, Any]) -> list[tuple[Loc, str]]:
             found.append((("gold", "reference"), gold["reference"]))
         if isinstance(gold.get("negatives"), list):
             found += [(("gold", "negatives", i), t) for i, t in enumerate(gold["negatives"]) if isinstance(t, str)]
+        for i, exploit in enumerate(gold.get("exploits") or []):
+            if isinstance(exploit, dict):
+                found += [(("gold", "exploits", i, "completion"), exploit["completion"])] if isinstance(
+                    exploit.get("completion"), str) else []
+                for path, text in (exploit.get("files") or {}).items():
+                    found += [(("gold", "exploits", i, "files"), path), (("gold", "exploits", i, "files", path), text)]
     return found
 
 

@@ -1,4 +1,5 @@
-"""The gold self-check behind ``verihub validate``: references must pass, negatives must fail."""
+"""The gold self-check behind ``verihub validate``: references must pass, negatives must fail, and every
+exploit known against the verifier must be rejected (the red-team suite, :mod:`verihub.redteam`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from verihub.calibration import CalibrationReport, acalibrate
 from verihub.environment import Environment
 from verihub.grade import Grade, GradeStatus, LayerStatus
+from verihub.redteam import ExploitOutcome, run_exploits
 
 __all__ = ["LayerTally", "ValidationReport", "validate_env"]
 
@@ -49,6 +51,14 @@ class ValidationReport:
     failures: list[str] = field(default_factory=list)  # the first few, with reasons
     judge_skipped: bool = False
     calibration: CalibrationReport | None = None  # the judge's agreement with the labelled examples
+    attacks: bool = True  # whether the red-team suite ran
+    exploits: list[ExploitOutcome] = field(default_factory=list)  # one per exploit, with its runs
+    exploits_need_judge: int = 0  # judge-injection exploits not run: no judge is configured
+
+    def exploit_tally(self, target: str | None = None) -> tuple[int, int]:
+        """(blocked, run) over the exploits of ``target`` (a layer name, or every exploit)."""
+        ran = [o for o in self.exploits if o.verdict != "not_applicable" and target in (None, o.target)]
+        return sum(o.verdict == "blocked" for o in ran), len(ran)
 
     @property
     def reference_pass_rate(self) -> float:
@@ -62,15 +72,17 @@ class ValidationReport:
             and self.negatives_rejected == self.negatives
             and self.faults == 0
             and (self.calibration is None or self.calibration.ok)
+            and not any(outcome.failed for outcome in self.exploits)
         )
 
 
-def validate_env(env: Environment, *, min_pass_rate: float | None = None) -> ValidationReport:
-    """Grade every task's reference (must pass) and negatives (must fail); tally per layer."""
+def validate_env(env: Environment, *, min_pass_rate: float | None = None, attacks: bool = True) -> ValidationReport:
+    """Grade every task's reference (must pass) and negatives (must fail); tally per layer. With
+    ``attacks`` (the default), run the red-team suite too: every exploit must be rejected."""
     gold = env.spec.gold
     report = ValidationReport(
         env.id, env.version, gold.min_pass_rate if min_pass_rate is None else min_pass_rate,
-        judge_skipped=env.verifier.judge is None and env.verifier.on_missing_judge == "skip",
+        judge_skipped=env.verifier.judge is None and env.verifier.on_missing_judge == "skip", attacks=attacks,
     )
     report.layers = [LayerTally(layer.spec.name, layer.spec.layer.value, layer.spec.gate) for layer in env.verifier.layers]
     splits = [gold.split] if gold.split is not None else env.split_names
@@ -98,6 +110,11 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None) -> Val
             _note(report, f"negative for task {task['id']} {_why(grade)}")
     if env.spec.calibration is not None and env.verifier.judge is not None:
         report.calibration = asyncio.run(acalibrate(env))
+    if attacks:
+        report.exploits, report.exploits_need_judge = run_exploits(env)
+        for outcome in report.exploits:
+            if outcome.failed:
+                _note(report, outcome.message())
     return report
 
 

@@ -71,7 +71,8 @@ def careful_judge(request: dict[str, Any]) -> list[dict[str, Any]]:
     ones are counts) or a date the document does not give -> 0.1; a broken constraint -> at most 0.25; else the
     share of key facts stated, in quarters."""
     prompt = request["messages"][-1]["content"]
-    conversation, answer = prompt.split("\n\nRESPONSE:\n", 1)
+    conversation, fenced = prompt.split("\n\nRESPONSE:\n", 1)
+    answer = fenced.split("\n", 1)[1].rsplit("\n", 1)[0]  # between the <response-ID> fence lines
     source = conversation.split("[user]\nDocument: ", 1)[1].split("\n\nTask: ", 1)[0]  # title and document
     (task,) = [row for row in ROWS.values()
                if f"Document: {row['title']}\n" in conversation and f"Task: {row['instruction']}\n" in conversation]

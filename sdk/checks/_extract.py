@@ -1,76 +1,210 @@
-"""Pulling the answer out of a completion: think blocks, \\boxed{}, <answer> tags, answer lines, numbers."""
+"""Pulling the answer out of a completion: think blocks, \\boxed{}, <answer> tags, answer lines, numbers, JSON.
+
+Every scan here is linear in the completion (a policy can send a megabyte of unclosed ``\\boxed{`` or
+``<answer>``), and a completion that gives several different final answers has none: the hedge
+"\\boxed{6} \\boxed{12}" is refused, never read as its last (or first) answer.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Extract = Literal["auto", "full", "boxed", "answer_tag", "last_line"]
+Source = Literal["boxed", "answer_tag", "answer_line", "last_line", "full", "none"]
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-_ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is|:|=)\s*:?\s*(.+)", re.IGNORECASE)
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# "answer is X" / "Answer: X"; one character class between the verb and X keeps it linear on long runs of
+# whitespace (two adjacent \s* backtrack quadratically).
+_ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is|:|=)[\s:]*(\S[^\n]*)", re.IGNORECASE)
+_BOX_OPENER = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_LATEX_LINE_TOKEN = re.compile(r"\\begin\{[^{}]*\}|\\end\{[^{}]*\}|\\\\")
+_FENCE_LANGUAGE = re.compile(r"[\w+-]*")
+_SAME_ANSWER_EDGES = re.compile(r"^[\s.,;:!?]+|[\s.,;:!?]+$")
+_DIGIT = re.compile(r"\d")
+_MAX_NUMBERS = 32  # an answer holding more numbers than this is not one number
+
+
+class Answer(NamedTuple):
+    """The answer part of a completion: its text ("" when there is none), why there is none (several
+    different final answers, nested or multi-line boxes, ...), and where it was found."""
+
+    text: str
+    problem: str = ""
+    source: Source = "none"
 
 
 def strip_think(text: str) -> str:
     """The completion without reasoning: closed <think> blocks removed; an unclosed one leaves nothing."""
     if "<think>" not in text:
         return text
-    text = _THINK_BLOCK.sub("", text)
-    opened = text.find("<think>")
-    return text[:opened] if opened != -1 else text
+    kept: list[str] = []
+    position = 0
+    while True:
+        start = text.find("<think>", position)
+        if start == -1:
+            kept.append(text[position:])
+            break
+        kept.append(text[position:start])
+        end = text.find("</think>", start + len("<think>"))
+        if end == -1:  # unclosed: nothing after it is an answer
+            break
+        position = end + len("</think>")
+    return "".join(kept)
+
+
+def boxed_spans(text: str) -> tuple[list[tuple[int, int]], bool]:
+    """Where the content of every closed top-level ``\\boxed{...}``/``\\fbox{...}`` lies (nested braces
+    allowed), in order, and whether a box holds another box. Linear: each brace is looked at once, and
+    spans are returned, not copies."""
+    if "\\boxed" not in text and "\\fbox" not in text:
+        return [], False
+    spans: list[tuple[int, int]] = []
+    nested = False
+    position = 0
+    while (opener := _BOX_OPENER.search(text, position)) is not None:
+        end = _closing_brace(text, opener.end())
+        if end is None:
+            break  # it never closes, so every later brace is inside it
+        nested = nested or _BOX_OPENER.search(text, opener.end(), end) is not None
+        spans.append((opener.end(), end))
+        position = end + 1
+    return spans, nested
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    """The index of the brace closing the one opened just before ``start``, or None."""
+    depth, position = 1, start
+    close = text.find("}", position)
+    while close != -1:
+        opening = text.find("{", position, close)
+        if opening != -1:
+            depth, position = depth + 1, opening + 1
+            continue
+        depth -= 1
+        if depth == 0:
+            return close
+        position = close + 1
+        close = text.find("}", position)
+    return None
 
 
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (nested braces allowed), or None."""
-    matches = list(_BOXED.finditer(text))
-    for match in reversed(matches):
-        content = _balanced(text, match.end())
-        if content is not None:
-            return content
-    return None
+    spans, _ = boxed_spans(text)
+    return text[spans[-1][0]:spans[-1][1]] if spans else None
 
 
-def _balanced(text: str, start: int) -> str | None:
-    depth = 1
-    for index in range(start, len(text)):
-        char = text[index]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:index]
-    return None
+def tag_contents(text: str, tag: str) -> list[str]:
+    """The contents of every ``<tag>...</tag>`` (each opening tag closed by the next closing one)."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    last_close = text.rfind(closing)
+    found: list[str] = []
+    position = 0
+    while last_close != -1:
+        start = text.find(opening, position)
+        if start == -1 or start > last_close:
+            break
+        end = text.find(closing, start + len(opening))
+        found.append(text[start + len(opening):end])
+        position = end + len(closing)
+    return found
 
 
-def extract_answer(completion: str, how: Extract = "auto") -> str:
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """Every fenced code block as (language, body): a line opening with three backticks (its first word is
+    the language) up to the next three backticks."""
+    blocks: list[tuple[str, str]] = []
+    position = 0
+    while True:
+        start = text.find("```", position)
+        if start == -1:
+            break
+        newline = text.find("\n", start + 3)
+        if newline == -1:
+            break
+        end = text.find("```", newline + 1)
+        if end == -1:
+            break
+        language = _FENCE_LANGUAGE.match(text, start + 3).group(0)  # type: ignore[union-attr]
+        blocks.append((language, text[newline + 1:end]))
+        position = end + 3
+    return blocks
+
+
+def find_answer(completion: str, how: Extract = "auto") -> Answer:
     """The answer part of ``completion`` (reasoning in <think> tags is always dropped first).
 
-    ``auto`` tries \\boxed{}, then <answer> tags, then an "answer is / Answer:" line, then the last line.
+    ``auto`` tries \\boxed{}, then <answer> tags, then "answer is / Answer:" lines, then the last line.
+    Several *different* answers of the kind found (restating the same one is fine), a box inside a box,
+    and a box holding several lines are refused: the answer is then "" and ``problem`` says why.
     """
     text = strip_think(completion)
     if how == "full":
-        return text.strip()
+        return Answer(text.strip(), "", "full")
     if how in ("auto", "boxed"):
-        boxed = last_boxed(text)
-        if boxed is not None or how == "boxed":
-            return (boxed or "").strip()
+        spans, nested = boxed_spans(text)
+        if nested:
+            return Answer("", "a \\boxed{} inside another \\boxed{}", "boxed")
+        if spans:
+            answer = _the_one([text[start:end] for start, end in spans], "\\boxed{}", "boxed")
+            if not answer.problem and _several_lines(answer.text):
+                return Answer("", "several lines in one \\boxed{} answer", "boxed")
+            return answer
+        if how == "boxed":
+            return Answer("", "no \\boxed{} answer")
     if how in ("auto", "answer_tag"):
-        tags = _ANSWER_TAG.findall(text)
-        if tags or how == "answer_tag":
-            return tags[-1].strip() if tags else ""
+        tags = tag_contents(text, "answer")
+        if any("<answer>" in tag for tag in tags):
+            return Answer("", "nested <answer> tags", "answer_tag")
+        if tags:
+            return _the_one(tags, "<answer>", "answer_tag")
+        if how == "answer_tag":
+            return Answer("", "no <answer></answer> tags")
     if how == "auto":
         lines = _ANSWER_LINE.findall(text)
         if lines:
-            return lines[-1].strip()
+            return _the_one(lines, "'answer is' line", "answer_line")
     for line in reversed(text.splitlines()):
         if line.strip():
-            return line.strip()
-    return ""
+            return Answer(line.strip(), "", "last_line")
+    return Answer("", "the answer is empty")
+
+
+def extract_answer(completion: str, how: Extract = "auto") -> str:
+    """The answer text of ``completion`` ("" when there is none; see :func:`find_answer`)."""
+    return find_answer(completion, how).text
+
+
+def _the_one(candidates: list[str], label: str, source: Source) -> Answer:
+    """The single answer among ``candidates``, or the problem: several different ones. Empty candidates
+    count only when all are empty (``\\boxed{}`` said while explaining the format is not an answer)."""
+    if len(candidates) == 1:  # the usual case, on the grading hot path
+        text = candidates[0].strip()
+        return Answer(text, "" if text else f"the {label} answer is empty", source)
+    given = [candidate.strip() for candidate in candidates if candidate.strip()]
+    if not given:
+        return Answer("", f"the {label} answer is empty", source)
+    distinct = {_SAME_ANSWER_EDGES.sub("", " ".join(candidate.split())).casefold() for candidate in given}
+    if len(distinct) > 1:
+        return Answer("", f"{len(distinct)} different {label} answers (a hedge counts as no answer)", source)
+    return Answer(given[-1], "", source)
+
+
+def _several_lines(content: str) -> bool:
+    """A box holding line breaks (``\\\\`` outside \\begin..\\end environments, or several text lines)."""
+    if "\\\\" not in content and "\n" not in content:
+        return False
+    depth = 0
+    for token in _LATEX_LINE_TOKEN.finditer(content):
+        if token.group().startswith("\\begin"):
+            depth += 1
+        elif token.group().startswith("\\end"):
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            return True
+    return sum(1 for line in content.splitlines() if line.strip()) > 1
 
 
 _NUMBER = re.compile(
@@ -111,21 +245,138 @@ def parse_number(text: Any, *, percent_as_fraction: bool = False) -> Fraction | 
     return value
 
 
-def find_json(text: str) -> Any:
-    """The JSON value in a completion: a ```json block, else the first parseable {...} or [...].
+def sole_number(text: str, *, percent_as_fraction: bool = False) -> tuple[Fraction | float | None, str]:
+    """The one number ``text`` states, or (None, why): no number, or several different ones (a hedge such
+    as "6 or 12"; restating the same value is fine)."""
+    if len(text) > 4096 and _DIGIT.search(text) is None:  # a fast scan first: _NUMBER tries every position
+        return None, "no number in the answer"
+    matches = _NUMBER.finditer(text)
+    first, second = next(matches, None), next(matches, None)
+    if first is not None and second is None:  # the usual case: one number
+        value = parse_number(first.group(0), percent_as_fraction=percent_as_fraction)
+        return (value, "") if value is not None else (None, "no number in the answer")
+    values: list[Fraction | float] = []
+    for count, match in enumerate(_NUMBER.finditer(text)):
+        if count >= _MAX_NUMBERS:
+            return None, f"more than {_MAX_NUMBERS} numbers in the answer"
+        value = parse_number(match.group(0), percent_as_fraction=percent_as_fraction)
+        if value is not None and not any(value == seen for seen in values):
+            values.append(value)
+    if not values:
+        return None, "no number in the answer"
+    if len(values) > 1:
+        shown = ", ".join(f"{float(value):g}" for value in values[:3])
+        return None, f"{len(values)} different numbers in the answer ({shown}): a hedge counts as no answer"
+    return values[0], ""
 
-    Raises ValueError when there is none.
+
+def answer_number(completion: str, how: Extract = "auto", *,
+                  percent_as_fraction: bool = False) -> tuple[Fraction | float | None, str]:
+    """The one number the answer of ``completion`` states (see :func:`find_answer`), or (None, why)."""
+    answer = find_answer(completion, how)
+    if answer.problem:
+        return None, answer.problem
+    return sole_number(answer.text, percent_as_fraction=percent_as_fraction)
+
+
+_MAX_JSON_DEPTH = 64
+_JSON_START = re.compile(r"[{\[]")
+_MAX_JSON_STARTS = 1000  # bare values tried: each failing try is cheap, a megabyte of braces is not
+
+
+class _Refused(ValueError):
+    """JSON that parses but is not one plain value: duplicate keys, NaN/Infinity, too deep."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        keys = [key for key, _ in pairs]
+        duplicate = next(key for key in keys if keys.count(key) > 1)
+        raise _Refused(f"duplicate key {duplicate!r} in a JSON object (which one counts is undefined)")
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+
+
+def _strict(text: str, start: int = 0) -> tuple[Any, int]:
+    """One JSON value at ``start`` (and where it ends); _Refused for what strict JSON does not allow."""
+    try:
+        value, end = _DECODER.raw_decode(text, start)
+    except _Refused:
+        raise
+    except RecursionError:
+        raise _Refused(f"JSON nested deeper than {_MAX_JSON_DEPTH} levels") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:  # e.g. an integer past Python's digit limit
+        raise _Refused(f"not usable JSON: {error}") from None
+    if text.count("[", start, end) + text.count("{", start, end) > _MAX_JSON_DEPTH:  # else it cannot be too deep
+        _check_depth(value)
+    return value, end
+
+
+def _check_depth(value: Any) -> None:
+    level = [value]
+    for _ in range(_MAX_JSON_DEPTH + 1):
+        level = [child for node in level if isinstance(node, dict | list)
+                 for child in (node.values() if isinstance(node, dict) else node)]
+        if not level:
+            return
+    raise _Refused(f"JSON nested deeper than {_MAX_JSON_DEPTH} levels")
+
+
+def find_json(text: str) -> Any:
+    """The JSON value in a completion: its ```json block (or plain ``` block), else the first parseable
+    {...} or [...]. Strict: duplicate keys, NaN/Infinity and nesting past 64 levels are refused, and so
+    are several different JSON values (a hedge).
+
+    Raises ValueError saying why when there is no usable value.
     """
     text = strip_think(text)
-    fenced = re.search(r"```(?:json)?\s*\n(.*?)```", text, re.DOTALL)
-    if fenced:
-        return json.loads(fenced.group(1))
-    decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(text, index)
-                return value
-            except json.JSONDecodeError:
-                continue
-    raise ValueError("no JSON object or array found")
+    blocks = fenced_blocks(text)
+    bodies = [body for language, body in blocks if language.lower() == "json"] or [
+        body for language, body in blocks if not language]
+    if bodies:
+        return _one_value([_whole_block(body) for body in bodies])
+    values, position, starts = [], 0, 0
+    while len(values) < 2:
+        found = _JSON_START.search(text, position)
+        if found is None or starts >= _MAX_JSON_STARTS:
+            break
+        start = found.start()
+        starts += 1
+        try:
+            value, end = _strict(text, start)
+        except json.JSONDecodeError:
+            position = start + 1
+            continue
+        # A second value of the same kind that differs is a hedge; a "[1]" after an object is prose.
+        if not values or (type(value) is type(values[0]) and value != values[0]):
+            values.append(value)
+        position = end
+    if not values:
+        raise ValueError("no JSON object or array found")
+    return _one_value(values)
+
+
+def _whole_block(body: str) -> Any:
+    body = body.strip()
+    if not body:
+        raise ValueError("the ```json block is empty")
+    value, end = _strict(body)
+    if body[end:].strip():
+        raise ValueError("text after the JSON value in its ```json block (one value per block)")
+    return value
+
+
+def _one_value(values: list[Any]) -> Any:
+    first = values[0]
+    if any(value != first for value in values[1:]):
+        raise ValueError(f"{len(values)} different JSON values (a hedge counts as no answer)")
+    return first

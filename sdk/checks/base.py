@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from verihub.checks.exploit import Exploit
 
 __all__ = ["Check", "CheckOutput", "CheckParams", "CheckResult", "Mode", "as_check", "check"]
 
@@ -49,7 +51,8 @@ class Check:
     """A named scoring function plus how to validate its arguments and where to run it.
 
     ``fn`` is called as ``fn(completion, task, params)`` when ``params`` is a :class:`CheckParams`
-    model, otherwise as ``fn(completion, task, **args)``.
+    model, otherwise as ``fn(completion, task, **args)``. ``exploits`` are the attacks known against
+    this kind of check: ``verihub validate`` runs them and fails if the verifier lets one through.
     """
 
     name: str
@@ -57,6 +60,10 @@ class Check:
     params: type[CheckParams] | None = None
     mode: Mode = "thread"
     description: str = ""
+    exploits: tuple[Exploit, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "exploits", _exploits(self.name, self.exploits))
 
     def bind(
         self, args: Mapping[str, Any], root: Path | None = None, sandbox: Any = None
@@ -81,6 +88,7 @@ def check(
     params: type[CheckParams] | None = None,
     mode: Mode | None = None,
     description: str | None = None,
+    exploits: Iterable[Exploit] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare how a function is used as a check; the function itself is returned unchanged.
 
@@ -91,11 +99,13 @@ def check(
     'inline'
 
     The default mode is ``async`` for coroutine functions and ``thread`` otherwise. Use ``process``
-    only for checks importable by name in a fresh interpreter (installed packages).
+    only for checks importable by name in a fresh interpreter (installed packages). ``exploits``
+    (:class:`~verihub.checks.Exploit`) are the attacks known against the check, which ``verihub validate``
+    runs against every environment that uses it.
     """
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(fn, _ATTRIBUTE, _make(fn, name, params, mode, description))
+        setattr(fn, _ATTRIBUTE, _make(fn, name, params, mode, description, tuple(exploits)))
         return fn
 
     return wrap
@@ -115,8 +125,21 @@ def as_check(obj: Any, name: str | None = None) -> Check:
 
 
 def _make(
-    fn: Callable[..., Any], name: str | None, params: type[CheckParams] | None, mode: Mode | None, description: str | None
+    fn: Callable[..., Any], name: str | None, params: type[CheckParams] | None, mode: Mode | None,
+    description: str | None, exploits: tuple[Exploit, ...] = (),
 ) -> Check:
     chosen: Mode = mode or ("async" if inspect.iscoroutinefunction(fn) else "thread")
     doc = description if description is not None else (inspect.getdoc(fn) or "").split("\n\n")[0]
-    return Check(name=name or fn.__name__, fn=fn, params=params, mode=chosen, description=doc)
+    return Check(name=name or fn.__name__, fn=fn, params=params, mode=chosen, description=doc, exploits=exploits)
+
+
+def _exploits(check: str, exploits: Iterable[Exploit]) -> tuple[Exploit, ...]:
+    declared = tuple(exploits)
+    for exploit in declared:
+        if not isinstance(exploit, Exploit):
+            raise TypeError(f"check {check!r}: exploits must be verihub Exploit objects, got {type(exploit).__name__}")
+    names = [exploit.name for exploit in declared]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"check {check!r} declares the exploit {duplicates[0]!r} twice")
+    return declared

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from verihub.checks._extract import last_boxed, strip_think
+from verihub.checks._extract import fenced_blocks, find_answer, strip_think
 from verihub.checks.base import CheckParams, CheckResult
 
 
@@ -19,15 +18,21 @@ class XmlTagsParams(CheckParams):
 
 
 def xml_tags(completion: str, task: Mapping[str, Any], params: XmlTagsParams) -> CheckResult:
-    """Each listed tag appears exactly once as <tag>...</tag>, in order, non-empty."""
+    """Each listed tag appears exactly once as <tag>...</tag> (one opening and one closing tag, so no
+    nesting), in order, non-empty."""
     spans = []
     for tag in params.tags:
-        found = list(re.finditer(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", completion, re.DOTALL))
-        if len(found) != 1:
-            return CheckResult(0.0, f"<{tag}> appears {len(found)} times, expected once")
-        if not found[0].group(1).strip():
+        opening, closing = f"<{tag}>", f"</{tag}>"
+        opened, closed = completion.count(opening), completion.count(closing)
+        if opened != 1 or closed != 1:
+            times = opened if opened == closed else f"{opened} (opening) and {closed} (closing)"
+            return CheckResult(0.0, f"<{tag}> appears {times} times, expected once")
+        start, end = completion.find(opening), completion.find(closing)
+        if end < start:
+            return CheckResult(0.0, f"</{tag}> comes before <{tag}>")
+        if not completion[start + len(opening):end].strip():
             return CheckResult(0.0, f"<{tag}> is empty")
-        spans.append(found[0].span())
+        spans.append((start, end + len(closing)))
     if params.in_order and spans != sorted(spans):
         return CheckResult(0.0, f"tags are not in the order {params.tags}")
     if params.nothing_outside:
@@ -44,11 +49,10 @@ class NoParams(CheckParams):
 
 
 def boxed(completion: str, task: Mapping[str, Any], params: NoParams) -> CheckResult:
-    """The answer (outside <think>) has a non-empty \\boxed{...}."""
-    content = last_boxed(strip_think(completion))
-    if content is None:
-        return CheckResult(0.0, "no \\boxed{} answer")
-    return CheckResult(1.0) if content.strip() else CheckResult(0.0, "\\boxed{} is empty")
+    """The answer (outside <think>) is one non-empty \\boxed{...}: not empty, not nested, one line, and
+    not several different boxed answers."""
+    answer = find_answer(completion, "boxed")
+    return CheckResult(0.0, answer.problem) if answer.problem else CheckResult(1.0)
 
 
 class ThinkParams(CheckParams):
@@ -68,21 +72,25 @@ def think(completion: str, task: Mapping[str, Any], params: ThinkParams) -> Chec
 
 
 class CodeBlockParams(CheckParams):
-    language: str | None = Field(None, description="Required fence language, e.g. python.")
-    min_blocks: int = Field(1, ge=0)
-    max_blocks: int | None = Field(1, ge=1, description="Most blocks allowed (null: no limit).")
+    language: str | None = Field(None, description="Required fence language, e.g. python (for min_blocks).")
+    min_blocks: int = Field(1, ge=0, description="Fewest non-empty blocks in the required language.")
+    max_blocks: int | None = Field(1, ge=1, description="Most fenced blocks allowed, of any language (null: no limit).")
 
 
 def code_block(completion: str, task: Mapping[str, Any], params: CodeBlockParams) -> CheckResult:
-    """The answer holds fenced code blocks (```lang ... ```), as many as allowed."""
-    blocks = re.findall(r"```([\w+-]*)[^\n]*\n(.*?)```", strip_think(completion), re.DOTALL)
-    if params.language is not None:
-        blocks = [b for b in blocks if b[0].lower() == params.language.lower()]
-    if len(blocks) < params.min_blocks:
-        kind = f"```{params.language}" if params.language else "fenced code"
-        return CheckResult(0.0, f"{len(blocks)} {kind} blocks, need at least {params.min_blocks}")
+    """The answer holds fenced code blocks (```lang ... ```), as many as allowed. Every block counts
+    toward ``max_blocks`` whatever its language (a check reading "the last block" must not see one the gate
+    did not count); an empty block is not code."""
+    blocks = fenced_blocks(strip_think(completion))
     if params.max_blocks is not None and len(blocks) > params.max_blocks:
         return CheckResult(0.0, f"{len(blocks)} code blocks, at most {params.max_blocks} allowed")
+    wanted = [body for language, body in blocks
+              if params.language is None or language.lower() == params.language.lower()]
+    code = [body for body in wanted if body.strip()]
+    if len(code) < params.min_blocks:
+        kind = f"```{params.language}" if params.language else "fenced code"
+        empty = f" ({len(wanted) - len(code)} empty)" if len(wanted) > len(code) else ""
+        return CheckResult(0.0, f"{len(code)} {kind} blocks{empty}, need at least {params.min_blocks}")
     return CheckResult(1.0)
 
 

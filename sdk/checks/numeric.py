@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from verihub.checks._extract import Extract, extract_answer, parse_number
+from verihub.checks._extract import Extract, answer_number, parse_number
 from verihub.checks.base import CheckParams, CheckResult
 
 
@@ -24,7 +24,7 @@ class NumericParams(CheckParams):
 
 
 def numeric(completion: str, task: Mapping[str, Any], params: NumericParams) -> CheckResult:
-    """The last number in the answer equals the expected one within tolerance.
+    """The one number the answer states equals the expected one within tolerance.
 
     Thousands separators (1,234), fractions (3/4, \\frac{3}{4}), signs, exponents, and units or
     currency around the number are handled.
@@ -33,9 +33,9 @@ def numeric(completion: str, task: Mapping[str, Any], params: NumericParams) -> 
     if expected is None:
         # The environment's data is broken, not the answer: let the engine report an env_error.
         raise ValueError(f"expected value {task[params.field]!r} in column {params.field!r} is not a number")
-    got = parse_number(extract_answer(completion, params.extract), percent_as_fraction=params.percent_as_fraction)
+    got, problem = answer_number(completion, params.extract, percent_as_fraction=params.percent_as_fraction)
     if got is None:
-        return CheckResult(0.0, "no number in the answer")
+        return CheckResult(0.0, problem)  # no number, or several different ones (a hedge)
     if got == expected or math.isclose(got, expected, rel_tol=params.rel_tol, abs_tol=params.abs_tol):
         return CheckResult(1.0)
     return CheckResult(0.0, f"got {float(got):g}, expected {float(expected):g}")

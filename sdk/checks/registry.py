@@ -11,7 +11,11 @@ from typing import Any
 
 from verihub.checks import format as fmt
 from verihub.checks import code, numeric, structured, symbolic, text
+from verihub.checks.attacks import answers, formats
+from verihub.checks.attacks import code as code_attacks
+from verihub.checks.attacks import structured as json_attacks
 from verihub.checks.base import Check, CheckParams, Mode, as_check
+from verihub.checks.exploit import Exploit
 from verihub.errors import CheckNotFoundError
 
 __all__ = ["BUILTIN_CHECKS", "ENTRY_POINT_GROUP", "available_check_names", "resolve_check"]
@@ -20,29 +24,33 @@ ENTRY_POINT_GROUP = "verihub.checks"
 """Entry-point group where packages publish checks: ``name = "package.module:function"``."""
 
 
-def _builtin(fn: Callable[..., Any], params: type[CheckParams], mode: Mode, name: str | None = None) -> Check:
+def _builtin(fn: Callable[..., Any], params: type[CheckParams], mode: Mode, name: str | None = None,
+             exploits: tuple[Exploit, ...] = ()) -> Check:
     summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-    return Check(name=name or fn.__name__, fn=fn, params=params, mode=mode, description=summary)
+    return Check(name=name or fn.__name__, fn=fn, params=params, mode=mode, description=summary, exploits=exploits)
+
+
+# Every built-in check with the exploits known against it (verihub.checks.attacks); `verihub validate` runs them.
 
 
 BUILTIN_CHECKS: dict[str, Check] = {
     check.name: check
     for check in (
-        _builtin(text.exact, text.ExactParams, "inline"),
-        _builtin(numeric.numeric, numeric.NumericParams, "inline"),
-        _builtin(symbolic.math_equivalent, symbolic.MathParams, "process", name="math"),
+        _builtin(text.exact, text.ExactParams, "inline", exploits=answers.EXACT),
+        _builtin(numeric.numeric, numeric.NumericParams, "inline", exploits=answers.NUMERIC),
+        _builtin(symbolic.math_equivalent, symbolic.MathParams, "process", name="math", exploits=answers.MATH),
         _builtin(text.regex, text.RegexParams, "inline"),
-        _builtin(text.multiple_choice, text.MultipleChoiceParams, "inline"),
-        _builtin(structured.json_schema, structured.JsonSchemaParams, "inline"),
-        _builtin(structured.json_fields, structured.JsonFieldsParams, "inline"),
-        _builtin(fmt.xml_tags, fmt.XmlTagsParams, "inline"),
-        _builtin(fmt.boxed, fmt.NoParams, "inline"),
-        _builtin(fmt.think, fmt.ThinkParams, "inline"),
-        _builtin(fmt.code_block, fmt.CodeBlockParams, "inline"),
+        _builtin(text.multiple_choice, text.MultipleChoiceParams, "inline", exploits=answers.MULTIPLE_CHOICE),
+        _builtin(structured.json_schema, structured.JsonSchemaParams, "inline", exploits=json_attacks.JSON_SCHEMA),
+        _builtin(structured.json_fields, structured.JsonFieldsParams, "inline", exploits=json_attacks.JSON_FIELDS),
+        _builtin(fmt.xml_tags, fmt.XmlTagsParams, "inline", exploits=formats.XML_TAGS),
+        _builtin(fmt.boxed, fmt.NoParams, "inline", exploits=formats.BOXED),
+        _builtin(fmt.think, fmt.ThinkParams, "inline", exploits=formats.THINK),
+        _builtin(fmt.code_block, fmt.CodeBlockParams, "inline", exploits=formats.CODE_BLOCK),
         _builtin(fmt.length, fmt.LengthParams, "inline"),
         _builtin(text.contains, text.ContainsParams, "inline"),
         _builtin(text.forbidden, text.PatternsParams, "inline"),
-        _builtin(code.python_tests, code.PythonTestsParams, "thread"),
+        _builtin(code.python_tests, code.PythonTestsParams, "thread", exploits=code_attacks.PYTHON_TESTS),
     )
 }
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from verihub.checks._extract import find_json, parse_number
+from verihub.checks._extract import find_json, sole_number
 from verihub.checks.base import CheckParams, CheckResult
 
 
@@ -90,12 +91,13 @@ def json_fields(completion: str, task: Mapping[str, Any], params: JsonFieldsPara
 
 def _same(got: Any, expected: Any, normalize_strings: bool) -> bool:
     if isinstance(expected, int | float) and not isinstance(expected, bool):
-        number = parse_number(got) if isinstance(got, str) else got
-        if number is None or isinstance(number, bool):
+        # A number written as text must state one number: "29 or 30" is a hedge, not 30.
+        number = sole_number(got)[0] if isinstance(got, str) else got
+        if number is None or isinstance(number, bool) or not isinstance(number, int | float | Fraction):
             return False
         try:
             return float(number) == float(expected)
-        except (TypeError, ValueError):
+        except (OverflowError, TypeError, ValueError):
             return False
     if isinstance(expected, str) and isinstance(got, str) and normalize_strings:
         return " ".join(got.split()).casefold() == " ".join(expected.split()).casefold()

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from verihub.checks._extract import strip_think
+from verihub.checks._extract import find_answer, strip_think
 from verihub.checks.base import CheckParams, CheckResult
 
 
@@ -30,6 +30,9 @@ def math_equivalent(completion: str, task: Mapping[str, Any], params: MathParams
     gold = parse(reference, parsing_timeout=params.timeout_s)
     if not gold:
         raise ValueError(f"math-verify could not parse the reference answer {reference!r}")
+    hedged = find_answer(completion, "auto").problem  # several different boxed answers, nested boxes, ...
+    if hedged:
+        return CheckResult(0.0, hedged)
     answer = parse(strip_think(completion), parsing_timeout=params.timeout_s)
     if not answer:
         return CheckResult(0.0, "no parseable final answer")

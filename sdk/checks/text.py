@@ -10,13 +10,14 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from verihub.checks._extract import Extract, extract_answer, last_boxed, strip_think
+from verihub.checks._extract import Extract, find_answer, strip_think
 from verihub.checks.base import CheckParams, CheckResult
 
 _PUNCTUATION_EDGES = re.compile(r"^[\s.,;:!?\"'`()\[\]]+|[\s.,;:!?\"'`()\[\]]+$")
 _SPACES = re.compile(r"\s+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _LATEX_WRAPPERS = re.compile(r"^\$+|\$+$|\\text\{([^{}]*)\}")
+_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")  # soft hyphen, zero-width, joiners, BOM
 
 
 class ExactParams(CheckParams):
@@ -45,7 +46,10 @@ def exact(completion: str, task: Mapping[str, Any], params: ExactParams) -> Chec
     """The answer equals the expected one after normalisation (case, spaces, edge punctuation)."""
     expected = task[params.field]
     accepted = expected if isinstance(expected, list) else [expected]
-    answer = normalise(extract_answer(completion, params.extract), params)
+    found = find_answer(completion, params.extract)
+    if found.problem:
+        return CheckResult(0.0, found.problem)
+    answer = normalise(found.text, params)
     if any(answer == normalise(str(option), params) for option in accepted):
         return CheckResult(1.0)
     return CheckResult(0.0, f"got {answer[:80]!r}, expected {str(expected)[:80]!r}")
@@ -83,10 +87,10 @@ class RegexParams(CheckParams):
 
 
 def regex(completion: str, task: Mapping[str, Any], params: RegexParams) -> bool:
-    """The answer matches a regular expression."""
-    answer = extract_answer(completion, params.extract)
+    """The answer matches a regular expression (an answer refused by extraction, e.g. a hedge, does not)."""
+    found = find_answer(completion, params.extract)
     matcher = params.compiled.fullmatch if params.fullmatch else params.compiled.search
-    return matcher(answer) is not None
+    return not found.problem and matcher(found.text) is not None
 
 
 class MultipleChoiceParams(CheckParams):
@@ -98,28 +102,30 @@ class MultipleChoiceParams(CheckParams):
 
 
 def multiple_choice(completion: str, task: Mapping[str, Any], params: MultipleChoiceParams) -> CheckResult:
-    """The chosen option letter (from \\boxed{}, 'answer is X', '(X)' or a lone letter) is the right one."""
-    chosen = choice_letter(strip_think(completion), params.choices)
+    """The one option the answer names (in \\boxed{}, <answer>, 'answer is X', '(X)' or a lone letter) is the
+    right one; an answer naming several options ("A or B", every option, one per line) chose none."""
+    chosen, problem = chosen_option(completion, params.choices)
     expected = str(task[params.field]).strip().upper()
     if chosen == expected:
         return CheckResult(1.0)
-    return CheckResult(0.0, f"chose {chosen or 'nothing'}, expected {expected}")
+    return CheckResult(0.0, problem or f"chose {chosen or 'nothing'}, expected {expected}")
 
 
-def choice_letter(text: str, choices: str) -> str | None:
-    letters = re.escape(choices.upper() + choices.lower())
-    boxed = last_boxed(text)
-    candidates = [boxed] if boxed is not None else []
-    candidates += [m.group(1) for m in re.finditer(rf"answer\s*(?:is|:)\s*\(?([{letters}])\b", text, re.I)][::-1]
-    candidates += [m.group(1) for m in re.finditer(rf"\(([{letters}])\)", text)][::-1]
-    lines = [line for line in text.splitlines() if line.strip()]
-    if lines:
-        candidates += [m.group(1) for m in re.finditer(rf"\b([{letters}])\b", lines[-1])][::-1]
-    for candidate in candidates:
-        candidate = candidate.strip().strip("().").upper()
-        if len(candidate) == 1 and candidate in choices.upper():
-            return candidate
-    return None
+def chosen_option(completion: str, choices: str) -> tuple[str | None, str]:
+    """The option letter the answer names, or (None, why): none, or several (a hedge)."""
+    answer = find_answer(completion, "auto")
+    if answer.problem:
+        return None, answer.problem
+    text, letters = answer.text, choices.upper()
+    if len(text.strip("().: ")) == 1 and text.strip("().: ").upper() in letters:
+        return text.strip("().: ").upper(), ""
+    named = {m.upper() for m in re.findall(rf"\(([{re.escape(letters + letters.lower())}])\)", text)}
+    # Standalone capitals; on an undelimited last line an English article "A word" is not option A.
+    article = r"(?!\s+[a-z])" if answer.source == "last_line" else ""
+    named |= set(re.findall(rf"\b([{re.escape(letters)}])\b{article}", text))
+    if len(named) > 1:
+        return None, f"the answer names {len(named)} options ({', '.join(sorted(named))}): a hedge chooses none"
+    return (named.pop(), "") if named else (None, "")
 
 
 class PatternsParams(CheckParams):
@@ -147,15 +153,22 @@ class ContainsParams(PatternsParams):
 
 def contains(completion: str, task: Mapping[str, Any], params: ContainsParams) -> CheckResult:
     """The completion contains the required patterns."""
-    text = extract_answer(completion, params.extract)
+    found = find_answer(completion, params.extract)
+    if found.problem:
+        return CheckResult(0.0, found.problem)
+    text = found.text
     missing = [p.pattern for p in params.compiled if p.search(text) is None]
     ok = not missing if params.mode == "all" else len(missing) < len(params.compiled)
     return CheckResult(1.0) if ok else CheckResult(0.0, f"missing {missing[:3]}")
 
 
 def forbidden(completion: str, task: Mapping[str, Any], params: PatternsParams) -> CheckResult:
-    """Safety: the completion contains none of the forbidden patterns."""
-    text = extract_answer(completion, params.extract)
+    """Safety: the completion contains none of the forbidden patterns (also when written in compatibility
+    forms such as fullwidth letters, or split by invisible characters)."""
+    found = find_answer(completion, params.extract)
+    text = found.text if not found.problem else strip_think(completion)  # no single answer: search it all
+    if not text.isascii():  # ASCII text has no compatibility forms and no invisible characters
+        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
     for pattern in params.compiled:
         found = pattern.search(text)
         if found is not None:

@@ -8,26 +8,37 @@ the sandbox, and the state they leave is checked the same way.
 
 The checker is a Python script shipped in the task row (``checker`` column). It runs in the sandbox with
 the final files as its working directory, under ``python3 -I`` (so files the model left, such as a
-``json.py``, cannot shadow the modules it imports); it passes when it exits 0. A sandbox that fails to
-run is :class:`~verihub.errors.SandboxInfraError`: an environment fault, never a zero.
+``json.py``, cannot shadow the modules it imports); it passes when it exits 0. Some checkers run a script
+the model wrote, in the same jail: so the checker's source (which holds the expected outputs) reaches it on
+stdin, never on its command line (``/proc/PID/cmdline`` is readable by every process), and it makes itself
+non-dumpable first, which closes its ``/proc/PID/mem`` and ``fd`` to the model's processes. A sandbox
+that fails to run is :class:`~verihub.errors.SandboxInfraError`: an environment fault, never a zero.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 from verihub import CheckParams, CheckResult, check, sandbox
+from verihub.checks import fenced_blocks
 from verihub.errors import SandboxInfraError
 from verihub.sandbox.types import Limits, Result, RunStatus, Snapshot
 from verihub.tools import WORKDIR, task_files
 
+from shell_task_env.exploits import EXPLOITS
+
 __all__ = ["FinalStateParams", "bash_commands", "final_state"]
 
-_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)[ \t]*\n(.*?)```", re.DOTALL)
+_SHELLS = ("bash", "sh", "shell")
 _KEPT = (RunStatus.OK, RunStatus.NONZERO_EXIT, RunStatus.MEMORY_LIMIT)  # runs whose files a session keeps too
+# Runs the checker read from stdin, once it is non-dumpable (prctl PR_SET_DUMPABLE = 4, value 0).
+_CHECKER_HOST = ("import ctypes, sys\n"
+                 "if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:\n"
+                 "    sys.exit('verihub: cannot make the checker non-dumpable')\n"
+                 "source = sys.stdin.read()\n"
+                 "exec(compile(source, '<checker>', 'exec'), {'__name__': '__main__'})\n")
 
 
 class FinalStateParams(CheckParams):
@@ -49,10 +60,11 @@ class FinalStateParams(CheckParams):
 
 def bash_commands(completion: str) -> str:
     """The commands of every ```bash (or ```sh, ```shell) block of ``completion``, in order."""
-    return "\n".join(block.strip("\n") for block in _BASH_BLOCK.findall(completion)).strip()
+    blocks = [body for language, body in fenced_blocks(completion) if language.lower() in _SHELLS]
+    return "\n".join(block.strip("\n") for block in blocks).strip()
 
 
-@check(params=FinalStateParams)
+@check(params=FinalStateParams, exploits=EXPLOITS)
 def final_state(completion: str, task: Mapping[str, Any], params: FinalStateParams) -> CheckResult:
     """1 when the task's checker accepts the final work dir (``task["workdir"]``, else the state the
     completion's ```bash blocks leave on the initial files), 0 otherwise."""
@@ -67,8 +79,8 @@ def final_state(completion: str, task: Mapping[str, Any], params: FinalStatePara
         state = applied.files
     if not isinstance(state, Snapshot):
         raise TypeError(f"task[{WORKDIR!r}] must be a verihub Snapshot, not {type(state).__name__}")
-    verdict = _sandboxed(sandbox.run(["python3", "-I", "-c", str(task[params.checker_field])], files=state or None,
-                                     limits=params.limits))
+    verdict = _sandboxed(sandbox.run(["python3", "-I", "-c", _CHECKER_HOST], files=state or None,
+                                     stdin=str(task[params.checker_field]), limits=params.limits))
     if verdict.ok:
         return CheckResult(1.0)
     return CheckResult(0.0, _why(verdict))

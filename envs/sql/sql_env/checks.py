@@ -21,16 +21,16 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 from verihub import CheckParams, CheckResult, check
+from verihub.checks import fenced_blocks, strip_think
 from verihub.errors import SandboxInfraError
 from verihub.spec import SandboxSpec
 
 from sql_env.compare import compare_results
+from sql_env.exploits import EXPLOITS
 
 __all__ = ["ResultSetParams", "extract_sql", "result_set", "statement_problem"]
 
 _HERE = Path(__file__).resolve().parent
-_FENCE = re.compile(r"```([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)  # the same blocks the code_block rule sees
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?(?:\*/|\Z))*", re.DOTALL)
 _FAMILY = re.compile(r"[a-z][a-z0-9_-]*\Z")
 _READ_ONLY = ("SELECT", "WITH")
@@ -106,11 +106,9 @@ def _runner_source() -> str:
 
 
 def extract_sql(completion: str) -> str | None:
-    """The last ```sql block of the answer (reasoning in <think> blocks ignored), or None."""
-    text = _THINK.sub("", completion)
-    if "<think>" in text:  # an unclosed reasoning block: nothing after it is an answer
-        text = text[: text.find("<think>")]
-    blocks = [body for language, body in _FENCE.findall(text) if language.lower() == "sql"]
+    """The last ```sql block of the answer (reasoning in <think> blocks ignored), or None. The blocks are
+    the ones the code_block rule counts."""
+    blocks = [body for language, body in fenced_blocks(strip_think(completion)) if language.lower() == "sql"]
     return blocks[-1] if blocks else None
 
 
@@ -146,7 +144,7 @@ def _outputs(stdout: str, nonce: str) -> dict[str, dict[str, Any]]:
     return found
 
 
-@check(params=ResultSetParams, mode="thread")
+@check(params=ResultSetParams, mode="thread", exploits=EXPLOITS)
 def result_set(completion: str, task: Mapping[str, Any], params: ResultSetParams) -> CheckResult:
     """The answer's ```sql query returns the same rows as the task's reference query (in order when the
     task's ``ordered`` column says so), both run read-only against the task's SQLite database in the sandbox."""
