@@ -207,8 +207,8 @@ def test_validate_without_a_judge_skips_the_judge_and_passes() -> None:
 
 def test_validate_with_a_careful_judge_reports_agreement_and_passes() -> None:
     with ScriptedChatServer(careful_judge) as server:
-        result = validate("--judge-model", f"openai:judge@{server.url}")
-        as_json = validate("--judge-model", f"openai:judge@{server.url}", "--json")
+        result = validate("--judge-model", f"openai:judge@{server.url}", "--no-attacks")
+        as_json = validate("--judge-model", f"openai:judge@{server.url}", "--json", "--no-attacks")
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(CALIBRATION)
     assert f"judge calibration: {n}/{n} agree (100%, need 80%) ok" in result.stdout
@@ -221,6 +221,12 @@ def test_validate_with_a_careful_judge_reports_agreement_and_passes() -> None:
     # Each of the two runs asks once per reference and once per calibration item.
     assert len(server.requests) == 2 * (len(ROWS) + n)
     assert all(request["temperature"] == 0 for request in server.requests)
+    # With the red-team suite (the default), the judge-injection exploits run against the judge too.
+    with ScriptedChatServer(careful_judge) as server:
+        attacked = validate("--judge-model", f"openai:judge@{server.url}", "--json")
+    assert attacked.returncode == 0, attacked.stdout + attacked.stderr
+    injections = [o for o in json.loads(attacked.stdout)["exploits"] if o["family"] == "judge-injection"]
+    assert injections and all(o["verdict"] == "blocked" and o["target"] == "quality" for o in injections)
 
 
 def test_validate_fails_min_agreement_with_a_judge_that_always_says_yes() -> None:
