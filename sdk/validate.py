@@ -4,8 +4,9 @@ exploit known against the verifier must be rejected (the red-team suite, :mod:`v
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from verihub.calibration import CalibrationReport, acalibrate
 from verihub.environment import Environment
@@ -54,6 +55,7 @@ class ValidationReport:
     attacks: bool = True  # whether the red-team suite ran
     exploits: list[ExploitOutcome] = field(default_factory=list)  # one per exploit, with its runs
     exploits_need_judge: int = 0  # judge-injection exploits not run: no judge is configured
+    held_out_repeats: int = 0  # tasks of another split that pose a training task's prompt
 
     def exploit_tally(self, target: str | None = None) -> tuple[int, int]:
         """(blocked, run) over the exploits of ``target`` (a layer name, or every exploit)."""
@@ -73,6 +75,7 @@ class ValidationReport:
             and self.faults == 0
             and (self.calibration is None or self.calibration.ok)
             and not any(outcome.failed for outcome in self.exploits)
+            and self.held_out_repeats == 0
         )
 
 
@@ -108,6 +111,9 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None, attack
             _note(report, f"negative for task {task['id']} was accepted (reward {grade.reward:g})")
         else:
             _note(report, f"negative for task {task['id']} {_why(grade)}")
+    for repeat in _held_out_repeats(env):
+        report.held_out_repeats += 1
+        _note(report, repeat)
     if env.spec.calibration is not None and env.verifier.judge is not None:
         report.calibration = asyncio.run(acalibrate(env))
     if attacks:
@@ -116,6 +122,26 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None, attack
             if outcome.failed:
                 _note(report, outcome.message())
     return report
+
+
+def _held_out_repeats(env: Environment) -> Iterator[str]:
+    """Tasks outside the train split whose prompt, up to case and spacing, is a training task's: their
+    pass rate would measure memory, not skill. (Equivalents that read differently, like a + b and b + a,
+    are for the spec's ``dataset.group_by``.)"""
+    if "train" not in env.split_names or len(env.split_names) < 2:
+        return
+
+    def prompt(task: Mapping[str, Any]) -> str:
+        return " ".join(" ".join(m["content"] for m in env.render(task)).casefold().split())
+
+    seen = {prompt(task): task["id"] for task in env.dataset("train")}
+    for name in env.split_names:
+        if name != "train":
+            for task in env.dataset(name):
+                twin = seen.get(prompt(task))
+                if twin is not None:
+                    yield (f"{name} task {task['id']} poses the same prompt as train task {twin}: a held-out task "
+                           "must not repeat a training one (give equivalent tasks one dataset.group_by value)")
 
 
 def _first(dataset: Iterable[dict], limit: int | None) -> Iterable[dict]:
