@@ -35,6 +35,7 @@ from verihub._check_worker import READY
 __all__ = ["CheckTimeout", "WorkerDied", "cpu_count", "process_workers", "thread_workers"]
 
 _START_TIMEOUT_S = 120.0  # a worker process that is not ready by then is reported as dead
+_MAX_ABANDONED = 256  # thread checks past their limit that may still be running before no more are replaced
 _BOOTSTRAP = "import sys; sys.path[:] = {path!r}; from verihub._check_worker import serve; serve()"
 
 
@@ -59,14 +60,20 @@ class _Job:
 
 
 class ThreadWorkers:
-    """``size`` threads serving one queue, plus a watchdog that replaces a thread whose check overruns."""
+    """``size`` threads serving one queue, plus a watchdog that replaces a thread whose check overruns.
+
+    Threads whose check never returns cannot be reclaimed; past ``_MAX_ABANDONED`` of them no more
+    replacements are started, and once no thread serves the queue every job fails at once with the
+    reason (a fault, never a wait without end). A thread whose check does return rejoins the pool.
+    """
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Condition()
         self._running: dict[int, tuple[float, _Job]] = {}  # worker number -> (deadline, job)
-        self._abandoned: set[int] = set()
+        self._abandoned: set[int] = set()  # threads still inside a check that ran past its limit
+        self._serving = 0  # threads taking jobs from the queue
         self._next_worker = 0
         self._wake_at = float("inf")  # when the watchdog looks next; a job ending sooner wakes it
         with self._lock:
@@ -77,11 +84,17 @@ class ThreadWorkers:
     def submit(self, fn: Callable[..., Any], args: Sequence[Any], timeout_s: float) -> Future[tuple[Any, float]]:
         job = _Job(fn, args, timeout_s)
         self._jobs.put(job)
+        if not self._serving:
+            self._fail_queued()
         return job.future
 
     def _spawn(self) -> None:  # with the lock held
         number, self._next_worker = self._next_worker, self._next_worker + 1
-        threading.Thread(target=self._serve, args=(number,), name=f"verihub-check-{number}", daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, args=(number,), name=f"verihub-check-{number}", daemon=True).start()
+        except RuntimeError:  # the system refuses more threads: the pool runs smaller
+            return
+        self._serving += 1
 
     def _serve(self, number: int) -> None:
         while True:
@@ -99,11 +112,17 @@ class ThreadWorkers:
             except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
                 result = error
             with self._lock:
-                if number in self._abandoned:  # timed out: the watchdog answered and replaced us
+                if number not in self._abandoned:
+                    del self._running[number]
+                    answered = False
+                else:  # timed out: the watchdog answered for us and replaced us, unless the pool is short
                     self._abandoned.discard(number)
-                    return
-                del self._running[number]
-            _settle(job.future, result)
+                    answered = True
+                    if self._serving >= self._size:
+                        return
+                    self._serving += 1
+            if not answered:
+                _settle(job.future, result)
 
     def _watch(self) -> None:
         while True:
@@ -114,7 +133,9 @@ class ThreadWorkers:
                     if deadline <= now:
                         del self._running[number]
                         self._abandoned.add(number)
-                        self._spawn()
+                        self._serving -= 1
+                        if len(self._abandoned) <= _MAX_ABANDONED:
+                            self._spawn()
                         expired.append(job)
                 if not expired:
                     self._wake_at = min((deadline for deadline, _ in self._running.values()), default=float("inf"))
@@ -122,6 +143,20 @@ class ThreadWorkers:
                     self._wake_at = float("inf")
             for job in expired:
                 _settle(job.future, CheckTimeout(f"ran past {job.timeout_s:g}s"))
+            if not self._serving:
+                self._fail_queued()
+
+    def _fail_queued(self) -> None:
+        stuck = RuntimeError(
+            f"no thread is left to run checks: {len(self._abandoned)} thread checks never returned after their time limit"
+        )
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(stuck)
 
 
 class ProcessWorkers:

@@ -13,6 +13,7 @@ import pytest
 
 from verihub import CheckResult, GradeStatus, LayerStatus, _pools, check, load_env
 from verihub.checks.base import as_check
+from verihub.checks.registry import BUILTIN_CHECKS
 from verihub.judge import JudgeVerdict
 from verihub.spec import LayerSpec
 from verihub.verifier import BoundLayer, Verifier
@@ -382,3 +383,62 @@ def test_the_cache_keys_on_the_whole_task_for_custom_checks(make_env: Any) -> No
     assert env.grade({**task, "secret": "other"}, "s0").status is GradeStatus.WRONG
     assert env.grade({**task, "secret": "other"}, "other").passed
     assert env.grade(task, "s0").passed
+
+
+class RecordingTask(dict):  # type: ignore[type-arg]
+    """A task that notes every column a check reads ("*" when it walks them all)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Any:
+        self.read.add("*")
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.read.add("*")
+        return super().keys()
+
+    def items(self) -> Any:
+        self.read.add("*")
+        return super().items()
+
+    def values(self) -> Any:
+        self.read.add("*")
+        return super().values()
+
+
+BUILTIN_ARGS: dict[str, dict[str, Any]] = {
+    "regex": {"pattern": r"\d+"}, "json_schema": {"schema": {"type": "object"}}, "xml_tags": {"tags": ["answer"]},
+    "length": {"max_words": 50}, "contains": {"patterns": ["a"]}, "forbidden": {"patterns": ["b"]},
+    "code_block": {"language": "python"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_CHECKS))
+def test_built_in_checks_read_only_the_columns_they_declare(name: str) -> None:
+    # The grade cache keys on the declared columns of built-in checks: a column read but not declared
+    # would let two tasks that differ in it share a grade.
+    check_ = BUILTIN_CHECKS[name]
+    run, params = check_.bind(BUILTIN_ARGS.get(name, {}), Path.cwd())
+    declared = params.columns() if params is not None else set()
+    task = RecordingTask(id="t", answer="42", expected='{"a": 1}', tests="def test_x(:", question="q", files="{}")
+    for completion in ("\\boxed{42}", '<answer>{"a": 1}</answer>', "```python\nx = 1\n```", "The answer is (B)."):
+        try:
+            run(completion, task)
+        except Exception:  # noqa: BLE001 - reads before a failure count too
+            pass
+    assert task.read <= declared, f"{name} reads {sorted(task.read - declared)} without declaring them"
