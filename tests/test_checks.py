@@ -236,3 +236,9 @@ def test_numeric_compares_exactly_at_every_scale() -> None:
 def test_numeric_expected_value_out_of_range_is_the_environments_fault(expected: object) -> None:
     with pytest.raises(ValueError, match="not a number"):
         numeric.numeric("\\boxed{1}", {"answer": expected}, NUMERIC)
+
+
+def test_json_fields_huge_numbers_are_wrong_not_faults() -> None:
+    task = {"expected": '{"n": 5}'}
+    for completion in ('{"n": 1' + "0" * 400 + "}", '{"n": 1e400}', '{"n": NaN}', '{"n": "1e400"}'):
+        assert score(structured.json_fields(completion, task, structured.JsonFieldsParams())) == 0
