@@ -163,7 +163,7 @@ class ProcessWorkers:
     """``size`` worker processes, each driven by a thread of ours that enforces the job's limit."""
 
     def __init__(self, size: int) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._workers: list[_WorkerProcess] = []
         self._lock = threading.Lock()
         for number in range(size):
@@ -186,8 +186,6 @@ class ProcessWorkers:
             if worker is None:  # started before the next job arrives: startup never counts as a job's time
                 worker = self._start()
             job = self._jobs.get()
-            if job is None:
-                return
             if not job.future.set_running_or_notify_cancel():
                 continue
             if worker.failed is not None:
