@@ -2,13 +2,16 @@
 
 Layers run cheapest first. A *stage* is a run of layers of one kind that ends at a gate or where the
 kind changes; the layers of a stage run concurrently, and a failed gate skips every later stage.
-Checks marked ``inline`` run right on the grading thread (they are microseconds); the others run in a
-thread pool, a process pool or as coroutines, each bounded by a semaphore sized to its pool so that
-a check's time limit starts when it actually starts.
+Checks marked ``inline`` run right on the grading thread (their cost is bounded by construction);
+the others run in worker threads, worker processes (:mod:`verihub._pools`) or as coroutines.
 
-A check that raises, returns something that is not a score, or runs past ``timeout_s`` turns the whole
-grade into ``env_error`` or ``timeout`` with reward ``None`` and the reason: an environment fault is
-never scored as a wrong answer.
+Every layer's ``timeout_s`` holds in every mode and counts the check's own running time: an offloaded
+check past its limit is cut off (its worker thread replaced, its worker process killed), and an
+inline check, which cannot be pre-empted, is reported as ``timeout`` when its measured time exceeds
+the limit. A check that raises, returns something that is not a score, or runs past its limit turns
+the whole grade into ``env_error`` or ``timeout`` with reward ``None`` and the reason: an environment
+fault is never scored as a wrong answer. Both grading paths (all-inline and general) turn layer
+outcomes into a grade with the same function, :meth:`Verifier._conclude`.
 """
 
 from __future__ import annotations
@@ -16,11 +19,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import io
-import tarfile
+import pickle
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
@@ -28,8 +29,7 @@ from typing import Any, Literal
 
 from verihub import _pools
 from verihub.checks.base import BoundCheck, CheckResult, Mode
-from verihub.checks.registry import resolve_check
-from verihub.dataset import task_id
+from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
 from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
 from verihub.judge import Judge
 from verihub.sandbox.types import Snapshot
@@ -39,13 +39,16 @@ from verihub.tools import WORKDIR
 __all__ = ["BoundLayer", "Verifier"]
 
 Task = Mapping[str, Any]
-Outcome = tuple[LayerStatus, float | None, str, float]  # status, score, detail, seconds
-CacheKey = tuple[str, str] | tuple[str, str, str]  # task id, completion[, digest of the final work dir]
+# What running one layer gave: its score (None unless the check ran and scored), the detail, the
+# seconds it ran, and a status only where the score does not decide it (ERROR, TIMEOUT, SKIPPED).
+Outcome = tuple[float | None, str, float, LayerStatus | None]
+# The completion, what of the task the layers read, and (terminal-state tasks) a digest of the work dir.
+CacheKey = tuple[Any, ...]
 
 _KIND_ORDER = {LayerKind.RULE: 0, LayerKind.CHECK: 1, LayerKind.JUDGE: 2}
-_PASSED, _FAILED, _OK, _WRONG = LayerStatus.PASSED, LayerStatus.FAILED, GradeStatus.OK, GradeStatus.WRONG
-# Process jobs in flight per worker: jobs queued behind the running one hide the round trip to it.
-_PROCESS_QUEUE_DEPTH = 4
+_PASSED, _FAILED, _SKIPPED = LayerStatus.PASSED, LayerStatus.FAILED, LayerStatus.SKIPPED
+_ERROR, _TIMEOUT = LayerStatus.ERROR, LayerStatus.TIMEOUT
+_OK, _WRONG = GradeStatus.OK, GradeStatus.WRONG
 # Build the NamedTuples from a complete field tuple, skipping their keyword-handling constructors.
 _new_layer_result = functools.partial(tuple.__new__, LayerResult)
 _new_grade = functools.partial(tuple.__new__, Grade)
@@ -59,7 +62,8 @@ class BoundLayer:
     run: BoundCheck | None  # None for judge layers
     mode: Mode
     rubric: str = ""  # judge layers: the rubric text
-    columns: frozenset[str] = frozenset()  # dataset columns the check reads
+    columns: frozenset[str] = frozenset()  # dataset columns the check declares (the loader checks they exist)
+    reads: frozenset[str] | None = None  # every task column the grade can depend on; None: unknown
 
     @classmethod
     def from_spec(cls, spec: LayerSpec, root: Path, sandbox: SandboxSpec | None = None) -> BoundLayer:
@@ -68,7 +72,10 @@ class BoundLayer:
             return cls(spec, None, "async", rubric=(root / str(spec.rubric)).read_text())
         check = resolve_check(str(spec.use))
         run, params = check.bind(spec.args, root, sandbox)
-        return cls(spec, run, check.mode, columns=frozenset(params.columns() if params is not None else ()))
+        columns = frozenset(params.columns() if params is not None else ())
+        # Built-in checks read exactly the columns they declare; another check may read any column.
+        reads = columns if BUILTIN_CHECKS.get(check.name) is check else None
+        return cls(spec, run, check.mode, columns=columns, reads=reads)
 
 
 class Verifier:
@@ -97,25 +104,28 @@ class Verifier:
         self.on_missing_judge = on_missing_judge
         self.max_concurrency = max_concurrency
         self.all_inline = all(layer.mode == "inline" for layer in self.layers)
-        # What the inline fast path reads per layer, unpacked once instead of per grade.
-        self._inline_plan = [
-            (layer.run, layer.spec.name, layer.spec.layer.value, layer.spec.weight, layer.spec.pass_score, layer.spec.gate)
-            for layer in self.layers
-        ]
-        self._cache: dict[CacheKey, Grade] = {}
-        self._cache_size = cache_size
-        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Mode, asyncio.Semaphore]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # What the rules and the inline fast path read per layer, unpacked once instead of per grade.
+        specs = [layer.spec for layer in self.layers]
+        self._rules = [(s.name, s.layer.value, s.weight, s.pass_score, s.gate) for s in specs]
+        self._stop_below = [s.pass_score if s.gate else float("-inf") for s in specs]
+        self._inline_plan = [(layer.run, layer.spec.timeout_s) for layer in self.layers]
         self._skipped_after_gate = [_skipped(layer, "an earlier gate failed") for layer in self.layers]
         self._skipped_after_fault = [_skipped(layer, "grading stopped at an environment fault") for layer in self.layers]
+        # The cache keys on what the layers read of a task: the columns every layer declares when all
+        # of them do (built-in checks), else the whole task.
+        self._key_columns: tuple[str, ...] | None = None
+        if all(layer.reads is not None for layer in self.layers):
+            self._key_columns = tuple(sorted(set().union(*(layer.reads or () for layer in self.layers)) - {WORKDIR}))
+        self._cache: dict[CacheKey, Grade] = {}
+        self._cache_size = cache_size
+        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     # -- public API --------------------------------------------------------------------------------
 
     def grade(self, task: Task, completion: str) -> Grade:
         """Grade one completion. Use :meth:`agrade` from async code."""
         key = self._key(task, completion)
-        cached = self._cache.get(key)
+        cached = self._cache.get(key) if key is not None else None
         if cached is not None:
             return cached
         if self.all_inline:
@@ -127,7 +137,7 @@ class Verifier:
     async def agrade(self, task: Task, completion: str) -> Grade:
         """Grade one completion without blocking the event loop."""
         key = self._key(task, completion)
-        cached = self._cache.get(key)
+        cached = self._cache.get(key) if key is not None else None
         if cached is not None:
             return cached
         grade = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
@@ -151,128 +161,150 @@ class Verifier:
 
     # -- cache -------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _key(task: Task, completion: str) -> CacheKey:
-        # The dict hashes the completion (str hashes are cached) and compares it on a hit, so two
-        # completions can never share a grade. The verifier belongs to one environment version.
-        # A terminal-state grade also keys on a digest of the final work dir: the same last words
-        # over different files are different answers.
-        identifier = task.get("id")
-        key = (identifier if identifier.__class__ is str else task_id(task)), completion
+    def _key(self, task: Task, completion: str) -> CacheKey | None:
+        # A grade depends on the completion and on what the layers read of the task, never on its id
+        # alone: the same id with another answer or other tests is another key. The dict hashes the
+        # key and compares it on a hit, so two different contents never share a grade. A
+        # terminal-state grade also keys on a digest of the final work dir. None: not cacheable.
+        columns = self._key_columns
+        if columns is None:
+            content = _task_content(task)
+            if content is None:
+                return None
+        elif not columns:
+            content = None  # no layer reads the task
+        elif len(columns) == 1:
+            content = task.get(columns[0])
+            if content.__class__ is not str and (content := _canonical(content)) is None:
+                return None
+        else:
+            content = tuple(value if value.__class__ is str else _canonical(value) for value in map(task.get, columns))
+            if None in content:
+                return None
         if WORKDIR in task:
-            return (*key, _state_digest(task[WORKDIR]))  # type: ignore[return-value]
-        return key  # type: ignore[return-value]
+            return completion, content, _state_digest(task[WORKDIR])
+        return completion, content
 
-    def _remember(self, key: CacheKey, grade: Grade) -> Grade:
+    def _remember(self, key: CacheKey | None, grade: Grade) -> Grade:
         # Faults are not cached: the next attempt must really retry.
-        if self._cache_size and grade.reward is not None:
+        if key is not None and self._cache_size and grade.reward is not None:
             if len(self._cache) >= self._cache_size:
                 del self._cache[next(iter(self._cache))]  # oldest first
             self._cache[key] = grade
         return grade
 
+    # -- the rules: layer outcomes -> grade (both paths) ---------------------------------------------
+
+    def _ends(self, index: int, outcome: Outcome) -> bool:
+        """Whether this outcome ends grading: an environment fault, or a failed gate."""
+        score, _, _, status = outcome
+        if status is None:
+            return score < self._stop_below[index]  # type: ignore[operator]
+        return status is not _SKIPPED
+
+    def _conclude(self, outcomes: Sequence[Outcome]) -> Grade:
+        """The grade from the outcomes of the layers that ran, in layer order, up to the one that ended
+        grading: statuses by ``pass_score``, the weighted reward, skipped layers after a failed gate,
+        and a fault that makes the whole grade ``env_error``/``timeout`` with reward None."""
+        results: list[LayerResult] = []
+        reward = 0.0
+        all_passed = True
+        rules = self._rules
+        index = -1
+        for score, detail, seconds, status in outcomes:
+            index += 1
+            name, kind, weight, pass_score, gate = rules[index]
+            if status is None:
+                passed = score >= pass_score  # type: ignore[operator]
+                results.append(_new_layer_result((name, kind, _PASSED if passed else _FAILED, score, weight, seconds, detail)))
+                reward += weight * score  # type: ignore[operator]
+                if not passed:
+                    all_passed = False
+                    if gate:
+                        results.extend(self._skipped_after_gate[index + 1 :])
+                        break
+                continue
+            results.append(_new_layer_result((name, kind, status, None, weight, seconds, detail)))
+            if status is not _SKIPPED:  # an environment fault: nothing after it runs or counts
+                results.extend(self._skipped_after_fault[index + 1 :])
+                fault = GradeStatus.TIMEOUT if status is _TIMEOUT else GradeStatus.ENV_ERROR
+                return _new_grade((fault, None, tuple(results), f"layer {name!r}: {detail}"))
+        return _new_grade((_OK if all_passed else _WRONG, reward, tuple(results), ""))
+
     # -- the synchronous fast path (every layer inline) ----------------------------------------------
 
     def _grade_inline(self, task: Task, completion: str) -> Grade:
         # The hot path for cheap checks: its cost is benchmarked against calling the check directly
-        # (bench/verifier_bench.py), hence the unpacked plan and the inlined score conversion.
-        results: list[LayerResult] = []
-        reward = 0.0
-        all_passed = True
-        start = perf_counter()
-        for index, (run, name, kind, weight, pass_score, gate) in enumerate(self._inline_plan):
-            try:
-                output = run(completion, task)
-                if output.__class__ is CheckResult:
-                    score, detail = output.score, output.detail
-                    if not 0.0 <= score <= 1.0:
-                        score, detail = _as_score(output)  # raises with the reason
-                else:
-                    score, detail = _as_score(output)
-            except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
-                return self._fault(results, index, (LayerStatus.ERROR, None, _describe(error), perf_counter() - start))
-            end = perf_counter()
-            passed = score >= pass_score
-            results.append(_new_layer_result((name, kind, _PASSED if passed else _FAILED, score, weight, end - start, detail)))
-            start = end
-            reward += weight * score
-            if not passed:
-                all_passed = False
-                if gate:
-                    results.extend(self._skipped_after_gate[index + 1 :])
-                    break
-        return _new_grade((_OK if all_passed else _WRONG, reward, tuple(results), ""))
+        # (bench/verifier_bench.py), hence the unpacked plan and the one-layer shortcut.
+        plan = self._inline_plan
+        if len(plan) == 1:
+            run, timeout = plan[0]
+            return self._conclude((_run_inline(run, completion, task, timeout),))  # type: ignore[arg-type]
+        outcomes: list[Outcome] = []
+        for index, (run, timeout) in enumerate(plan):
+            outcome = _run_inline(run, completion, task, timeout)  # type: ignore[arg-type]
+            outcomes.append(outcome)
+            if self._ends(index, outcome):
+                break
+        return self._conclude(outcomes)
 
     # -- the general path ---------------------------------------------------------------------------
 
     async def _agrade(self, task: Task, completion: str) -> Grade:
-        results: list[LayerResult] = []
-        reward = 0.0
-        all_passed = True
-        done = 0
+        outcomes: list[Outcome] = []
+        index = 0
         for stage in self.stages:
-            outcomes = await asyncio.gather(*(self._run_layer(layer, task, completion) for layer in stage))
-            gate_failed = False
-            for layer, outcome in zip(stage, outcomes, strict=True):
-                status, score, detail, seconds = outcome
-                if status in (LayerStatus.ERROR, LayerStatus.TIMEOUT):
-                    return self._fault(results, done, outcome)
-                spec = layer.spec
-                results.append(LayerResult(spec.name, spec.layer.value, status, score, spec.weight, seconds, detail))
-                done += 1
-                if status is LayerStatus.SKIPPED:
-                    continue
-                reward += spec.weight * float(score or 0.0)
-                if status is LayerStatus.FAILED:
-                    all_passed = False
-                    gate_failed = gate_failed or spec.gate
-            if gate_failed:
-                results.extend(self._skipped_after_gate[done:])
+            if len(stage) == 1:
+                ran = [await self._run_layer(stage[0], task, completion)]
+            else:
+                ran = await asyncio.gather(*(self._run_layer(layer, task, completion) for layer in stage))
+            outcomes += ran
+            ended = any(self._ends(index + offset, outcome) for offset, outcome in enumerate(ran))
+            index += len(stage)
+            if ended:
                 break
-        return Grade(GradeStatus.OK if all_passed else GradeStatus.WRONG, reward, tuple(results))
+        return self._conclude(outcomes)
 
     async def _run_layer(self, layer: BoundLayer, task: Task, completion: str) -> Outcome:
+        timeout = layer.spec.timeout_s
         if layer.mode == "inline":
-            start = perf_counter()
-            try:
-                score, detail = _as_score(layer.run(completion, task))  # type: ignore[misc]
-            except Exception as error:  # noqa: BLE001
-                return LayerStatus.ERROR, None, _describe(error), perf_counter() - start
-            return _passed_or_failed(layer, score), score, detail, perf_counter() - start
+            return _run_inline(layer.run, completion, task, timeout)  # type: ignore[arg-type]
         if layer.spec.layer is LayerKind.JUDGE and self.judge is None:
             if self.on_missing_judge == "skip":
-                return LayerStatus.SKIPPED, None, "no judge configured", 0.0
-            return LayerStatus.ERROR, None, "no judge configured for this judge layer", 0.0
-        timeout = layer.spec.timeout_s
-        async with self._limit(layer.mode):
-            start = perf_counter()
-            try:
-                # Process jobs may wait in the pool's queue behind one job per worker; the outer deadline
-                # allows for that, and the limit itself applies to the time the check really ran.
-                deadline = timeout * (1 + _PROCESS_QUEUE_DEPTH) if layer.mode == "process" else timeout
-                output, seconds = await asyncio.wait_for(self._start(layer, task, completion), deadline)
-                if seconds > timeout:
-                    raise TimeoutError
-                score, detail = _as_score(output)
-            except TimeoutError:
-                return LayerStatus.TIMEOUT, None, f"ran past {timeout:g}s", perf_counter() - start
-            except BrokenProcessPool:
-                _pools.reset_process_pool()
-                return LayerStatus.ERROR, None, "a check worker process died", perf_counter() - start
-            except Exception as error:  # noqa: BLE001
-                return LayerStatus.ERROR, None, _describe(error), perf_counter() - start
-            return _passed_or_failed(layer, score), score, detail, seconds
+                return None, "no judge configured", 0.0, _SKIPPED
+            return None, "no judge configured for this judge layer", 0.0, _ERROR
+        start = perf_counter()
+        try:
+            if layer.mode in ("thread", "process"):
+                output, seconds = await self._offload(layer, task, completion)
+            else:
+                async with self._limit():
+                    start = perf_counter()
+                    output = await asyncio.wait_for(self._coroutine(layer, task, completion), timeout)
+                    seconds = perf_counter() - start
+            if seconds > timeout:
+                raise _pools.CheckTimeout
+            score, detail = _as_score(output)
+        except TimeoutError:  # CheckTimeout too
+            return None, f"ran past {timeout:g}s", perf_counter() - start, _TIMEOUT
+        except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
+            return None, _describe(error), perf_counter() - start, _ERROR
+        return score, detail, seconds, None
 
-    def _start(self, layer: BoundLayer, task: Task, completion: str) -> Any:
-        """An awaitable of (check output, seconds the check ran) for one offloaded layer."""
+    def _offload(self, layer: BoundLayer, task: Task, completion: str) -> Any:
+        """An awaitable of (check output, seconds the check ran) from a worker thread or process, which
+        enforces the layer's limit from the moment the check starts."""
+        if layer.mode == "process":
+            # Worker processes get a plain dict: a datasets row or other mapping may not pickle.
+            future = _pools.process_workers().submit(layer.run, (completion, dict(task)), layer.spec.timeout_s)
+        else:
+            future = _pools.thread_workers().submit(layer.run, (completion, task), layer.spec.timeout_s)
+        return asyncio.wrap_future(future)
+
+    def _coroutine(self, layer: BoundLayer, task: Task, completion: str) -> Any:
         if layer.spec.layer is LayerKind.JUDGE:
-            return _timed_coroutine(self._judge(layer, task, completion))
-        if layer.mode == "async":
-            return _timed_coroutine(layer.run(completion, task))  # type: ignore[misc]
-        pool = _pools.process_pool() if layer.mode == "process" else _pools.thread_pool()
-        # Process workers get a plain dict: a datasets row or other mapping may not pickle.
-        payload = dict(task) if layer.mode == "process" else task
-        return asyncio.get_running_loop().run_in_executor(pool, _call_timed, layer.run, completion, payload)
+            return self._judge(layer, task, completion)
+        return layer.run(completion, task)  # type: ignore[misc]
 
     async def _judge(self, layer: BoundLayer, task: Task, completion: str) -> CheckResult:
         assert self.judge is not None
@@ -282,60 +314,60 @@ class Verifier:
         )
         return CheckResult(verdict.score, verdict.reason)
 
-    def _limit(self, mode: Mode) -> asyncio.Semaphore:
-        """The semaphore for ``mode`` on the running loop (asyncio primitives belong to one loop)."""
+    def _limit(self) -> asyncio.Semaphore:
+        """The semaphore bounding coroutine checks and judges on the running loop (asyncio primitives
+        belong to one loop); worker threads and processes queue jobs themselves."""
         loop = asyncio.get_running_loop()
-        limits = self._limits.get(loop)
-        if limits is None:
-            size = _pools.cpu_count()
-            limits = {
-                "process": asyncio.Semaphore(size * _PROCESS_QUEUE_DEPTH),
-                "thread": asyncio.Semaphore(min(32, size + 4)),
-                "async": asyncio.Semaphore(self.max_concurrency),
-            }
-            self._limits[loop] = limits
-        return limits[mode]
-
-    def _fault(self, results: list[LayerResult], index: int, outcome: Outcome) -> Grade:
-        status, _, detail, seconds = outcome
-        layer = self.layers[index]
-        spec = layer.spec
-        results.append(LayerResult(spec.name, spec.layer.value, status, None, spec.weight, seconds, detail))
-        results.extend(self._skipped_after_fault[index + 1 :])
-        grade_status = GradeStatus.TIMEOUT if status is LayerStatus.TIMEOUT else GradeStatus.ENV_ERROR
-        return Grade(grade_status, None, tuple(results), reason=f"layer {spec.name!r}: {detail}")
+        limit = self._limits.get(loop)
+        if limit is None:
+            limit = self._limits[loop] = asyncio.Semaphore(self.max_concurrency)
+        return limit
 
 
 def _state_digest(state: Any) -> str:
-    """A digest of a work dir's content: names, kinds, modes, link targets and bytes (not times), so
-    equal final states share a grade and different ones never do."""
-    digest = hashlib.sha256()
-    if not isinstance(state, Snapshot):
-        digest.update(repr(state).encode())
-        return digest.hexdigest()
-    if state.tar:
-        with tarfile.open(fileobj=io.BytesIO(state.tar), mode="r:") as archive:
-            members = sorted(archive.getmembers(), key=lambda member: member.name.removeprefix("./"))
-            for member in members:
-                header = f"{member.name.removeprefix('./')}\0{member.type!r}\0{member.mode:o}\0{member.linkname}\0{member.size}\0"
-                digest.update(header.encode())
-                if member.isfile():
-                    extracted = archive.extractfile(member)
-                    digest.update(extracted.read() if extracted is not None else b"")
-    return digest.hexdigest()
+    """A digest of a work dir's content (see :meth:`Snapshot.digest`: names, kinds, modes, link targets
+    and bytes, not times), so equal final states share a grade and different ones never do."""
+    if isinstance(state, Snapshot):
+        return state.digest()
+    return hashlib.sha256(repr(state).encode()).hexdigest()
 
 
-def _call_timed(run: BoundCheck, completion: str, task: Task) -> tuple[Any, float]:
-    """Runs in the worker, so that the time limit counts the check's own time, not its queueing."""
+def _run_inline(run: BoundCheck, completion: str, task: Task, timeout: float) -> Outcome:
+    """Run an inline check on this thread. It cannot be pre-empted, so its limit is checked after the
+    fact: the built-in inline checks have a bounded cost by construction, and one that still runs
+    past ``timeout_s`` is reported as a timeout."""
     start = perf_counter()
-    output = run(completion, task)
-    return output, perf_counter() - start
+    try:
+        output = run(completion, task)
+        if output.__class__ is CheckResult and 0.0 <= output.score <= 1.0:
+            score, detail = output.score, output.detail
+        else:
+            score, detail = _as_score(output)  # raises with the reason
+    except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
+        return None, _describe(error), perf_counter() - start, _ERROR
+    seconds = perf_counter() - start
+    if seconds > timeout:
+        return None, f"ran past {timeout:g}s (an inline check, measured after it returned)", seconds, _TIMEOUT
+    return score, detail, seconds, None
 
 
-async def _timed_coroutine(coroutine: Any) -> tuple[Any, float]:
-    start = perf_counter()
-    output = await coroutine
-    return output, perf_counter() - start
+def _task_content(task: Task) -> bytes | None:
+    """A digest of every column of a task but the work dir (keyed by its own digest); None when
+    something in it does not pickle."""
+    try:
+        content = pickle.dumps(sorted((key, value) for key, value in task.items() if key != WORKDIR), protocol=5)
+    except Exception:  # noqa: BLE001 - an unpicklable task is graded, just not cached
+        return None
+    return hashlib.sha256(content).digest()
+
+
+def _canonical(value: Any) -> bytes | None:
+    """A non-string column value as a key part that only equal values of the same type share (1, 1.0
+    and True are different answers to `exact`); None when it does not pickle."""
+    try:
+        return pickle.dumps(value, protocol=5)
+    except Exception:  # noqa: BLE001 - graded, just not cached
+        return None
 
 
 def _split_stages(layers: list[BoundLayer]) -> list[list[BoundLayer]]:
@@ -367,10 +399,6 @@ def _as_score(output: Any) -> tuple[float, str]:
     if not 0.0 <= score <= 1.0:  # also false for NaN
         raise ValueError(f"check returned score {score!r}, outside [0, 1]")
     return float(score), detail
-
-
-def _passed_or_failed(layer: BoundLayer, score: float) -> LayerStatus:
-    return LayerStatus.PASSED if score >= layer.spec.pass_score else LayerStatus.FAILED
 
 
 def _skipped(layer: BoundLayer, why: str) -> LayerResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -177,3 +178,67 @@ def test_registry_resolves_builtin_path_and_unknown() -> None:
         resolve_check("numerc")
     with pytest.raises(CheckNotFoundError, match="cannot import"):
         resolve_check("no_such_module_xyz:fn")
+
+
+NUMERIC = numeric.NumericParams()
+HUGE_TEXTS = {
+    "megabyte of numbers": "1 " * 500_000 + "\\boxed{7}",
+    "megabyte after the number": "\\boxed{7}" + "x" * 1_000_000,
+    "megabyte of digits": "9" * 1_000_000,
+    "unicode digits padding": "٣" * 200_000 + " 7",
+}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["1e400", "-1e400", "1e-400", "1e20000000", "1e" + "9" * 5000, "9" * 10_000, "0." + "3" * 400, "inf", "nan",
+     "\\frac{" + "9" * 400 + "}{3}", "\\frac{10^{9999}}{3}", "10^{10^{10}}", "9^9^9^9", "2**1000000", "7^{1}",
+     "1,0000", "12,34", "7.0.1", "\\dfrac{1}{7}", "\\sqrt{7}", "x_7", "0.999..."],
+)
+def test_numeric_abuse_is_wrong_never_a_fault(answer: str) -> None:
+    # Overflow, huge exponents and digit counts, non-numbers and expressions that merely end in the
+    # expected digits are wrong answers (GRPO must penalise them), at a bounded cost.
+    result = numeric.numeric(f"\\boxed{{{answer}}}", {"answer": "7"}, NUMERIC)
+    assert score(result) == 0
+    assert score(numeric.numeric(f"\\boxed{{{answer}}}", {"answer": "1"}, NUMERIC)) == 0
+
+
+@pytest.mark.parametrize(("raw", "value"), [("-0", 0), ("1e-300", Fraction(1, 10**300)), ("1.5e3%", 1500),
+                                            ("\\boxed{42}.", 42), ("\\text{42} dollars", 42), ("0e99999999", 0),
+                                            (0.1, Fraction(1, 10)), (10**400, None), (float("inf"), None)])
+def test_parse_number_edges(raw: object, value: object) -> None:
+    assert parse_number(raw) == value
+
+
+@pytest.mark.parametrize("name", list(HUGE_TEXTS))
+def test_parse_number_cost_is_bounded(name: str) -> None:
+    text = HUGE_TEXTS[name]
+    start = time.perf_counter()
+    parse_number(text)
+    numeric.numeric(text, {"answer": "7"}, NUMERIC)
+    assert time.perf_counter() - start < 0.25  # linear scans in C at most; was seconds on main
+
+
+def test_numeric_compares_exactly_at_every_scale() -> None:
+    assert score(numeric.numeric("\\boxed{1e300}", {"answer": "1e300"}, NUMERIC)) == 1
+    assert score(numeric.numeric("\\boxed{1.000001}", {"answer": "1"}, NUMERIC)) == 1  # abs_tol 1e-6, inclusive
+    assert score(numeric.numeric("\\boxed{1.0000011}", {"answer": "1"}, NUMERIC)) == 0
+    assert score(numeric.numeric("\\boxed{0.1}", {"answer": 0.1}, numeric.NumericParams(abs_tol=0))) == 1
+    assert score(numeric.numeric("\\boxed{1e-300}", {"answer": 0}, numeric.NumericParams(abs_tol=0))) == 0
+    # no float rounding: 1/3 is not 0.3333333333333333 when the tolerance is zero
+    assert score(numeric.numeric("\\boxed{\\frac{1}{3}}", {"answer": "0.3333333333333333"}, numeric.NumericParams(abs_tol=0))) == 0
+    wrong = numeric.numeric("\\boxed{3e300}", {"answer": "1e300"}, numeric.NumericParams(rel_tol=0.5))
+    assert score(wrong) == 0 and "expected 1e+300" in wrong.detail
+    assert score(numeric.numeric("\\boxed{1.4e300}", {"answer": "1e300"}, numeric.NumericParams(rel_tol=0.5))) == 1
+
+
+@pytest.mark.parametrize("expected", ["1e400", float("nan"), float("inf"), 10**400, "9" * 10_000])
+def test_numeric_expected_value_out_of_range_is_the_environments_fault(expected: object) -> None:
+    with pytest.raises(ValueError, match="not a number"):
+        numeric.numeric("\\boxed{1}", {"answer": expected}, NUMERIC)
+
+
+def test_json_fields_huge_numbers_are_wrong_not_faults() -> None:
+    task = {"expected": '{"n": 5}'}
+    for completion in ('{"n": 1' + "0" * 400 + "}", '{"n": 1e400}', '{"n": NaN}', '{"n": "1e400"}'):
+        assert score(structured.json_fields(completion, task, structured.JsonFieldsParams())) == 0

@@ -19,7 +19,6 @@ from verihub.sandbox.types import Snapshot
 from verihub.testing import ScriptedChatServer
 from verihub.tools import FILES, WORKDIR, SandboxTools, task_files, with_workdir
 from verihub.validate import validate_env
-from verihub.verifier import Verifier
 
 from conftest import REPO
 
@@ -57,10 +56,10 @@ def test_task_files_reads_json_text_mappings_and_structs() -> None:
     assert with_workdir(task, state) == {"id": "t1", "q": "?", WORKDIR: state} and WORKDIR not in task
 
 
-def test_cache_keys_on_the_final_work_dir() -> None:
+def test_cache_keys_on_the_final_work_dir(env: verihub.Environment) -> None:
     task = {"id": "t1"}
-    key = Verifier._key
-    assert key(task, "done") == ("t1", "done")  # no work dir: the key is as before
+    key = env.verifier._key
+    assert len(key(task, "done")) == 2  # no work dir: completion and task content only
     one, two = Snapshot.of({"a.txt": "one"}), Snapshot.of({"a.txt": "two"})
     assert key(with_workdir(task, one), "done") != key(with_workdir(task, two), "done")
     assert key(with_workdir(task, one), "done") != key(task, "done")

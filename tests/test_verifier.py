@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from verihub import CheckResult, GradeStatus, LayerStatus, check
+from verihub import CheckResult, GradeStatus, LayerStatus, _pools, check, load_env
 from verihub.checks.base import as_check
+from verihub.checks.registry import BUILTIN_CHECKS
 from verihub.judge import JudgeVerdict
 from verihub.spec import LayerSpec
 from verihub.verifier import BoundLayer, Verifier
 
+REPO = Path(__file__).resolve().parents[1]
 CALLS: dict[str, int] = {}
 
 
@@ -223,3 +225,220 @@ def test_verifier_is_safe_across_threads() -> None:
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+# -- every limit holds in every mode; a check past its limit never holds a worker ----------------------
+
+RELEASE = threading.Event()  # set at the end of the tests that hang checks, so their threads can leave
+
+
+@pytest.fixture
+def release_hung_checks() -> Any:
+    yield
+    RELEASE.set()
+
+
+def hangs(completion: str, task: Mapping[str, Any]) -> bool:
+    RELEASE.wait(120)
+    return True
+
+
+def quick(completion: str, task: Mapping[str, Any]) -> bool:
+    return True
+
+
+@check(mode="inline")
+def slow_inline(completion: str, task: Mapping[str, Any]) -> bool:
+    time.sleep(0.1)
+    return True
+
+
+@check(mode="process")
+def spins(completion: str, task: Mapping[str, Any]) -> bool:
+    while True:
+        pass
+
+
+@check(mode="process")
+def quick_process(completion: str, task: Mapping[str, Any]) -> bool:
+    return True
+
+
+@check(mode="process")
+def dies(completion: str, task: Mapping[str, Any]) -> bool:
+    import os
+
+    os._exit(3)
+
+
+def test_an_inline_check_past_its_limit_is_a_timeout_on_both_paths() -> None:
+    fast_path = Verifier([layer("slow", "check", here("slow_inline"), timeout_s=0.05)])
+    assert fast_path.all_inline
+    grade = fast_path.grade(TASK, "x")
+    assert grade.status is GradeStatus.TIMEOUT and grade.reward is None and "ran past 0.05s" in grade.reason
+    general = Verifier([layer("slow", "check", here("slow_inline"), timeout_s=0.05), layer("q", "check", here("quick"))])
+    assert not general.all_inline
+    assert general.grade(TASK, "x").status is GradeStatus.TIMEOUT
+
+
+async def test_hung_thread_checks_do_not_starve_their_neighbours(release_hung_checks: None) -> None:
+    # Three times as many hung checks as the pool has threads, graded alongside fast ones: on main the
+    # hung threads filled the pool and every later check timed out waiting for a thread.
+    slow = Verifier([layer("hangs", "check", here("hangs"), timeout_s=0.2)])
+    fast = Verifier([layer("quick", "check", here("quick"), timeout_s=1.0)])
+    count = 3 * (_pools.cpu_count() + 4)
+    start = time.perf_counter()
+    slow_grades, fast_grades = await asyncio.gather(
+        slow.agrade_many([{"id": f"s{i}"} for i in range(count)], ["x"] * count),
+        fast.agrade_many([{"id": f"f{i}"} for i in range(count)], ["x"] * count),
+    )
+    assert {g.status for g in slow_grades} == {GradeStatus.TIMEOUT}
+    assert {g.status for g in fast_grades} == {GradeStatus.OK}
+    assert time.perf_counter() - start < 10
+    fast.clear_cache()
+    again = await fast.agrade_many([{"id": f"a{i}"} for i in range(count)], ["x"] * count)  # the pool is whole
+    assert {g.status for g in again} == {GradeStatus.OK}
+
+
+async def test_a_process_check_past_its_limit_is_killed_and_its_worker_replaced() -> None:
+    spinning = Verifier([layer("spins", "check", here("spins"), timeout_s=0.5)])
+    fast = Verifier([layer("quick", "check", here("quick_process"), timeout_s=20)])
+    count = 2 * _pools.cpu_count()
+    await fast.agrade({"id": "warm"}, "x")  # the workers are up
+    slow_grades, fast_grades = await asyncio.gather(
+        spinning.agrade_many([{"id": f"s{i}"} for i in range(count)], ["x"] * count),
+        fast.agrade_many([{"id": f"f{i}"} for i in range(count)], ["x"] * count),
+    )
+    assert {g.status for g in slow_grades} == {GradeStatus.TIMEOUT}
+    assert {g.status for g in fast_grades} == {GradeStatus.OK}
+    start = time.perf_counter()
+    fast.clear_cache()
+    again = await fast.agrade_many([{"id": f"a{i}"} for i in range(count)], ["x"] * count)
+    assert {g.status for g in again} == {GradeStatus.OK}
+    assert time.perf_counter() - start < 15  # no worker is still spinning (on main they spun forever)
+
+
+async def test_a_dead_worker_process_faults_only_its_own_grade() -> None:
+    verifier = Verifier([layer("dies", "check", here("dies"))])
+    grade = await verifier.agrade(TASK, "x")
+    assert grade.status is GradeStatus.ENV_ERROR and "worker process died (exit code 3)" in grade.reason
+    assert (await Verifier([layer("quick", "check", here("quick_process"))]).agrade(TASK, "x")).passed
+
+
+@pytest.mark.parametrize("answer", ["10^{10^{10}}", "9^9^9^9", "(10^{8})!"])
+def test_math_on_runaway_expressions_is_bounded_by_the_layers_limit(answer: str) -> None:
+    verifier = Verifier([layer("math", "check", "math", timeout_s=1.5)])
+    start = time.perf_counter()
+    grade = verifier.grade({"id": "m", "answer": "7"}, f"\\boxed{{{answer}}}")
+    assert grade.status in (GradeStatus.WRONG, GradeStatus.TIMEOUT)
+    assert time.perf_counter() - start < 4  # main: math-verify's own 5 s limit, past the layer's
+    assert verifier.grade({"id": "m", "answer": "7"}, "\\boxed{7}").passed  # the worker was replaced
+
+
+# -- numeric abuse through a real environment ------------------------------------------------------
+
+@pytest.mark.parametrize("env_dir", ["envs/sums", "envs/compare"])
+@pytest.mark.parametrize("answer", ["1e400", "-1e400", "1e20000000", "9" * 10_000, "inf", "nan", "1e-400",
+                                    "1e" + "9" * 10_000, "1 " * 200_000])
+def test_numeric_abuse_in_bundled_environments_is_wrong_and_cheap(env_dir: str, answer: str) -> None:
+    env = load_env(REPO / env_dir)
+    task = env.dataset("eval")[0]
+    start = time.perf_counter()
+    grade = env.grade(task, f"\\boxed{{{answer}}}")
+    assert grade.status is GradeStatus.WRONG and grade.reward == 0
+    assert time.perf_counter() - start < 0.5
+
+
+# -- the cache keys on the task's content ---------------------------------------------------------
+
+def test_the_cache_keys_on_task_content_not_on_the_id() -> None:
+    env = load_env(REPO / "envs/sums")
+    task = dict(env.dataset("eval")[0])
+    completion = f"\\boxed{{{task['answer']}}}"
+    assert env.grade(task, completion).passed
+    changed = {**task, "answer": str(int(task["answer"]) + 1)}  # same id, another answer
+    assert env.grade(changed, completion).status is GradeStatus.WRONG
+    assert env.grade(task, completion).passed
+
+
+CUSTOM_SPEC = """\
+id: secrets
+version: 0.1.0
+domain: test
+description: A custom check reading a column it does not declare.
+dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
+prompt: {user: "{question}"}
+verifier:
+  - {name: secret, layer: check, use: "engine_cache_checks:matches_secret"}
+gold: {reference: "{secret}"}
+"""
+
+
+def test_the_cache_keys_on_the_whole_task_for_custom_checks(make_env: Any) -> None:
+    rows = [{"id": f"t{i}", "question": "q", "secret": f"s{i}"} for i in range(4)]
+    checks = "def matches_secret(completion, task):\n    return completion == task['secret']\n"
+    env = load_env(make_env(CUSTOM_SPEC, rows=rows, files={"engine_cache_checks.py": checks}))
+    task = {"id": "t0", "question": "q", "secret": "s0"}
+    assert env.grade(task, "s0").passed
+    assert env.grade({**task, "secret": "other"}, "s0").status is GradeStatus.WRONG
+    assert env.grade({**task, "secret": "other"}, "other").passed
+    assert env.grade(task, "s0").passed
+
+
+class RecordingTask(dict):  # type: ignore[type-arg]
+    """A task that notes every column a check reads ("*" when it walks them all)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Any:
+        self.read.add("*")
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.read.add("*")
+        return super().keys()
+
+    def items(self) -> Any:
+        self.read.add("*")
+        return super().items()
+
+    def values(self) -> Any:
+        self.read.add("*")
+        return super().values()
+
+
+BUILTIN_ARGS: dict[str, dict[str, Any]] = {
+    "regex": {"pattern": r"\d+"}, "json_schema": {"schema": {"type": "object"}}, "xml_tags": {"tags": ["answer"]},
+    "length": {"max_words": 50}, "contains": {"patterns": ["a"]}, "forbidden": {"patterns": ["b"]},
+    "code_block": {"language": "python"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_CHECKS))
+def test_built_in_checks_read_only_the_columns_they_declare(name: str) -> None:
+    # The grade cache keys on the declared columns of built-in checks: a column read but not declared
+    # would let two tasks that differ in it share a grade.
+    check_ = BUILTIN_CHECKS[name]
+    run, params = check_.bind(BUILTIN_ARGS.get(name, {}), Path.cwd())
+    declared = params.columns() if params is not None else set()
+    task = RecordingTask(id="t", answer="42", expected='{"a": 1}', tests="def test_x(:", question="q", files="{}")
+    for completion in ("\\boxed{42}", '<answer>{"a": 1}</answer>', "```python\nx = 1\n```", "The answer is (B)."):
+        try:
+            run(completion, task)
+        except Exception:  # noqa: BLE001 - reads before a failure count too
+            pass
+    assert task.read <= declared, f"{name} reads {sorted(task.read - declared)} without declaring them"

@@ -22,7 +22,6 @@ _BOX_OPENER = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LATEX_LINE_TOKEN = re.compile(r"\\begin\{[^{}]*\}|\\end\{[^{}]*\}|\\\\")
 _FENCE_LANGUAGE = re.compile(r"[\w+-]*")
 _SAME_ANSWER_EDGES = re.compile(r"^[\s.,;:!?]+|[\s.,;:!?]+$")
-_DIGIT = re.compile(r"\d")
 _MAX_NUMBERS = 32  # an answer holding more numbers than this is not one number
 
 
@@ -207,60 +206,164 @@ def _several_lines(content: str) -> bool:
     return sum(1 for line in content.splitlines() if line.strip()) > 1
 
 
+# Numbers. Cost is bounded by construction, whatever the text: only the end of a long text is scanned
+# (the part that holds its last number), and a number is read only when it has at most _MAX_DIGITS
+# significant digits and lies within a float's range, so "1e20000000", a 10,000-digit integer or a
+# megabyte of digits costs microseconds and is simply not a number. Every accepted value converts
+# to a finite float, and comparisons on it stay exact and cheap.
+_MAX_DIGITS = 300
+_MAX_EXP10 = 308  # accepted: 0, or 10**-308 <= |value| < 10**308
+_LIMIT = 10**_MAX_EXP10
+_WINDOW = 2048  # characters before a long text's last digit that are scanned for its last number
 _NUMBER = re.compile(
-    r"\\frac\{\s*([-+]?\d+)\s*\}\{\s*([-+]?\d+)\s*\}"  # \frac{a}{b}
+    r"\\frac\{\s*([-+−]?\d+)\s*\}\{\s*([-+−]?\d+)\s*\}"  # \frac{a}{b}
     r"|([-+−]?\d+)\s*/\s*(\d+)(?![\d.,])"  # a/b
-    r"|([-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+−]?\.\d+(?:[eE][-+]?\d+)?)"  # 1,234.5e3
-    r"(\s*%)?"
+    r"|([-+−]?)(\d[\d,.]*|\.\d[\d,.]*)(?:[eE]([-+]?\d+))?(\s*%)?"  # 1,234.5e3, 50 %: a run checked below
 )
+_DECIMAL = re.compile(r"(\d{1,3}(?:,\d{3})+|\d*)(?:\.(\d*))?")  # what a run of digits, commas and points must be
+_DIGIT = re.compile(r"\d")
+_OPERATORS = "^*/_×÷·"  # a number next to one is an operand of an expression, not the answer
+_COMMAND = re.compile(r"\\([A-Za-z]+)\s*\Z")
+_PLAIN_COMMANDS = frozenset({"boxed", "fbox", "text", "textbf", "textrm", "mathrm", "mathbf"})
 
 
-def parse_number(text: Any, *, percent_as_fraction: bool = False) -> Fraction | float | None:
-    """The last number in ``text`` (thousands separators, fractions, \\frac, units and currency signs
-    around it are fine), as an exact Fraction where possible; None if there is none."""
+def parse_number(text: Any, *, percent_as_fraction: bool = False) -> Fraction | None:
+    """The last number in ``text`` as an exact Fraction (thousands separators, fractions, \\frac,
+    exponents, units and currency signs around it are fine), or None when there is none.
+
+    Also None when the last number is malformed ("1,0000", "1.2.3"), is an exponent ("2^{10}",
+    "9^9^9"), has more than 300 significant digits, or lies outside a float's range (``1e400``,
+    ``1e-400``; ``inf`` and ``nan`` are not numbers either). The cost is bounded whatever the text.
+    """
     if isinstance(text, bool):
         return None
     if isinstance(text, int):
-        return Fraction(text)
+        return Fraction(text) if -_LIMIT < text < _LIMIT else None
     if isinstance(text, float):
-        return text
-    matches = list(_NUMBER.finditer(str(text)))
-    if not matches:
-        return None
-    match = matches[-1]
-    frac_num, frac_den, slash_num, slash_den, plain, percent = match.groups()
-    numerator, denominator = (frac_num, frac_den) if frac_num is not None else (slash_num, slash_den)
-    if numerator is not None:
-        if int(denominator) == 0:
+        in_range = text == 0 or 10.0**-_MAX_EXP10 <= abs(text) < 1e308  # False for inf and nan
+        return Fraction(repr(text)) if in_range else None  # the decimal the float was written as
+    text = str(text)
+    if len(text) > _WINDOW:
+        tail = _last_number_zone(text)
+        if tail is None:
             return None
-        value: Fraction | float = Fraction(int(numerator.replace("−", "-")), int(denominator))
-    else:
-        literal = plain.replace(",", "").replace("−", "-")
-        try:
-            value = Fraction(literal)
-        except ValueError:
-            value = float(literal)
-    if percent and percent_as_fraction:
-        value = value / 100
+        text = tail
+    match = None
+    for match in _NUMBER.finditer(text):
+        pass
+    if match is None:
+        return None
+    start, end = match.span()
+    if (start or end < len(text)) and _is_operand(text, start, end):
+        return None
+    value = _match_value(match)
+    if value is not None and percent_as_fraction and match.group(8):
+        value /= 100
     return value
 
 
-def sole_number(text: str, *, percent_as_fraction: bool = False) -> tuple[Fraction | float | None, str]:
-    """The one number ``text`` states, or (None, why): no number, or several different ones (a hedge such
-    as "6 or 12"; restating the same value is fine)."""
+def _last_number_zone(text: str) -> str | None:
+    """The end of a long text that holds its last number: the _WINDOW characters before its last
+    digit and a few after. None when there is no digit, or the cut falls inside a run of digits (a
+    number that long is no number)."""
+    if text.isascii():  # the common case, at memrchr speed
+        end = max(map(text.rfind, "0123456789")) + 1
+    else:
+        found = _DIGIT.search(text[::-1])
+        end = len(text) - found.start() if found is not None else 0
+    if not end:
+        return None
+    start = max(0, end - _WINDOW)
+    if start and text[start - 1].isdigit() and text[start].isdigit():
+        return None
+    return text[start : end + 16]
+
+
+def _is_operand(text: str, start: int, end: int) -> bool:
+    """Whether the number at text[start:end] is part of an expression: a power ("2^{10}", "9^9^9"),
+    a product or quotient ("2*3", "x/2"), a subscript, the argument of a command (\\sqrt{2},
+    \\dfrac{1}{2}); "\\boxed{42}" and "\\text{42}" are plain numbers."""
+    before = text[max(0, start - 32) : start].rstrip()
+    if before.endswith("{"):
+        before = before[:-1].rstrip()
+        command = _COMMAND.search(before)
+        if before.endswith("}") or (command is not None and command.group(1) not in _PLAIN_COMMANDS):
+            return True
+    if before and before[-1] in _OPERATORS:
+        return True
+    after = text[end : end + 32].lstrip(" \t\n)")
+    if after.startswith("}") and after[1:].lstrip().startswith("{"):
+        return True  # the first argument of a two-argument command
+    return bool(after) and after[0] in _OPERATORS
+
+
+def _match_value(match: re.Match[str]) -> Fraction | None:
+    frac_num, frac_den, slash_num, slash_den, sign, run, exponent, _ = match.groups()
+    if run is None:
+        numerator = _integer(frac_num if frac_num is not None else slash_num)
+        denominator = _integer(frac_den if frac_den is not None else slash_den)
+        if numerator is None or not denominator:  # too many digits, or a zero denominator
+            return None
+        value = Fraction(numerator, denominator)
+        return value if value == 0 or Fraction(1, _LIMIT) <= abs(value) < _LIMIT else None
+    value = _decimal(run.rstrip(".,"), exponent)  # a trailing point or comma ends the sentence
+    return -value if value is not None and sign and sign != "+" else value
+
+
+def _integer(digits: str) -> int | None:
+    """``digits`` (a sign allowed) as an int, or None past _MAX_DIGITS significant digits."""
+    negative = digits[0] in "-−"
+    digits = digits.lstrip("+-−").lstrip("0")
+    if len(digits) > _MAX_DIGITS:
+        return None
+    value = int(digits) if digits else 0
+    return -value if negative else value
+
+
+def _decimal(run: str, exponent: str | None) -> Fraction | None:
+    """A run of digits, thousands separators and a decimal point, times 10**exponent."""
+    if exponent is None and run.isdigit() and len(run) <= _MAX_DIGITS:
+        return Fraction(int(run))  # the common case: a plain integer
+    parts = _DECIMAL.fullmatch(run)
+    if parts is None:
+        return None  # malformed: "1,0000", "12,34", "1.2.3"
+    whole, decimals = parts.group(1).replace(",", ""), parts.group(2) or ""
+    digits = (whole + decimals).lstrip("0")
+    if not digits:
+        return Fraction(0)
+    shift = -len(decimals)
+    significant = digits.rstrip("0")
+    shift += len(digits) - len(significant)
+    if exponent is not None:
+        if len(exponent.lstrip("+-").lstrip("0")) > 4:
+            return None  # |exponent| >= 10**4: far out of range
+        shift += int(exponent)
+    top = len(significant) + shift  # 10**(top - 1) <= value < 10**top
+    if len(significant) > _MAX_DIGITS or not -_MAX_EXP10 < top <= _MAX_EXP10:
+        return None
+    mantissa = int(significant)
+    return Fraction(mantissa * 10**shift) if shift >= 0 else Fraction(mantissa, 10**-shift)
+
+
+def sole_number(text: str, *, percent_as_fraction: bool = False) -> tuple[Fraction | None, str]:
+    """The one number ``text`` states, or (None, why): no number, several different ones (a hedge such
+    as "6 or 12"; restating the same value is fine), or an expression ("2^{10}"). The same bounds as
+    :func:`parse_number` hold for each number, and at most _MAX_NUMBERS are looked at."""
     if len(text) > 4096 and _DIGIT.search(text) is None:  # a fast scan first: _NUMBER tries every position
         return None, "no number in the answer"
-    matches = _NUMBER.finditer(text)
-    first, second = next(matches, None), next(matches, None)
-    if first is not None and second is None:  # the usual case: one number
-        value = parse_number(first.group(0), percent_as_fraction=percent_as_fraction)
-        return (value, "") if value is not None else (None, "no number in the answer")
-    values: list[Fraction | float] = []
+    values: list[Fraction] = []
     for count, match in enumerate(_NUMBER.finditer(text)):
         if count >= _MAX_NUMBERS:
             return None, f"more than {_MAX_NUMBERS} numbers in the answer"
-        value = parse_number(match.group(0), percent_as_fraction=percent_as_fraction)
-        if value is not None and not any(value == seen for seen in values):
+        start, end = match.span()
+        if (start or end < len(text)) and _is_operand(text, start, end):
+            return None, "the answer is an expression, not a number"
+        value = _match_value(match)
+        if value is None:
+            return None, "not a number within ±1e308 with at most 300 digits"
+        if percent_as_fraction and match.group(8):
+            value /= 100
+        if value not in values:
             values.append(value)
     if not values:
         return None, "no number in the answer"
@@ -271,7 +374,7 @@ def sole_number(text: str, *, percent_as_fraction: bool = False) -> tuple[Fracti
 
 
 def answer_number(completion: str, how: Extract = "auto", *,
-                  percent_as_fraction: bool = False) -> tuple[Fraction | float | None, str]:
+                  percent_as_fraction: bool = False) -> tuple[Fraction | None, str]:
     """The one number the answer of ``completion`` states (see :func:`find_answer`), or (None, why)."""
     answer = find_answer(completion, how)
     if answer.problem:

@@ -14,7 +14,11 @@ from verihub.checks.base import CheckParams, CheckResult
 class MathParams(CheckParams):
     field: str = Field("answer", description="Column with the reference answer (LaTeX or plain).")
     float_rounding: int = Field(6, ge=0, le=20, description="Decimal places used when comparing floats.")
-    timeout_s: int = Field(5, ge=1, description="math-verify's own limit per parse and per comparison.")
+    timeout_s: int = Field(
+        5, ge=1,
+        description="math-verify's own limit per parse and per comparison, past which the answer is wrong "
+        "(10^{10^{10}}); the layer's timeout_s still ends the whole check.",
+    )
 
     def columns(self) -> set[str]:
         return {self.field}
