@@ -17,14 +17,9 @@ from conftest import REPO, VERIHUB
 
 BUNDLED = sorted(path.name for path in (REPO / "envs").iterdir() if (path / "environment.yaml").is_file())
 
-# Exploits that other tracks of issue 12 close, and that get through on this branch alone: the engine caps
-# numeric overflow (1e400 and the huge exponent are env_error today), the harness makes python_tests
-# unforgeable. The integrator empties this once both are merged; nothing else may get through.
-_NUMERIC_OVERFLOW = {"overflow-1e400", "huge-exponent"}
-PENDING = {
-    **{env: _NUMERIC_OVERFLOW for env in ("arithmetic", "compare", "sums", "tool")},
-    "code-repair": {"forge-result-line", "rebind-record"},
-}
+# Exploits that another track of issue 12 closes (the harness makes python_tests unforgeable); nothing else
+# may get through.
+PENDING = {"code-repair": {"forge-result-line", "rebind-record"}}
 
 
 @functools.cache  # the families test reads the reports the per-environment tests made

@@ -19,9 +19,8 @@ __all__ = ["EXACT", "HUGE_EXPONENT", "MATH", "MULTIPLE_CHOICE", "NUMERIC"]
 Task = Mapping[str, Any]
 Answers = Callable[[Task, Any], "tuple[str, str] | None"]  # (right, wrong) for a task, or None
 
-HUGE_EXPONENT = 100_000
-"""The exponent of the ``huge-exponent`` exploit. The attack is 1e20000000 (today's parse_number takes
-seconds on it, inline); until exponents are capped it runs in this bounded form, which still overflows."""
+HUGE_EXPONENT = 20_000_000
+"""The exponent of the ``huge-exponent`` exploit: ``1e20000000``, which once took over 10 s to parse."""
 
 # Characters that look like others: a verifier that folds them would accept an answer it cannot read.
 _LOOKALIKE = str.maketrans("0125689aceopxyABCEHKMOPTX", "OlZSbBgасеорхуАВСЕНКМОРТХ")
