@@ -166,11 +166,18 @@ def test_pool_replaces_a_dead_worker(warm_pool: Any) -> None:
     while len(warm_pool._workers) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(warm_pool._workers) == 2
+    assert worker not in warm_pool._workers and all(w.process.poll() is None for w in warm_pool._workers)
 
 
-def test_pool_sends_runs_it_cannot_honour_to_a_fresh_jail(warm_pool: Any) -> None:
+def test_pool_sends_runs_it_cannot_honour_to_a_fresh_jail(warm_pool: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not warm_pool.fits(Limits(network=True))
+    fresh_runs: list[Any] = []
+    run_fresh = warm_pool.fresh.run
+    monkeypatch.setattr(warm_pool.fresh, "run", lambda request: fresh_runs.append(request) or run_fresh(request))
+    assert sandbox.run("echo pooled", limits=QUICK, sandbox=warm_pool).stdout == "pooled\n"
+    assert not fresh_runs  # a run that fits stays in the pool
     assert sandbox.run("echo fresh", limits=Limits(wall_s=5, memory_mb=4096), sandbox=warm_pool).stdout == "fresh\n"
+    assert len(fresh_runs) == 1 and fresh_runs[0].limits.memory_mb == 4096
 
 
 def test_unsafe_local_backend_is_explicit_and_warns(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
