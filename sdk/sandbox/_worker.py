@@ -70,6 +70,24 @@ def read_exact(size):
     return b"".join(chunks)
 
 
+def receive_stdin(size, path):
+    """The run's stdin follows its request on the protocol pipe. The kernel moves it into the file
+    (splice): it never enters this process's memory, which every run is forked from, so no run can
+    find its own stdin (a test runner's secrets) or an earlier run's in memory."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while size:
+            if hasattr(os, "splice"):
+                moved = os.splice(PROTOCOL_IN, fd, size)
+            else:  # Python < 3.10
+                moved = ctypes.CDLL(None, use_errno=True).splice(PROTOCOL_IN, None, fd, None, ctypes.c_size_t(size), 0)
+            if moved <= 0:
+                raise OSError("the run's stdin ended early (%s)" % moved)
+            size -= moved
+    finally:
+        os.close(fd)
+
+
 def send(message):
     body = json.dumps(message).encode()
     data = struct.pack(">I", len(body)) + body
@@ -82,8 +100,7 @@ def run(request, directory):
     if request.get("files"):
         unpack(base64.b64decode(request["files"]), directory)
     stdin_path = os.path.join("/tmp", ".stdin")
-    with open(stdin_path, "wb") as stdin_file:
-        stdin_file.write(base64.b64decode(request.get("stdin") or ""))
+    receive_stdin(request["stdin_size"], stdin_path)
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     start = time.monotonic()

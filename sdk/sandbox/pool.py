@@ -65,11 +65,12 @@ class _Worker:
             self.kill()
             raise WorkerGone(f"worker did not start: {hello}")
 
-    def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        body = json.dumps(message).encode()
+    def call(self, message: dict[str, Any], timeout: float, stdin: bytes = b"") -> dict[str, Any]:
+        """Send a request, then the run's stdin as raw bytes (``stdin_size`` of them), and wait for the reply."""
+        body = json.dumps({**message, "stdin_size": len(stdin)}).encode()
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(struct.pack(">I", len(body)) + body)
+            self.process.stdin.write(struct.pack(">I", len(body)) + body + stdin)
             self.process.stdin.flush()
         except (OSError, ValueError) as error:  # broken pipe, or a pipe already closed
             raise WorkerGone(f"worker pipe closed: {error}") from None
@@ -165,7 +166,7 @@ class WarmPool:
         for attempt in range(1, _RETRIES + 2):
             worker = self._idle.get()
             try:
-                reply = worker.call(message, timeout=request.limits.wall_s + 10)
+                reply = worker.call(message, timeout=request.limits.wall_s + 10, stdin=request.stdin or b"")
             except WorkerGone as error:
                 failures.append(str(error))
                 self._replace(worker)
@@ -204,7 +205,6 @@ def _message(request: Request, python: str) -> dict[str, Any]:
         "code": request.code,
         "argv": list(command) if command is not None else None,
         "files": base64.b64encode(request.files.tar).decode() if request.files else None,
-        "stdin": base64.b64encode(request.stdin or b"").decode(),
         "wall_s": limits.wall_s,
         "cpu_s": limits.cpu_limit_s,
         "memory_mb": limits.memory_mb,

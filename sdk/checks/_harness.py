@@ -1,0 +1,92 @@
+"""The host's side of python_tests' harness: the program the sandbox runs, its stdin, and its verdict.
+
+The program is ``_wire.py``, ``_test_child.py`` and ``_test_runner.py`` (how it keeps the candidate's
+code out of the process that runs the tests is in ``_test_runner.py``). The jail runs the host's own
+``/usr/bin/python3`` (its /usr is the host's, mounted read-only), so the program is compiled once per
+process by that interpreter and shipped as bytecode beside a small main.py: loading it costs a
+hundredth of compiling its 40 kB in every run. main.py compiles the source instead when the jail's
+Python turns out to be another.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import json
+import logging
+import subprocess
+from importlib import resources
+from typing import Any
+
+__all__ = ["program", "read_verdict", "stdin"]
+
+logger = logging.getLogger("verihub.checks")
+
+MARKER = "VERIHUB-TESTS "
+_PARTS = ("_wire.py", "_test_child.py", "_test_runner.py")
+_BYTECODE, _SOURCE = ".verihub/runner.bin", ".verihub/runner.py"
+_STUB = """\
+import marshal, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+if sys.hexversion == {hexversion}:
+    with open(os.path.join(here, {bytecode!r}), "rb") as compiled:
+        code = marshal.loads(compiled.read())
+else:
+    with open(os.path.join(here, {source!r})) as source:
+        code = compile(source.read(), {source!r}, "exec")
+del here
+exec(code)
+"""
+_COMPILE = ("import marshal, sys; code = compile(sys.stdin.read(), {name!r}, 'exec'); "
+            "sys.stdout.buffer.write(b'%d\\n' % sys.hexversion + marshal.dumps(code))")
+
+
+@functools.cache
+def source() -> str:
+    package = resources.files("verihub.checks")
+    return "\n".join(package.joinpath(name).read_text() for name in _PARTS)
+
+
+@functools.cache
+def program() -> tuple[str, dict[str, str | bytes]]:
+    """main.py and the files it needs beside it in the work dir."""
+    from verihub.sandbox.nsjail import PYTHON
+
+    text = source()
+    try:
+        done = subprocess.run([PYTHON, "-I", "-S", "-c", _COMPILE.format(name=_SOURCE)], input=text.encode(),
+                              capture_output=True, timeout=60, check=True)
+        hexversion, _, bytecode = done.stdout.partition(b"\n")
+        version = int(hexversion)
+    except (OSError, ValueError, subprocess.SubprocessError) as error:  # the jail will compile it
+        logger.warning("python_tests: cannot precompile the test runner with %s (%s)", PYTHON, error)
+        version, bytecode = 0, b""
+    stub = _STUB.format(hexversion=version, bytecode=_BYTECODE, source=_SOURCE)
+    return stub, {_BYTECODE: bytecode, _SOURCE: text}
+
+
+def stdin(tests: str, expected: set[str], nonce: str, wall_s: float) -> str:
+    """What the runner reads: a header line (nonce, test names, time limits), then the tests."""
+    header = {"nonce": nonce, "expected": sorted(expected), "wall_s": wall_s, "budget_s": _budget(wall_s)}
+    return f"{json.dumps(header)}\n{tests}"
+
+
+def _budget(wall_s: float) -> float:
+    """The runner's own time limit: the jail's, less a margin for the jail to start and the verdict
+    to come out (a run the jail stops has no verdict at all)."""
+    return max(0.1, wall_s - min(1.0, 0.1 + wall_s * 0.1))
+
+
+def read_verdict(stdout: str, nonce: str) -> dict[str, Any] | None:
+    """The runner's verdict, from the last line that carries the nonce and a valid MAC under it."""
+    marker = f"{MARKER}{nonce} "
+    for line in reversed(stdout.splitlines()):
+        if not line.startswith(marker):
+            continue
+        mac, _, payload = line[len(marker):].partition(" ")
+        expected = hashlib.blake2b(payload.encode(), key=nonce.encode(), digest_size=16).hexdigest()
+        if hmac.compare_digest(mac, expected):
+            verdict = json.loads(payload)
+            return verdict if isinstance(verdict, dict) else None
+    return None
