@@ -3,19 +3,21 @@
 The program is ``_wire.py``, ``_test_child.py`` and ``_test_runner.py`` (how it keeps the candidate's
 code out of the process that runs the tests is in ``_test_runner.py``). The jail runs the host's own
 ``/usr/bin/python3`` (its /usr is the host's, mounted read-only), so the program is compiled once per
-process by that interpreter and shipped as bytecode beside a small main.py: loading it costs a
-hundredth of compiling its 40 kB in every run. main.py compiles the source instead when the jail's
-Python turns out to be another.
+process by that interpreter, and main.py carries the bytecode: loading it costs a hundredth of
+compiling 40 kB of source in every run. main.py also carries the source, compressed, and compiles it
+when the jail's Python turns out to be another.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import hmac
 import json
 import logging
 import subprocess
+import zlib
 from importlib import resources
 from typing import Any
 
@@ -25,20 +27,17 @@ logger = logging.getLogger("verihub.checks")
 
 MARKER = "VERIHUB-TESTS "
 _PARTS = ("_wire.py", "_test_child.py", "_test_runner.py")
-_BYTECODE, _SOURCE = ".verihub/runner.bin", ".verihub/runner.py"
-_STUB = """\
-import marshal, os, sys
-here = os.path.dirname(os.path.abspath(__file__))
+_NAME = "verihub-tests-runner"
+_MAIN = """\
+import binascii, marshal, sys, zlib
 if sys.hexversion == {hexversion}:
-    with open(os.path.join(here, {bytecode!r}), "rb") as compiled:
-        code = marshal.loads(compiled.read())
+    code = marshal.loads(binascii.a2b_base64({bytecode!r}))
 else:
-    with open(os.path.join(here, {source!r})) as source:
-        code = compile(source.read(), {source!r}, "exec")
-del here
+    code = compile(zlib.decompress(binascii.a2b_base64({source!r})), {name!r}, "exec")
 exec(code)
 """
-_COMPILE = ("import marshal, sys; code = compile(sys.stdin.read(), {name!r}, 'exec'); "
+# Run by the jail's Python on the host: the bytecode, without docstrings (the runner uses no assert).
+_COMPILE = ("import marshal, sys; code = compile(sys.stdin.read(), {name!r}, 'exec', optimize=2); "
             "sys.stdout.buffer.write(b'%d\\n' % sys.hexversion + marshal.dumps(code))")
 
 
@@ -49,21 +48,21 @@ def source() -> str:
 
 
 @functools.cache
-def program() -> tuple[str, dict[str, str | bytes]]:
-    """main.py and the files it needs beside it in the work dir."""
+def program() -> str:
+    """The runner's main.py."""
     from verihub.sandbox.nsjail import PYTHON
 
     text = source()
     try:
-        done = subprocess.run([PYTHON, "-I", "-S", "-c", _COMPILE.format(name=_SOURCE)], input=text.encode(),
+        done = subprocess.run([PYTHON, "-I", "-S", "-c", _COMPILE.format(name=_NAME)], input=text.encode(),
                               capture_output=True, timeout=60, check=True)
         hexversion, _, bytecode = done.stdout.partition(b"\n")
         version = int(hexversion)
-    except (OSError, ValueError, subprocess.SubprocessError) as error:  # the jail will compile it
+    except (OSError, ValueError, subprocess.SubprocessError) as error:  # then every run compiles the source
         logger.warning("python_tests: cannot precompile the test runner with %s (%s)", PYTHON, error)
         version, bytecode = 0, b""
-    stub = _STUB.format(hexversion=version, bytecode=_BYTECODE, source=_SOURCE)
-    return stub, {_BYTECODE: bytecode, _SOURCE: text}
+    return _MAIN.format(hexversion=version, bytecode=base64.b64encode(bytecode).decode(), name=_NAME,
+                        source=base64.b64encode(zlib.compress(text.encode(), 9)).decode())
 
 
 def stdin(tests: str, expected: set[str], nonce: str, wall_s: float) -> str:

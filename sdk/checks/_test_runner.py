@@ -35,6 +35,7 @@ RESERVE_S = 0.2  # kept back for each later test while one test runs long
 
 
 def parent_main():
+    started = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a KeyboardInterrupt could skip an assertion
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a child that is gone is an EPIPE, not our end
     runner = Runner(os.path.abspath(__file__))  # main.py, as the sandbox saved it
@@ -59,7 +60,7 @@ def parent_main():
     # The candidate can write the work dir and /tmp: the parent imports nothing from there.
     sys.path[:] = [path for path in sys_path if path and not os.path.realpath(path).startswith((workdir, "/tmp/"))]
     sys.modules["solution"] = runner.stand_in()
-    results = run_tests(runner, tests, header["expected"], time.monotonic() + header["budget_s"])
+    results = run_tests(runner, tests, header["expected"], started + header["budget_s"])
     runner.close()
     report(header["nonce"], {"results": results})
 
@@ -108,7 +109,7 @@ def run_tests(runner, source, expected, end):
     sys.modules["test_solution"] = tests
     runner.deadline = share(end, len(expected) + 1)
     try:
-        exec(compile(source, "test_solution.py", "exec"), tests.__dict__)
+        exec(compile(source, "test_solution.py", "exec", dont_inherit=True), tests.__dict__)
     except BaseException as error:  # noqa: BLE001 - the candidate's import failed, or the tests did
         for name in expected or ["import"]:
             record(name, "error", failure(error))
@@ -128,7 +129,7 @@ def run_tests(runner, source, expected, end):
                 test()
             record(name, "passed")
         except AssertionError as error:
-            record(name, "failed", "AssertionError: %s" % (str(error) or "assertion failed"))
+            record(name, "failed", failure(error))
         except BaseException as error:  # noqa: BLE001
             record(name, "error", failure(error))
     return results
@@ -180,11 +181,18 @@ def share(end, items_left):
 
 
 def failure(error):
-    if isinstance(error, (SolutionFault, RemoteExit, SolutionImportFailed)):
-        return str(error)
-    import traceback
+    """One line on why a test failed. Formatting may ask a solution object for its ``str``, which
+    can fail or hang (until the test's deadline): then the type's name is all there is."""
+    try:
+        if isinstance(error, (SolutionFault, RemoteExit, SolutionImportFailed)):
+            return str(error)
+        if type(error) is AssertionError:
+            return "AssertionError: %s" % (str(error) or "assertion failed")
+        import traceback
 
-    return "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
+        return "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
+    except BaseException:  # noqa: BLE001
+        return type(error).__name__
 
 
 def report(nonce, verdict):

@@ -59,8 +59,7 @@ def python_tests(completion: str, task: Mapping[str, Any], params: PythonTestsPa
     if limits.max_procs < 2:  # the runner and the candidate's process
         limits = limits.model_copy(update={"max_procs": 2})
     nonce = secrets.token_hex(16)
-    main, files = _harness.program()
-    result = sandbox.run_python(main, files={**files, "solution.py": code}, limits=limits,
+    result = sandbox.run_python(_harness.program(), files={"solution.py": code}, limits=limits,
                                 stdin=_harness.stdin(tests, expected, nonce, limits.wall_s))
     if result.status is sandbox.RunStatus.INFRA_ERROR:
         raise SandboxInfraError(f"python_tests: the sandbox failed: {result.reason}")
