@@ -41,8 +41,7 @@ class Workload:
 
 
 TRIVIAL = Workload({"main.py": "print(sum(range(10)))"}, "", "45")
-UNIT_TESTS = Workload({"main.py": _harness.program()[0], **_harness.program()[1],
-                       "solution.py": "def add(a, b):\n    return a + b\n"},
+UNIT_TESTS = Workload({"main.py": _harness.program(), "solution.py": "def add(a, b):\n    return a + b\n"},
                       _harness.stdin(TESTS, {"test_a", "test_b", "test_c"}, "0" * 32, LIMITS.wall_s),
                       '{"test_a": ["passed", ""], "test_b": ["passed", ""], "test_c": ["passed", ""]}')
 
