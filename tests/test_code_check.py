@@ -358,3 +358,14 @@ gold: {reference: "{answer}"}
     assert env.grade(rows[0], rows[0]["answer"]).passed
     looping = env.grade(rows[0], block("while True:\n    pass"))
     assert looping.status == "wrong" and "1.5s" in looping.layer("tests").detail
+
+
+def test_without_isolation_too(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """unsafe-local runs the same runner, unjailed: same verdicts (and the usual warning)."""
+    from verihub.sandbox.local import UnsafeLocalSandbox
+
+    monkeypatch.setattr(sandbox, "default_sandbox", lambda: UnsafeLocalSandbox())
+    assert grade("def add(a, b):\n    return a + b", TESTS).detail == "3/3 tests passed"
+    crash = grade("import os\ndef add(a, b):\n    os._exit(1)", TESTS)
+    assert crash.score == 0.0 and "exited (status 1)" in crash.detail
+    assert "WITHOUT isolation" in caplog.text
