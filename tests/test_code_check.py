@@ -338,6 +338,15 @@ class Cases(unittest.TestCase):
     assert result.score == pytest.approx(2 / 3) and result.detail == "2/3 tests passed"
 
 
+def test_a_runner_built_for_another_python_is_the_sandboxs_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verihub.checks import _harness
+    from verihub.errors import SandboxInfraError
+
+    monkeypatch.setattr(_harness, "program", lambda: _harness.main_for(0x30100F0, b""))
+    with pytest.raises(SandboxInfraError, match="compiled for Python 30100f0"):
+        grade("def add(a, b):\n    return a + b", TESTS)
+
+
 def test_the_environments_sandbox_limits_apply(make_env: Any) -> None:
     import verihub
 

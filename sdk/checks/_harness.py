@@ -3,9 +3,9 @@
 The program is ``_wire.py``, ``_test_child.py`` and ``_test_runner.py`` (how it keeps the candidate's
 code out of the process that runs the tests is in ``_test_runner.py``). The jail runs the host's own
 ``/usr/bin/python3`` (its /usr is the host's, mounted read-only), so the program is compiled once per
-process by that interpreter, and main.py carries the bytecode: loading it costs a hundredth of
-compiling 40 kB of source in every run. main.py also carries the source, compressed, and compiles it
-when the jail's Python turns out to be another.
+process by that interpreter, and main.py carries the bytecode: loading it costs a few hundredths of
+compiling 40 kB of source in every run. If the jail's Python turns out to be another, main.py reports
+that as the sandbox's fault, in a verdict signed like the runner's.
 """
 
 from __future__ import annotations
@@ -30,11 +30,16 @@ _PARTS = ("_wire.py", "_test_child.py", "_test_runner.py")
 _NAME = "verihub-tests-runner"
 _MAIN = """\
 import binascii, marshal, sys, zlib
-if sys.hexversion == {hexversion}:
-    code = marshal.loads(binascii.a2b_base64({bytecode!r}))
-else:
-    code = compile(zlib.decompress(binascii.a2b_base64({source!r})), {name!r}, "exec")
-exec(code)
+if sys.hexversion != {hexversion}:
+    import json
+    from _blake2 import blake2b
+    nonce = json.loads(sys.stdin.buffer.readline())["nonce"]
+    payload = json.dumps({{"infra": "python_tests' runner was compiled for Python %x, the sandbox runs %x"
+                                   % ({hexversion}, sys.hexversion)}})
+    mac = blake2b(payload.encode(), key=nonce.encode(), digest_size=16).hexdigest()
+    sys.stdout.write("\\n{marker}%s %s %s\\n" % (nonce, mac, payload))
+    raise SystemExit(0)
+exec(marshal.loads(zlib.decompress(binascii.a2b_base64({bytecode!r}))))
 """
 # Run by the jail's Python on the host: the bytecode, without docstrings (the runner uses no assert).
 _COMPILE = ("import marshal, sys; code = compile(sys.stdin.read(), {name!r}, 'exec', optimize=2); "
@@ -49,20 +54,24 @@ def source() -> str:
 
 @functools.cache
 def program() -> str:
-    """The runner's main.py."""
+    """The runner's main.py: its bytecode for the jail's Python, or (if that cannot be made) its source."""
     from verihub.sandbox.nsjail import PYTHON
 
-    text = source()
     try:
-        done = subprocess.run([PYTHON, "-I", "-S", "-c", _COMPILE.format(name=_NAME)], input=text.encode(),
+        done = subprocess.run([PYTHON, "-I", "-S", "-c", _COMPILE.format(name=_NAME)], input=source().encode(),
                               capture_output=True, timeout=60, check=True)
         hexversion, _, bytecode = done.stdout.partition(b"\n")
-        version = int(hexversion)
-    except (OSError, ValueError, subprocess.SubprocessError) as error:  # then every run compiles the source
-        logger.warning("python_tests: cannot precompile the test runner with %s (%s)", PYTHON, error)
-        version, bytecode = 0, b""
-    return _MAIN.format(hexversion=version, bytecode=base64.b64encode(bytecode).decode(), name=_NAME,
-                        source=base64.b64encode(zlib.compress(text.encode(), 9)).decode())
+        return main_for(int(hexversion), bytecode)
+    except (OSError, ValueError, subprocess.SubprocessError) as error:
+        logger.warning("python_tests: cannot precompile the test runner with %s (%s); every run compiles it",
+                       PYTHON, error)
+        return source()
+
+
+def main_for(hexversion: int, bytecode: bytes) -> str:
+    """main.py that runs ``bytecode`` under Python ``hexversion`` (and reports any other Python)."""
+    packed = base64.b64encode(zlib.compress(bytecode, 9)).decode()
+    return _MAIN.format(hexversion=hexversion, bytecode=packed, marker=MARKER)
 
 
 def stdin(tests: str, expected: set[str], nonce: str, wall_s: float) -> str:

@@ -85,9 +85,7 @@ def read_stdin():
         if not chunk:
             break
         chunks.append(chunk)
-    import stat
-
-    if stat.S_ISREG(os.fstat(0).st_mode):  # the warm pool's stdin file: gone before the child may look
+    if os.fstat(0).st_mode & 0o170000 == 0o100000:  # a regular file (the warm pool's): gone before the child looks
         path = os.readlink("/proc/self/fd/0")
         if path.startswith("/tmp/"):
             os.unlink(path)
@@ -464,14 +462,13 @@ class Process:
         self.buffer = bytearray()
 
     def send(self, kind, data, deadline):
-        view = memoryview((len(data) + 1).to_bytes(4, "big") + kind + data)
+        view = memoryview(frame(kind, data))
         while view:
-            if not wait(self.write_fd, select.POLLOUT, deadline):
-                raise self.gone(timed_out=True)
             try:
                 view = view[os.write(self.write_fd, view):]
-            except BlockingIOError:
-                continue
+            except BlockingIOError:  # the pipe is full: wait until the child reads, or the deadline
+                if not wait(self.write_fd, select.POLLOUT, deadline):
+                    raise self.gone(timed_out=True) from None
             except OSError:
                 raise self.gone() from None
 
@@ -535,12 +532,9 @@ def become_child(read_fd, write_fd):
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) > 2 and int(name) not in (read_fd, write_fd):
-                try:
-                    os.close(int(name))
-                except OSError:
-                    pass
+        low, high = sorted((read_fd, write_fd))
+        for start, end in ((3, low), (low + 1, high), (high + 1, 1 << 20)):
+            os.closerange(start, end)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         child_main(read_fd, write_fd)
     finally:
@@ -573,5 +567,5 @@ def wait(fd, event, deadline):
             return True
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] != [CHILD_FLAG]:
     parent_main()
