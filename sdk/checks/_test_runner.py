@@ -56,9 +56,9 @@ def parent_main():
     except SolutionFault as error:  # before any code of the candidate's ran: the sandbox's fault
         report(header["nonce"], {"infra": "the solution's process did not start: %s" % error})
         return
-    workdir = os.path.realpath(os.getcwd())
     # The candidate can write the work dir and /tmp: the parent imports nothing from there.
-    sys.path[:] = [path for path in sys_path if path and not os.path.realpath(path).startswith((workdir, "/tmp/"))]
+    writable = tuple(os.path.join(os.path.realpath(path), "") for path in (os.getcwd(), "/tmp"))
+    sys.path[:] = [path for path in sys_path if path and not os.path.join(os.path.realpath(path), "").startswith(writable)]
     sys.modules["solution"] = runner.stand_in()
     results = run_tests(runner, tests, header["expected"], started + header["budget_s"])
     runner.close()
