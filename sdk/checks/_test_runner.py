@@ -88,7 +88,10 @@ def read_stdin():
     if os.fstat(0).st_mode & 0o170000 == 0o100000:  # a regular file (the warm pool's): gone before the child looks
         path = os.readlink("/proc/self/fd/0")
         if path.startswith("/tmp/"):
-            os.unlink(path)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:  # already unlinked, or never had a name
+                pass
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
