@@ -1,7 +1,7 @@
 """The host's side of python_tests' harness: the program the sandbox runs, its stdin, and its verdict.
 
-The program is ``_wire.py``, ``_test_child.py`` and ``_test_runner.py`` (how it keeps the candidate's
-code out of the process that runs the tests is in ``_test_runner.py``). The jail runs the host's own
+The program is ``_wire.py``, ``_test_child.py``, ``_test_process.py`` and ``_test_runner.py`` (how it
+keeps the candidate's code out of the process that runs the tests is in ``_test_runner.py``). The jail runs the host's own
 ``/usr/bin/python3`` (its /usr is the host's, mounted read-only), so the program is compiled once per
 process by that interpreter, and main.py carries the bytecode: loading it costs a few hundredths of
 compiling 40 kB of source in every run. If the jail's Python turns out to be another, main.py reports
@@ -26,7 +26,7 @@ __all__ = ["program", "read_verdict", "stdin"]
 logger = logging.getLogger("verihub.checks")
 
 MARKER = "VERIHUB-TESTS "
-_PARTS = ("_wire.py", "_test_child.py", "_test_runner.py")
+_PARTS = ("_wire.py", "_test_child.py", "_test_process.py", "_test_runner.py")
 _NAME = "verihub-tests-runner"
 _MAIN = """\
 import binascii, marshal, sys, zlib
