@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import json
 import re
 import secrets
 from collections.abc import Mapping
@@ -11,54 +10,13 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
+from verihub.checks import _harness
 from verihub.checks._extract import strip_think
 from verihub.checks.base import CheckParams, CheckResult
 from verihub.errors import SandboxInfraError
 from verihub.spec import SandboxSpec as Limits
 
 __all__ = ["PythonTestsParams", "python_tests"]
-
-# Runs in the jail under its Python (stdlib only). The nonce arrives on stdin and is read before the
-# candidate's code is imported, so the candidate cannot print a convincing result line of its own.
-_RUNNER = r'''
-import json, sys, traceback, unittest
-nonce = sys.stdin.readline().strip()
-expected = json.loads(sys.stdin.readline() or "[]")
-results = {}
-def record(name, outcome, message=""):
-    results[name] = [outcome, message[-300:]]
-try:
-    import test_solution as tests
-except BaseException as error:
-    message = "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
-    for name in expected or ["import"]:
-        record(name, "error", message)
-else:
-    for name, value in list(vars(tests).items()):
-        if name.startswith("test") and callable(value) and not isinstance(value, type):
-            try:
-                value()
-                record(name, "passed")
-            except AssertionError as error:
-                record(name, "failed", "AssertionError: %s" % (str(error) or "assertion failed"))
-            except BaseException as error:
-                record(name, "error", "".join(traceback.format_exception_only(type(error), error)).strip())
-        elif isinstance(value, type) and issubclass(value, unittest.TestCase):
-            for case in unittest.defaultTestLoader.loadTestsFromTestCase(value):
-                outcome = unittest.TestResult()
-                case.run(outcome)
-                label = "%s.%s" % (name, case._testMethodName)
-                if outcome.failures:
-                    record(label, "failed", outcome.failures[0][1].strip().splitlines()[-1])
-                elif outcome.errors:
-                    record(label, "error", outcome.errors[0][1].strip().splitlines()[-1])
-                elif outcome.skipped:
-                    record(label, "skipped")
-                else:
-                    record(label, "passed")
-sys.stdout.flush()
-print("\nVERIHUB-TESTS %s %s" % (nonce, json.dumps(results)), flush=True)
-'''
 
 _CODE_BLOCK = re.compile(r"```(?:python|py)?[^\n]*\n(.*?)```", re.DOTALL)
 
@@ -97,12 +55,18 @@ def python_tests(completion: str, task: Mapping[str, Any], params: PythonTestsPa
         return CheckResult(0.0, "no ```python code block in the answer")
     tests = str(task[params.tests_field])
     expected = _test_names(tests)
+    limits = params.limits
+    if limits.max_procs < 2:  # the runner and the candidate's process
+        limits = limits.model_copy(update={"max_procs": 2})
     nonce = secrets.token_hex(16)
-    result = sandbox.run_python(_RUNNER, files={"solution.py": code, "test_solution.py": tests},
-                                stdin=f"{nonce}\n{json.dumps(sorted(expected))}\n", limits=params.limits)
+    result = sandbox.run_python(_harness.program(), files={"solution.py": code}, limits=limits,
+                                stdin=_harness.stdin(tests, expected, nonce, limits.wall_s))
     if result.status is sandbox.RunStatus.INFRA_ERROR:
         raise SandboxInfraError(f"python_tests: the sandbox failed: {result.reason}")
-    outcomes = _outcomes(result.stdout, nonce)
+    verdict = _harness.read_verdict(result.stdout, nonce)
+    if verdict is not None and "infra" in verdict:
+        raise SandboxInfraError(f"python_tests: the test runner failed: {verdict['infra']}")
+    outcomes = _outcomes(verdict)
     if outcomes is None:
         tail = (result.stderr.strip().splitlines() or [""])[-1][:200]
         return CheckResult(0.0, f"the tests did not finish ({result.status}: {result.reason or tail})")
@@ -143,9 +107,8 @@ def _test_names(tests: str) -> set[str]:
     return names
 
 
-def _outcomes(stdout: str, nonce: str) -> dict[str, list[str]] | None:
-    marker = f"VERIHUB-TESTS {nonce} "
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(marker):
-            return dict(json.loads(line[len(marker):]))
-    return None
+def _outcomes(verdict: dict[str, Any] | None) -> dict[str, list[str]] | None:
+    if verdict is None or not isinstance(verdict.get("results"), dict):
+        return None
+    return {str(name): [str(outcome[0]), str(outcome[1]) if len(outcome) > 1 else ""]
+            for name, outcome in verdict["results"].items()}

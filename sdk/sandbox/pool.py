@@ -87,13 +87,14 @@ class _Worker:
             self.kill()
             raise WorkerGone(f"a worker did not start: {why}") from None
 
-    def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def call(self, message: dict[str, Any], timeout: float, stdin: bytes = b"") -> dict[str, Any]:
         """One run: the reply header, with ``stdout``, ``stderr`` (bytes) and ``files`` (frames, or
-        None), and ``dirty`` when the jail did not come back clean afterwards."""
-        body = json.dumps(message).encode()
+        None), and ``dirty`` when the jail did not come back clean afterwards. The run's stdin follows
+        the request as raw bytes (the worker moves them into the run's stdin without reading them)."""
+        body = json.dumps({**message, "stdin_size": len(stdin)}).encode()
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(struct.pack(">I", len(body)) + body)
+            self.process.stdin.write(struct.pack(">I", len(body)) + body + stdin)
             self.process.stdin.flush()
         except (OSError, ValueError) as error:  # broken pipe, or a pipe already closed
             raise WorkerGone(f"worker pipe closed: {error}") from None
@@ -219,7 +220,7 @@ class WarmPool:
                 failures.append(str(error))
                 break
             try:
-                reply = worker.call(message, timeout=request.limits.wall_s + _REPLY_MARGIN_S)
+                reply = worker.call(message, timeout=request.limits.wall_s + _REPLY_MARGIN_S, stdin=request.stdin or b"")
             except WorkerGone as error:
                 failures.append(str(error))
                 self._retire(worker)
@@ -301,7 +302,6 @@ def _message(request: Request, python: str) -> dict[str, Any]:
         "code": request.code,
         "argv": list(command) if command is not None else None,
         "files": base64.b64encode(_archive.to_frames(request.files.entries())).decode() if request.files else None,
-        "stdin": base64.b64encode(request.stdin or b"").decode(),
         "wall_s": limits.wall_s,
         "cpu_s": cpu_seconds(limits),
         "memory_mb": limits.memory_mb,
