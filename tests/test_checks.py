@@ -97,8 +97,8 @@ def test_math_equivalence() -> None:
 
 def test_regex_and_invalid_pattern() -> None:
     params = text.RegexParams(pattern=r"^\d{3}-\d{4}$", fullmatch=True, extract="last_line")
-    assert text.regex("call\n555-1234", {}, params)
-    assert not text.regex("call\n555-12345", {}, params)
+    assert text.regex("call\n555-1234", {}, params).score == 1.0
+    assert text.regex("call\n555-12345", {}, params) == text.CheckResult(0.0, "no match")
     with pytest.raises(ValidationError, match="invalid regular expression"):
         text.RegexParams(pattern="(unclosed")
 

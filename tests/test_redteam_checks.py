@@ -128,6 +128,23 @@ def test_forbidden_text_in_disguise_is_still_forbidden(make_env: MakeEnv) -> Non
         assert status(env, disguised) == "wrong", disguised
 
 
+def test_an_answer_that_makes_a_pattern_backtrack_is_wrong_in_bounded_time(make_env: MakeEnv) -> None:
+    """An environment's own pattern, however it backtracks, costs at most PATTERN_TIMEOUT_S per answer, and a
+    pathological answer is wrong (regex, contains) or forbidden, never a fault and never a stall."""
+    lazy = "'(?s)<answer>\\s*(?!</answer>)\\S.*?</answer>'"  # quadratic on unclosed <answer> tags
+    layers = {"regex": f"{{name: p, layer: check, use: regex, args: {{pattern: {lazy}}}}}",
+              "contains": f"{{name: p, layer: check, use: contains, args: {{patterns: [{lazy}], regex: true}}}}",
+              "forbidden": f"{{name: p, layer: rule, use: forbidden, args: {{patterns: [{lazy}], regex: true}}}}"}
+    for use, layer in layers.items():
+        env = env_with(make_env, layer)
+        start = time.perf_counter()
+        grade = env.grade(ROWS[0], "<answer>x" * 200_000)
+        assert grade.status == "wrong" and "ran past" in grade.layers[0].detail, (use, grade)
+        assert time.perf_counter() - start < 5, use  # a minute or more without the timeout
+        expected = "wrong" if use == "forbidden" else "ok"
+        assert status(env, "<answer>4</answer>") == expected, use  # an ordinary answer is matched as usual
+
+
 @pytest.mark.parametrize("junk", [
     "\\boxed{" * 150_000, "<answer>" * 130_000, "<think>x" * 120_000, "```" * 330_000,
     "answer is" + "\n" * 1_000_000, "{" * 1_000_000, "\\boxed{1 " * 100_000 + "}" * 100_000,

@@ -55,16 +55,44 @@ def exact(completion: str, task: Mapping[str, Any], params: ExactParams) -> Chec
     return CheckResult(0.0, f"got {answer[:80]!r}, expected {str(expected)[:80]!r}")
 
 
+PATTERN_TIMEOUT_S = 0.25
+"""How long one of an environment's own regular expressions may run on one answer. An answer built to
+make a pattern backtrack catastrophically (a megabyte of unclosed ``<answer>`` for ``<answer>.*?</answer>``)
+would otherwise stall an inline check: past the limit the pattern counts as not matching (``regex``,
+``contains``) or as matching (``forbidden``), so such an answer is wrong, never a fault."""
+
+
+class PatternTimeout(Exception):
+    """A pattern ran past :data:`PATTERN_TIMEOUT_S` on an answer."""
+
+
+def compile_pattern(pattern: str, flags: int = 0) -> Any:
+    """An environment's pattern, compiled by the ``regex`` module (``re``'s syntax; its matches take a
+    timeout). A ValueError says why a pattern is invalid."""
+    import regex as patterns  # imported when an environment uses a pattern: light installs stay light
+
+    try:
+        return patterns.compile(pattern, flags)
+    except patterns.error as error:
+        raise ValueError(f"invalid regular expression {pattern!r}: {error}") from None
+
+
+def search(pattern: Any, text: str, *, full: bool = False) -> Any:
+    """``pattern``'s match in ``text`` (or None), within :data:`PATTERN_TIMEOUT_S`; PatternTimeout past it."""
+    try:
+        return (pattern.fullmatch if full else pattern.search)(text, timeout=PATTERN_TIMEOUT_S)
+    except TimeoutError:
+        raise PatternTimeout(f"the pattern {pattern.pattern[:60]!r} ran past {PATTERN_TIMEOUT_S:g}s on this "
+                             "answer") from None
+
+
 def must_compile(pattern: str) -> str:
     """``pattern`` if it is a valid regular expression; a ValueError saying why otherwise."""
-    try:
-        re.compile(pattern)
-    except re.error as error:
-        raise ValueError(f"invalid regular expression {pattern!r}: {error}") from None
+    compile_pattern(pattern)
     return pattern
 
 
-_FLAGS = {"IGNORECASE": re.IGNORECASE, "MULTILINE": re.MULTILINE, "DOTALL": re.DOTALL}
+_FLAGS = {"IGNORECASE": re.IGNORECASE, "MULTILINE": re.MULTILINE, "DOTALL": re.DOTALL}  # the regex module's values
 
 
 class RegexParams(CheckParams):
@@ -79,18 +107,23 @@ class RegexParams(CheckParams):
         return must_compile(pattern)
 
     @cached_property
-    def compiled(self) -> re.Pattern[str]:
+    def compiled(self) -> Any:
         flags = 0
         for name in self.flags:
             flags |= _FLAGS[name]
-        return re.compile(self.pattern, flags)
+        return compile_pattern(self.pattern, flags)
 
 
-def regex(completion: str, task: Mapping[str, Any], params: RegexParams) -> bool:
+def regex(completion: str, task: Mapping[str, Any], params: RegexParams) -> CheckResult:
     """The answer matches a regular expression (an answer refused by extraction, e.g. a hedge, does not)."""
     found = find_answer(completion, params.extract)
-    matcher = params.compiled.fullmatch if params.fullmatch else params.compiled.search
-    return not found.problem and matcher(found.text) is not None
+    if found.problem:
+        return CheckResult(0.0, found.problem)
+    try:
+        matched = search(params.compiled, found.text, full=params.fullmatch) is not None
+    except PatternTimeout as timeout:
+        return CheckResult(0.0, str(timeout))
+    return CheckResult(1.0) if matched else CheckResult(0.0, "no match")
 
 
 class MultipleChoiceParams(CheckParams):
@@ -142,9 +175,9 @@ class PatternsParams(CheckParams):
         return self
 
     @cached_property
-    def compiled(self) -> list[re.Pattern[str]]:
+    def compiled(self) -> list[Any]:
         flags = 0 if self.case_sensitive else re.IGNORECASE
-        return [re.compile(p if self.regex else re.escape(p), flags) for p in self.patterns]
+        return [compile_pattern(p if self.regex else re.escape(p), flags) for p in self.patterns]
 
 
 class ContainsParams(PatternsParams):
@@ -157,7 +190,10 @@ def contains(completion: str, task: Mapping[str, Any], params: ContainsParams) -
     if found.problem:
         return CheckResult(0.0, found.problem)
     text = found.text
-    missing = [p.pattern for p in params.compiled if p.search(text) is None]
+    try:
+        missing = [p.pattern for p in params.compiled if search(p, text) is None]
+    except PatternTimeout as timeout:
+        return CheckResult(0.0, str(timeout))
     ok = not missing if params.mode == "all" else len(missing) < len(params.compiled)
     return CheckResult(1.0) if ok else CheckResult(0.0, f"missing {missing[:3]}")
 
@@ -170,7 +206,10 @@ def forbidden(completion: str, task: Mapping[str, Any], params: PatternsParams) 
     if not text.isascii():  # ASCII text has no compatibility forms and no invisible characters
         text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
     for pattern in params.compiled:
-        found = pattern.search(text)
+        try:
+            found = search(pattern, text)
+        except PatternTimeout as timeout:
+            return CheckResult(0.0, f"{timeout}: counted as forbidden")
         if found is not None:
             return CheckResult(0.0, f"forbidden {found.group(0)[:60]!r}")
     return CheckResult(1.0)
