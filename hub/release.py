@@ -13,12 +13,15 @@ the repository's own distribution name; published files are written once.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
 import os
 import tarfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
@@ -47,14 +50,15 @@ class Releases:
         if version is None:
             return self.storage.tag(repo, tag, sha)
         dists = self._release_files(repo, sha, version)  # refused here, before anything exists
-        if dists:
-            project = dist_name(repo)
-            self.files.check_claim(project, repo)
-            for name, data in dists.items():
-                self._check_unpublished_or_same(project, name, data)
-            self._journal_add(repo, tag)
-        created = self.storage.tag(repo, tag, sha)  # from here on the version exists
-        self.complete(repo, tag)
+        with self._in_flight(repo, tag):
+            if dists:
+                project = dist_name(repo)
+                self.files.check_claim(project, repo)
+                for name, data in dists.items():
+                    self._check_unpublished_or_same(project, name, data)
+                self._journal_add(repo, tag)
+            created = self.storage.tag(repo, tag, sha)  # from here on the version exists
+            self.complete(repo, tag)
         return created
 
     def complete(self, repo: RepoId, tag: str) -> None:
@@ -70,19 +74,26 @@ class Releases:
                     for name, data in sorted(dists.items()):
                         self.files.put(project, version, name, data)
                     self.files.write_static_index(project)
-        self._journal_path(repo, tag).unlink(missing_ok=True)
+        self._journal_done(repo, tag)
 
     def recover(self) -> list[str]:
         """Complete every release the journal names (run at start); returns the problems it could not fix."""
         problems = []
         for path in sorted(self._journal.glob("*.json")):
-            record = json.loads(path.read_bytes())
             try:
-                self.complete(RepoId.parse(record["repo"]), record["tag"])
+                record = json.loads(path.read_bytes())
+                repo, tag = RepoId.parse(record["repo"]), record["tag"]
+            except (OSError, ValueError, KeyError):  # gone meanwhile, or unreadable: nothing to complete
+                continue
+            try:
+                with self._in_flight(repo, tag, wait=False):
+                    self.complete(repo, tag)
+            except BlockingIOError:  # a live publisher holds it and completes it itself
+                continue
             except RepoNotFoundError:  # deleted since: nothing left to publish
                 path.unlink(missing_ok=True)
             except HubError as error:
-                problems.append(f"{record['repo']} {record['tag']}: {error}")
+                problems.append(f"{repo} {tag}: {error}")
         return problems
 
     # -- internals ------------------------------------------------------------------------------------
@@ -118,6 +129,20 @@ class Releases:
     def _journal_path(self, repo: RepoId, tag: str) -> Path:
         key = hashlib.sha256(f"{repo} {tag}".encode()).hexdigest()[:24]
         return self._journal / f"{key}.json"
+
+    @contextmanager
+    def _in_flight(self, repo: RepoId, tag: str, *, wait: bool = True) -> Iterator[None]:
+        """Held by a publisher from its journal entry to its completion; a crashed process lets go of it, so
+        recovery completes exactly the releases nobody is completing (BlockingIOError without ``wait``)."""
+        with (self.storage.root / "locks" / f"release-{self._journal_path(repo, tag).stem}.lock").open("w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _journal_done(self, repo: RepoId, tag: str) -> None:
+        self._journal_path(repo, tag).unlink(missing_ok=True)
 
     def _journal_add(self, repo: RepoId, tag: str) -> None:
         path = self._journal_path(repo, tag)

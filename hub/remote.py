@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from verihub.hub.build import dist_name
-from verihub.hub.errors import CorruptFileError, PrivacyMismatchError, error_from_response
+from verihub.hub.errors import CorruptFileError, PrivacyMismatchError, RepoExistsError, error_from_response
 from verihub.hub.ids import RepoId, VersionSpec
 from verihub.hub.index import JSON_CONTENT_TYPE
 from verihub.hub.pipeline import Hub, Published
@@ -68,7 +68,11 @@ class RemoteHub(Hub):
         return str(self._call(self.api.whoami)["name"])
 
     def _ensure_repo(self, repo: RepoId, kind: RepoKind, *, private: bool) -> None:
-        self._call(self.api.create_repo, str(repo), private=private, exist_ok=True)
+        try:  # not the client's exist_ok: it turns a refused write into a lookup that fails on a custom endpoint
+            self._call(self.api.create_repo, str(repo), private=private)
+            return
+        except RepoExistsError:
+            pass
         if private and not self._call(self.api.model_info, str(repo)).private:
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
 
