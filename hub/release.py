@@ -28,7 +28,7 @@ from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sd
 from packaging.version import Version
 
 from verihub.hub.build import dist_name
-from verihub.hub.errors import FileConflictError, HubError, InvalidReleaseError, RepoNotFoundError
+from verihub.hub.errors import FileConflictError, HubError, InvalidReleaseError, RepoNotFoundError, TagExistsError
 from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import RepoId, release_version
 from verihub.hub.storage import HubStorage
@@ -51,6 +51,10 @@ class Releases:
             return self.storage.tag(repo, tag, sha)
         dists = self._release_files(repo, sha, version)  # refused here, before anything exists
         with self._in_flight(repo, tag):
+            existing = self.storage.tag_target(repo, tag)
+            if existing is not None and existing != sha:  # what a second publisher of this version hears first
+                raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move",
+                                     commit=existing)
             if dists:
                 project = dist_name(repo)
                 self.files.check_claim(project, repo)

@@ -20,12 +20,8 @@ import httpx
 import pytest
 
 from verihub.hub.build import PackageSource, bump_version
-from verihub.hub.errors import FileConflictError
-from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import RepoId
 from verihub.hub.local import LocalHub
-from verihub.hub.release import Releases
-from verihub.hub.storage import HubStorage
 from verihub.scaffold import init_env
 
 from conftest import VERIHUB, HubServer, free_port, wait_until_serving
@@ -162,6 +158,8 @@ def test_a_release_tag_publishes_only_its_own_version(hub_server: HubServer, tmp
 
 def test_published_files_are_written_once(tmp_path: Path) -> None:
     """A repository deleted and made again cannot publish other bytes under a published file name."""
+    from verihub.hub.errors import FileConflictError
+
     hub = LocalHub(tmp_path / "hub")
     package = init_env("reborn", "single-turn", tmp_path)
     first = hub.push(package, owner="alice")
@@ -183,16 +181,19 @@ class Crash(Exception):
     pass
 
 
-def crash_at(monkeypatch: pytest.MonkeyPatch, owner: type, method: str, *, call: int = 1, after: bool = False) -> None:
-    """Make ``owner.method`` raise on its ``call``-th call (after doing its work, with ``after``)."""
+def crash_at(monkeypatch: pytest.MonkeyPatch, where: str, *, call: int = 1) -> None:
+    """Make ``module:Class.method`` raise (before doing its work) on its ``call``-th call."""
+    import importlib
+
+    module, _, attribute = where.partition(":")
+    class_name, _, method = attribute.partition(".")
+    owner = getattr(importlib.import_module(module), class_name)
     original = getattr(owner, method)
     calls = {"n": 0}
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == call:
-            if after:
-                original(*args, **kwargs)
             raise Crash(f"{owner.__name__}.{method}")
         return original(*args, **kwargs)
 
@@ -200,11 +201,11 @@ def crash_at(monkeypatch: pytest.MonkeyPatch, owner: type, method: str, *, call:
 
 
 STEPS = {
-    "before the tag": (HubStorage, "tag", {}),
-    "after the tag, before any file": (Releases, "complete", {}),
-    "between the wheel and the sdist": (PublishedFiles, "put", {"call": 2}),
-    "after the files, before the index pages": (PublishedFiles, "write_static_index", {}),
-    "after the index pages, before the journal entry is cleared": (Releases, "_journal_done", {"after": False}),
+    "before the tag": ("verihub.hub.storage:HubStorage.tag", {}),
+    "after the tag, before any file": ("verihub.hub.release:Releases.complete", {}),
+    "between the wheel and the sdist": ("verihub.hub.files:PublishedFiles.put", {"call": 2}),
+    "after the files, before the index pages": ("verihub.hub.files:PublishedFiles.write_static_index", {}),
+    "after the index pages, before the journal entry is cleared": ("verihub.hub.release:Releases._journal_done", {}),
 }
 
 
@@ -214,9 +215,9 @@ def test_a_publish_cut_short_is_completed(step: str, recovery: str, tmp_path: Pa
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     root, repo = tmp_path / "hub", RepoId("alice", "crash")
     package = init_env("crash", "single-turn", tmp_path)
-    owner, method, options = STEPS[step]
+    where, options = STEPS[step]
     with monkeypatch.context() as patch:
-        crash_at(patch, owner, method, **options)
+        crash_at(patch, where, **options)
         with pytest.raises(Crash):
             LocalHub(root).push(package, owner="alice")
     if recovery == "restart":
@@ -234,7 +235,7 @@ def test_a_server_restart_completes_a_release_cut_short(tmp_path: Path, monkeypa
     data, repo = tmp_path / "data", RepoId("alice", "restarted")
     package = init_env("restarted", "single-turn", tmp_path)
     with monkeypatch.context() as patch:
-        crash_at(patch, Releases, "complete")
+        crash_at(patch, "verihub.hub.release:Releases.complete")
         with pytest.raises(Crash):
             LocalHub(data).push(package, owner="alice")
     assert LocalHub(data).versions(repo) == ["0.1.0"] and LocalHub(data).files.entries("alice-restarted", "") == []
@@ -265,7 +266,8 @@ def test_concurrent_publishers_end_consistent(tmp_path: Path) -> None:
 
     def push(path: Path) -> None:
         try:
-            results.append(LocalHub(root).push(path, owner="alice"))
+            # validation loads datasets, which is not thread-safe; what is under test here is publishing
+            results.append(LocalHub(root).push(path, owner="alice", validate=False))
         except BaseException as error:  # noqa: BLE001
             results.append(error)
 
@@ -288,7 +290,7 @@ def test_concurrent_pushes_through_the_server_end_consistent(hub_server: HubServ
                                   text=True) for path in (same, same, other)]
     outputs = [process.communicate(timeout=300) for process in processes]
     texts = [" ".join(out.split()) for out, _ in outputs]
-    assert all(process.returncode == 0 for process in processes), texts
+    assert all(process.returncode == 0 for process in processes), [error[-2000:] for _, error in outputs]
     # the loser of the race for v0.1.0 either finds it tagged, or (huggingface_hub skips a commit that changes
     # nothing) tags the winner's commit itself: both say the version holds exactly its content
     assert all(("published alice/racing@0.1.0" in text or "alice/racing@0.1.0 is already published with this content"
@@ -302,3 +304,53 @@ def test_concurrent_pushes_through_the_server_end_consistent(hub_server: HubServ
         tagged = httpx.get(f"{hub_server.url}/alice/racing/resolve/{tags['v' + version]}/dist/{entry['filename']}")
         served = httpx.get(entry["url"]).content
         assert served == tagged.content and hashlib.sha256(served).hexdigest() == entry["hashes"]["sha256"]
+
+
+def test_a_push_that_loses_the_race_for_its_tag(hub_server: HubServer, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two pushes of one version both find it untagged; the one that tags second is a no-op if its content is
+    the winner's and a VersionExistsError if not, never an HTTP error."""
+    from verihub.hub.errors import VersionExistsError
+    from verihub.hub.remote import RemoteHub
+
+    barrier = threading.Barrier(3)
+    original = RemoteHub._published
+    first_look: set[int] = set()
+
+    def published(self: RemoteHub, repo: RepoId, tag: str) -> Any:
+        if threading.get_ident() not in first_look:  # both look before either tags
+            first_look.add(threading.get_ident())
+            barrier.wait(timeout=120)
+            return None
+        return original(self, repo, tag)
+
+    monkeypatch.setattr(RemoteHub, "_published", published)
+    same = init_env("contest", "single-turn", tmp_path)
+    changed = shutil.copytree(same, tmp_path / "contest-changed")
+    (changed / "README.md").write_text("# contest\n\nOther words, same version.\n")
+    results: dict[str, Any] = {}
+
+    def push(name: str, path: Path) -> None:
+        try:
+            results[name] = RemoteHub(hub_server.url, hub_server.tokens["alice"]).push(path, owner="alice",
+                                                                                        validate=False)
+        except BaseException as error:  # noqa: BLE001
+            results[name] = error
+
+    threads = [threading.Thread(target=push, args=item) for item in
+               (("first", same), ("second", same), ("changed", changed))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    outcomes = sorted(type(result).__name__ if isinstance(result, BaseException) else f"created={result.created}"
+                      for result in results.values())
+    if isinstance(results["changed"], BaseException):  # a same-content push tagged first
+        assert isinstance(results["changed"], VersionExistsError), results
+        # the other is a no-op (or, when huggingface_hub skips its commit as changing nothing, tags the winner's)
+        assert outcomes in (["VersionExistsError", "created=False", "created=True"],
+                            ["VersionExistsError", "created=True", "created=True"]), results
+    else:
+        assert outcomes == ["VersionExistsError", "VersionExistsError", "created=True"], results
+    index = httpx.get(f"{hub_server.url}/simple/alice-contest/", headers=JSON_INDEX).json()
+    assert index["versions"] == ["0.1.0"] and len(index["files"]) == 2
