@@ -102,8 +102,8 @@ def delete_repo(who: Identity = Depends(user), body: DeleteRepo = Depends(json_b
                 hub: HubState = Depends(state)) -> dict[str, str]:
     repo = hub.visibility.repo(who, body.organization or who.user, body.name)
     check_writer(who, repo)
+    hub.accounts.remove_repo(repo)  # the listing first: a crash in between leaves a repository the start lists again
     hub.storage.delete_repo(repo)
-    hub.accounts.remove_repo(repo)
     return {}
 
 

@@ -41,19 +41,17 @@ class HubState:
         return cls(root, storage, files, Releases(storage, files), Accounts(root / "hub.db"), Visibility(storage, files))
 
     def start(self) -> None:
-        """Complete what a crash may have left half done: releases the journal names, listing rows."""
+        """Complete what a crash may have left half done: releases the journal names, missing listing rows.
+        (Rows never outlive their repository: a deletion removes the row first.)"""
         for problem in self.releases.recover():
             log.warning("a release could not be completed: %s", problem)
         rows = {meta.repo: meta for meta in self.accounts.repos()}
-        present = dict(self.storage.repos())
-        for repo, kind in present.items():
+        for repo, kind in self.storage.repos():
             if not self.storage.has_settings(repo):  # made before visibility lived in the repository
                 self.storage.write_settings(repo, private=rows[repo].private if repo in rows else False)
-            if repo not in rows:
+            if repo not in rows:  # created (or pushed into the directory) without its listing row
                 self.accounts.add_repo(repo, kind, self.storage.is_private(repo))
                 self.refresh_listing(repo)
-        for repo in rows.keys() - present.keys():
-            self.accounts.remove_repo(repo)
 
     def card(self, repo: RepoId, sha: str, paths: set[str]) -> tuple[str, dict[str, Any]]:
         """The README card at ``sha`` and its YAML front-matter ({} when it has none or it is malformed)."""

@@ -246,3 +246,16 @@ def test_every_route_goes_through_the_visibility_rule() -> None:
             if not guards & scoped:
                 seen |= {(method, route.path) for method in route.methods}
     assert seen == unscoped
+
+
+def test_push_private_never_claims_to_hide_a_public_repository(tmp_path: Path) -> None:
+    from verihub.hub.errors import PrivacyMismatchError
+    from verihub.hub.local import LocalHub
+
+    hub = LocalHub(tmp_path / "hub")
+    package = init_env("open", "single-turn", tmp_path)
+    repo = hub.push(package, owner="alice").repo
+    assert hub.storage.is_private(repo) is False
+    with pytest.raises(PrivacyMismatchError, match="exists and is public"):
+        hub.push(package, owner="alice", bump="patch", private=True)
+    assert hub.versions(repo) == ["0.1.0"]
