@@ -7,8 +7,8 @@
 - Bodies are never parsed before the caller is authorized: :func:`json_body` and :func:`raw_body` depend on
   the route's authorization dependency, and read at most a fixed number of bytes.
 
-Routes are plain ``def`` functions (FastAPI runs them in its thread pool), so git and SQLite never block
-the event loop; only reading the body happens on it.
+Routes and the dependencies that touch git, files or SQLite are plain ``def`` functions (FastAPI runs them
+in its thread pool), so they never block the event loop; only reading the body and pure checks run on it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ MAX_COMMIT_BYTES = 512 << 20
 M = TypeVar("M", bound=BaseModel)
 
 
-def state(request: Request) -> HubState:
+async def state(request: Request) -> HubState:  # async: no blocking, so no thread-pool hop
     return request.app.state.hub  # type: ignore[no-any-return]
 
 
@@ -55,7 +55,7 @@ def identity(request: Request, hub: HubState = Depends(state)) -> Identity | Non
     return who
 
 
-def user(who: Identity | None = Depends(identity)) -> Identity:
+async def user(who: Identity | None = Depends(identity)) -> Identity:
     if who is None:
         raise UnauthorizedError("a token is needed for this")
     return who
@@ -66,7 +66,7 @@ def visible_repo(owner: str, name: str, who: Identity | None = Depends(identity)
     return hub.visibility.repo(who, owner, name)
 
 
-def writable_repo(repo: RepoId = Depends(visible_repo), who: Identity | None = Depends(identity)) -> RepoId:
+async def writable_repo(repo: RepoId = Depends(visible_repo), who: Identity | None = Depends(identity)) -> RepoId:
     check_writer(who, repo)
     return repo
 
