@@ -17,16 +17,16 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from verihub.hub.accounts import Identity
-from verihub.hub.deps import (MAX_COMMIT_BYTES, MAX_JSON_BYTES, base_url, check_writer, describe, error_response,
-                              identity, json_body, raw_body, raw_segments, state, user, visible_repo, writable_repo)
+from verihub.hub.deps import (MAX_COMMIT_BYTES, MAX_JSON_BYTES, Hub, User, Viewer, VisibleRepo, WritableRepo, base_url,
+                              check_writer, describe, error_response, identity, json_body, raw_body, raw_segments, user,
+                              visible_repo, writable_repo)
 from verihub.hub.errors import (EntryNotFoundError, ErrorCode, ForbiddenError, InvalidRequestError,
                                 RevisionNotFoundError)
 from verihub.hub.ids import RepoId
 from verihub.hub.state import HubState
 from verihub.hub.storage import FileEntry
 
-__all__ = ["account_router", "repo_router"]
+__all__ = ["account_router", "repo_info", "repo_router"]
 
 account_router = APIRouter()
 repo_router = APIRouter(prefix="/api/models/{owner}/{name}", dependencies=[Depends(visible_repo)])
@@ -73,14 +73,14 @@ class Preupload(_Body):
 
 
 @account_router.get("/api/whoami-v2")
-def whoami(who: Identity = Depends(user)) -> dict[str, Any]:
+def whoami(who: User) -> dict[str, Any]:
     return {"type": "user", "name": who.user, "orgs": [{"name": org, "type": "org"} for org in who.orgs],
             "auth": {"accessToken": {"displayName": "token", "role": who.role}}}
 
 
 @account_router.post("/api/repos/create")
-def create_repo(request: Request, who: Identity = Depends(user), body: CreateRepo = Depends(json_body(CreateRepo, user)),
-                hub: HubState = Depends(state)) -> Response:
+def create_repo(request: Request, who: User, body: Annotated[CreateRepo, Depends(json_body(CreateRepo, user))],
+                hub: Hub) -> Response:
     owner = body.organization or who.user
     try:
         repo = RepoId(owner, body.name)
@@ -98,8 +98,8 @@ def create_repo(request: Request, who: Identity = Depends(user), body: CreateRep
 
 
 @account_router.delete("/api/repos/delete")
-def delete_repo(who: Identity = Depends(user), body: DeleteRepo = Depends(json_body(DeleteRepo, user)),
-                hub: HubState = Depends(state)) -> dict[str, str]:
+def delete_repo(who: User, body: Annotated[DeleteRepo, Depends(json_body(DeleteRepo, user))],
+                hub: Hub) -> dict[str, str]:
     repo = hub.visibility.repo(who, body.organization or who.user, body.name)
     check_writer(who, repo)
     hub.accounts.remove_repo(repo)  # the listing first: a crash in between leaves a repository the start lists again
@@ -108,7 +108,7 @@ def delete_repo(who: Identity = Depends(user), body: DeleteRepo = Depends(json_b
 
 
 @account_router.post("/api/validate-yaml")
-def validate_yaml(body: YamlToCheck = Depends(json_body(YamlToCheck, identity))) -> Response:
+def validate_yaml(body: Annotated[YamlToCheck, Depends(json_body(YamlToCheck, identity))]) -> Response:
     errors = []
     if body.content.startswith("---"):
         try:
@@ -119,7 +119,7 @@ def validate_yaml(body: YamlToCheck = Depends(json_body(YamlToCheck, identity)))
 
 
 @account_router.get("/api/models")
-def list_models(who: Identity | None = Depends(identity), hub: HubState = Depends(state),
+def list_models(who: Viewer, hub: Hub,
                 search: str = "", author: str | None = None, sort: str | None = None,
                 limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
                 filter: Annotated[list[str], Query()] = []) -> list[dict[str, Any]]:  # noqa: A002, B006
@@ -137,18 +137,18 @@ def list_models(who: Identity | None = Depends(identity), hub: HubState = Depend
 
 
 @repo_router.get("")
-def model_info(request: Request, repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state)) -> dict[str, Any]:
-    return _info(hub, repo, "main")
+def model_info(repo: VisibleRepo, hub: Hub) -> dict[str, Any]:
+    return repo_info(hub, repo, "main")
 
 
 @repo_router.get("/revision/{revision:path}")
-def model_info_at(revision: str, repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state)) -> dict[str, Any]:
+def model_info_at(revision: str, repo: VisibleRepo, hub: Hub) -> dict[str, Any]:
     hub.storage.resolve(repo, revision)
-    return _info(hub, repo, revision)
+    return repo_info(hub, repo, revision)
 
 
 @repo_router.get("/tree/{rest:path}")
-def tree(request: Request, repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state),
+def tree(request: Request, repo: VisibleRepo, hub: Hub,
          recursive: bool = False) -> list[dict[str, Any]]:
     segments = raw_segments(request)[5:]  # api, models, owner, name, tree
     revision = unquote(segments[0]) if segments else "main"
@@ -161,8 +161,8 @@ def tree(request: Request, repo: RepoId = Depends(visible_repo), hub: HubState =
 
 
 @repo_router.post("/paths-info/{revision:path}")
-def paths_info(revision: str, repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state),
-               raw: bytes = Depends(raw_body(MAX_JSON_BYTES, visible_repo))) -> list[dict[str, Any]]:
+def paths_info(revision: str, repo: VisibleRepo, hub: Hub,
+               raw: Annotated[bytes, Depends(raw_body(MAX_JSON_BYTES, visible_repo))]) -> list[dict[str, Any]]:
     sha = hub.storage.resolve(repo, revision)
     try:
         wanted = parse_qs(raw.decode(), errors="strict").get("paths", [])
@@ -180,7 +180,7 @@ def paths_info(revision: str, repo: RepoId = Depends(visible_repo), hub: HubStat
 
 
 @repo_router.get("/refs")
-def refs(repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state)) -> dict[str, Any]:
+def refs(repo: VisibleRepo, hub: Hub) -> dict[str, Any]:
     found = hub.storage.refs(repo)
     return {
         "branches": [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": s} for n, s in sorted(found["branches"].items())],
@@ -190,28 +190,28 @@ def refs(repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state)) -
 
 
 @repo_router.get("/commits/{revision:path}")
-def commits(revision: str, repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state)) -> list[dict[str, Any]]:
+def commits(revision: str, repo: VisibleRepo, hub: Hub) -> list[dict[str, Any]]:
     return [{"id": c.sha, "title": c.message.splitlines()[0] if c.message else "", "message": c.message,
              "date": _date(c.timestamp), "authors": [{"user": repo.owner}]} for c in hub.storage.history(repo, revision)]
 
 
 @repo_router.post("/tag/{revision:path}")
-def create_tag(revision: str, repo: RepoId = Depends(writable_repo), body: NewTag = Depends(json_body(NewTag, writable_repo)),
-               hub: HubState = Depends(state)) -> dict[str, Any]:
+def create_tag(revision: str, repo: WritableRepo, body: Annotated[NewTag, Depends(json_body(NewTag, writable_repo))],
+               hub: Hub) -> dict[str, Any]:
     hub.releases.tag(repo, body.tag, revision)  # a release tag publishes its dist/ files (again, if a crash cut it short)
     return {}
 
 
 @repo_router.post("/branch/{branch:path}")
-def create_branch(branch: str, repo: RepoId = Depends(writable_repo),
-                  body: NewBranch = Depends(json_body(NewBranch, writable_repo)), hub: HubState = Depends(state)) -> dict[str, Any]:
+def create_branch(branch: str, repo: WritableRepo, body: Annotated[NewBranch, Depends(json_body(NewBranch, writable_repo))],
+                  hub: Hub) -> dict[str, Any]:
     hub.storage.create_branch(repo, branch, body.startingPoint or "main")
     return {}
 
 
 @repo_router.post("/preupload/{revision:path}")
-def preupload(revision: str, repo: RepoId = Depends(writable_repo),
-              body: Preupload = Depends(json_body(Preupload, writable_repo)), hub: HubState = Depends(state)) -> dict[str, Any]:
+def preupload(revision: str, repo: WritableRepo, body: Annotated[Preupload, Depends(json_body(Preupload, writable_repo))],
+              hub: Hub) -> dict[str, Any]:
     known = {}
     if revision in hub.storage.refs(repo)["branches"]:
         known = {entry.path: entry.blob for entry in hub.storage.files(repo, revision)}
@@ -220,8 +220,8 @@ def preupload(revision: str, repo: RepoId = Depends(writable_repo),
 
 
 @repo_router.post("/commit/{revision:path}")
-def commit(request: Request, revision: str, repo: RepoId = Depends(writable_repo),
-           raw: bytes = Depends(raw_body(MAX_COMMIT_BYTES, writable_repo)), hub: HubState = Depends(state)) -> dict[str, Any]:
+def commit(request: Request, revision: str, repo: WritableRepo,
+           raw: Annotated[bytes, Depends(raw_body(MAX_COMMIT_BYTES, writable_repo))], hub: Hub) -> dict[str, Any]:
     branches = hub.storage.refs(repo)["branches"]
     if branches and revision not in branches:
         try:
@@ -356,7 +356,7 @@ def _tree(files: list[FileEntry], sha: str, prefix: str, recursive: bool) -> lis
     return entries
 
 
-def _info(hub: HubState, repo: RepoId, revision: str) -> dict[str, Any]:
+def repo_info(hub: HubState, repo: RepoId, revision: str) -> dict[str, Any]:
     private = hub.storage.is_private(repo)
     try:
         sha = hub.storage.resolve(repo, revision)

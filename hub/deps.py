@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,9 +31,10 @@ from verihub.hub.errors import (BodyTooLargeError, ErrorCode, ForbiddenError, Hu
 from verihub.hub.ids import RepoId
 from verihub.hub.state import HubState
 
-__all__ = ["MAX_COMMIT_BYTES", "MAX_JSON_BYTES", "base_url", "check_writer", "describe", "error_response", "identity",
-           "install_error_handlers", "json_body", "raw_body", "raw_segments", "state", "user", "visible_project",
-           "visible_repo", "writable_repo"]
+__all__ = ["MAX_COMMIT_BYTES", "MAX_JSON_BYTES", "Hub", "User", "Viewer", "VisibleRepo", "WritableRepo",
+           "base_url", "check_writer", "describe", "error_response", "identity", "install_error_handlers",
+           "json_body", "raw_body", "raw_segments", "state", "user", "visible_project", "visible_repo",
+           "writable_repo"]
 
 MAX_JSON_BYTES = 1 << 20
 MAX_COMMIT_BYTES = 512 << 20
@@ -69,6 +70,13 @@ def visible_repo(owner: str, name: str, who: Identity | None = Depends(identity)
 async def writable_repo(repo: RepoId = Depends(visible_repo), who: Identity | None = Depends(identity)) -> RepoId:
     check_writer(who, repo)
     return repo
+
+
+Hub = Annotated[HubState, Depends(state)]
+User = Annotated[Identity, Depends(user)]
+Viewer = Annotated[Identity | None, Depends(identity)]
+VisibleRepo = Annotated[RepoId, Depends(visible_repo)]
+WritableRepo = Annotated[RepoId, Depends(writable_repo)]
 
 
 def check_writer(who: Identity | None, repo: RepoId) -> None:

@@ -5,24 +5,25 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from verihub.hub.accounts import Identity
-from verihub.hub.deps import base_url, identity, state, visible_project
+from verihub.hub.deps import Hub, Viewer, base_url, visible_project
 from verihub.hub.errors import NotFoundError
 from verihub.hub.ids import RepoId
 from verihub.hub.index import JSON_CONTENT_TYPE, project_json, project_page, root_json, root_page
-from verihub.hub.state import HubState
 
 __all__ = ["index_router", "project_router"]
 
 index_router = APIRouter()
 project_router = APIRouter(dependencies=[Depends(visible_project)])
+VisibleProject = Annotated[RepoId, Depends(visible_project)]
 
 
 @index_router.get("/simple/")
-def simple_root(request: Request, who: Identity | None = Depends(identity), hub: HubState = Depends(state)) -> Response:
+def simple_root(request: Request, who: Viewer, hub: Hub) -> Response:
     projects = hub.visibility.projects(who)
     if _wants_json(request):
         return JSONResponse(root_json(projects), media_type=JSON_CONTENT_TYPE)
@@ -30,8 +31,8 @@ def simple_root(request: Request, who: Identity | None = Depends(identity), hub:
 
 
 @project_router.get("/simple/{project}/")
-def simple_project(request: Request, project: str, _: RepoId = Depends(visible_project),
-                   hub: HubState = Depends(state)) -> Response:
+def simple_project(request: Request, project: str, _: VisibleProject,
+                   hub: Hub) -> Response:
     entries = hub.files.entries(project, url_prefix=f"{base_url(request)}/files")
     if not entries:
         raise NotFoundError(f"no project {project}")
@@ -42,7 +43,7 @@ def simple_project(request: Request, project: str, _: RepoId = Depends(visible_p
 
 
 @project_router.get("/files/{project}/{filename}")
-def download(project: str, filename: str, _: RepoId = Depends(visible_project), hub: HubState = Depends(state)) -> Response:
+def download(project: str, filename: str, _: VisibleProject, hub: Hub) -> Response:
     return Response(hub.files.read(project, filename), media_type="application/octet-stream")
 
 

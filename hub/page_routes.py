@@ -9,13 +9,11 @@ from urllib.parse import unquote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from verihub.hub.accounts import Identity
-from verihub.hub.api_routes import _info
-from verihub.hub.deps import base_url, identity, raw_segments, state, visible_repo
+from verihub.hub.api_routes import repo_info
+from verihub.hub.deps import Hub, Viewer, VisibleRepo, base_url, raw_segments, visible_repo
 from verihub.hub.errors import EntryNotFoundError
-from verihub.hub.ids import RepoId, release_versions
+from verihub.hub.ids import release_versions
 from verihub.hub.pages import listing_page, package_page
-from verihub.hub.state import HubState
 
 __all__ = ["listing_router", "repo_page_router"]
 
@@ -24,7 +22,7 @@ repo_page_router = APIRouter(prefix="/{owner}/{name}", dependencies=[Depends(vis
 
 
 @listing_router.get("/", response_class=HTMLResponse)
-def home(q: str = "", who: Identity | None = Depends(identity), hub: HubState = Depends(state)) -> HTMLResponse:
+def home(who: Viewer, hub: Hub, q: str = "") -> HTMLResponse:
     found = hub.accounts.search(text=q, namespaces=hub.visibility.namespaces(who), sort="downloads" if not q else None,
                                 limit=200)
     rows = [{"id": str(m.repo), "kind": m.kind, "summary": m.summary, "downloads": m.downloads}
@@ -33,10 +31,10 @@ def home(q: str = "", who: Identity | None = Depends(identity), hub: HubState = 
 
 
 @repo_page_router.get("", response_class=HTMLResponse)
-def package(request: Request, repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state)) -> HTMLResponse:
+def package(request: Request, repo: VisibleRepo, hub: Hub) -> HTMLResponse:
     versions = release_versions(hub.storage.refs(repo)["tags"])
     revision = f"v{versions[-1]}" if versions else "main"
-    info = _info(hub, repo, revision)
+    info = repo_info(hub, repo, revision)
     files = [s["rfilename"] for s in info.get("siblings", [])]
     card = hub.storage.read(repo, "README.md", revision).decode("utf-8", "replace") if "README.md" in files else ""
     evaluation = hub.storage.read(repo, "eval/metadata.json", revision).decode("utf-8", "replace") \
@@ -46,7 +44,7 @@ def package(request: Request, repo: RepoId = Depends(visible_repo), hub: HubStat
 
 
 @repo_page_router.api_route("/resolve/{rest:path}", methods=["GET", "HEAD"])
-def resolve(request: Request, repo: RepoId = Depends(visible_repo), hub: HubState = Depends(state)) -> Response:
+def resolve(request: Request, repo: VisibleRepo, hub: Hub) -> Response:
     segments = raw_segments(request)[3:]  # owner, name, resolve
     if len(segments) < 2:
         raise EntryNotFoundError("resolve needs a revision and a file")
