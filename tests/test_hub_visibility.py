@@ -49,15 +49,41 @@ def with_token(url: str, token: str) -> str:
 
 @pytest.fixture(scope="module")
 def hidden(hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """alice/hidden 0.1.0, pushed with `verihub push --private`: its wheel's name and bytes' sha256."""
-    package = init_env("hidden", "single-turn", tmp_path_factory.mktemp("hidden"))
+    """alice/hidden 0.1.0, a private repository published with the huggingface_hub client alone (source, dist/
+    and a v-tag): its wheel's name and the sha256 of its bytes."""
+    from verihub.hub.build import PackageSource
+    from verihub.hub.ids import RepoId
+
+    scratch = tmp_path_factory.mktemp("hidden")
+    package = init_env("hidden", "single-turn", scratch)
+    (package / "dist").mkdir()
+    built = PackageSource(package).build(RepoId("alice", "hidden")).files
+    for name, data in built.items():
+        (package / "dist" / name).write_bytes(data)
+    hf(hub_server, f"""
+        from huggingface_hub import HfApi
+        api = HfApi(token={hub_server.tokens['alice']!r})
+        api.create_repo("alice/hidden", private=True)
+        api.upload_folder(folder_path={str(package)!r}, repo_id="alice/hidden")
+        api.create_tag("alice/hidden", tag="v0.1.0")
+        print("{{}}")
+    """, scratch)
+    wheel = next(name for name in built if name.endswith(".whl"))
+    import hashlib
+
+    return {"wheel": wheel, "sha256": hashlib.sha256(built[wheel]).hexdigest()}
+
+
+def test_verihub_push_private(hub_server: HubServer, tmp_path: Path) -> None:
+    package = init_env("pushed-secret", "single-turn", tmp_path)
     pushed = subprocess.run([VERIHUB, "push", str(package), "--private", "--hub", hub_server.url,
                              "--token", hub_server.tokens["alice"]], capture_output=True, text=True, timeout=300)
     assert pushed.returncode == 0, pushed.stderr
-    listing = httpx.get(f"{hub_server.url}/simple/alice-hidden/", headers={
-        **JSON_INDEX, "Authorization": f"Bearer {hub_server.tokens['alice']}"}).json()
-    wheel = next(f for f in listing["files"] if f["filename"].endswith(".whl"))
-    return {"wheel": wheel["filename"], "sha256": wheel["hashes"]["sha256"]}
+    owner = {"Authorization": f"Bearer {hub_server.tokens['alice']}"}
+    assert httpx.get(f"{hub_server.url}/api/models/alice/pushed-secret", headers=owner).json()["private"] is True
+    assert httpx.get(f"{hub_server.url}/simple/alice-pushed-secret/", headers=owner).status_code == 200
+    assert httpx.get(f"{hub_server.url}/simple/alice-pushed-secret/").status_code == 404
+    assert httpx.get(f"{hub_server.url}/api/models/alice/pushed-secret").status_code == 404
 
 
 def test_the_pip_index_hides_private_packages(hub_server: HubServer, hidden: dict[str, str]) -> None:
