@@ -138,8 +138,12 @@ class Accounts:
             clauses.append("(instr(lower(id), ?) > 0 OR instr(lower(summary), ?) > 0)")
             values += [text.lower()] * 2
         if author is not None:
+            try:
+                owner = canonical_name(author, "owner")
+            except ValueError:  # no owner can have that name
+                return []
             clauses.append("owner = ?")
-            values.append(author.strip().lower())
+            values.append(owner)
         order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(sort or "", "id")
         query = f"SELECT {_COLUMNS} FROM repos WHERE {' AND '.join(clauses)} ORDER BY {order}"
         if limit:
