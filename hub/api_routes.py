@@ -230,8 +230,8 @@ def commit(request: Request, revision: str, repo: WritableRepo,
             raise RevisionNotFoundError(f"commits go to a branch; {revision!r} is not one") from None
         raise InvalidRequestError(f"commits go to a branch; {revision!r} is a tag or a commit")
     existing = {entry.path for entry in hub.storage.files(repo, revision)} if branches else set()
-    summary, added, deleted = _parse_commit(raw, existing)
-    sha = hub.storage.commit(repo, added, summary or "update", branch=revision, delete=tuple(deleted))
+    summary, added, deleted, parent = _parse_commit(raw, existing)
+    sha = hub.storage.commit(repo, added, summary or "update", branch=revision, delete=tuple(deleted), parent=parent)
     if revision == "main":
         hub.refresh_listing(repo)
     return {"commitOid": sha, "commitUrl": f"{base_url(request)}/{repo}/commit/{sha}", "success": True}
@@ -243,6 +243,7 @@ def commit(request: Request, revision: str, repo: WritableRepo,
 class _Header(_Body):
     summary: str = ""
     description: str = ""
+    parentCommit: str | None = Field(default=None, pattern="^[0-9a-f]{40}$")  # noqa: N815 - the client's name
 
 
 class _File(_Body):
@@ -279,13 +280,14 @@ _LINE = TypeAdapter(Annotated[_HeaderLine | _FileLine | _DeletedFileLine | _Dele
 _KEYS = ("header", "file", "deletedFile", "deletedFolder")
 
 
-def _parse_commit(raw: bytes, existing: set[str]) -> tuple[str, dict[str, bytes], list[str]]:
-    """(summary, files added, paths deleted) of an NDJSON commit body; InvalidRequestError naming the line."""
+def _parse_commit(raw: bytes, existing: set[str]) -> tuple[str, dict[str, bytes], list[str], str | None]:
+    """(summary, files added, paths deleted, the parent commit it expects) of an NDJSON commit body;
+    InvalidRequestError naming the line."""
     try:
         text = raw.decode()
     except UnicodeDecodeError:
         raise InvalidRequestError("the commit body must be UTF-8 NDJSON") from None
-    summary, added, deleted = "", {}, []
+    summary, added, deleted, parent = "", {}, [], None
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -304,6 +306,7 @@ def _parse_commit(raw: bytes, existing: set[str]) -> tuple[str, dict[str, bytes]
         value = operation.value
         if isinstance(value, _Header):
             summary = value.summary + ("\n\n" + value.description if value.description else "")
+            parent = value.parentCommit
         elif isinstance(value, _File):
             added[value.path] = _content(value, number)
         elif isinstance(operation, _DeletedFileLine):
@@ -313,7 +316,7 @@ def _parse_commit(raw: bytes, existing: set[str]) -> tuple[str, dict[str, bytes]
         else:
             folder = value.path.rstrip("/") + "/"
             deleted += [path for path in existing if path.startswith(folder)]
-    return summary, added, deleted
+    return summary, added, deleted, parent
 
 
 def _content(value: _File, number: int) -> bytes:

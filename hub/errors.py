@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from verihub.errors import VerihubError
 
 __all__ = [
-    "BodyTooLargeError", "CorruptFileError", "EntryNotFoundError", "ErrorCode", "FileConflictError", "ForbiddenError",
+    "BodyTooLargeError", "CommitConflictError", "CorruptFileError", "EntryNotFoundError", "ErrorCode", "FileConflictError", "ForbiddenError",
     "HubError", "InvalidPathError", "InvalidRefNameError", "InvalidReleaseError", "InvalidRequestError",
     "NameTakenError", "NotFoundError", "PrivacyMismatchError", "RefExistsError", "RepoExistsError",
     "RepoNotFoundError", "RevisionNotFoundError", "TagExistsError", "UnauthorizedError", "VersionExistsError",
@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     REPO_EXISTS = "RepoExists"
     REF_EXISTS = "RefExists"
     TAG_EXISTS = "TagExists"
+    COMMIT_CONFLICT = "CommitConflict"
     VERSION_EXISTS = "VersionExists"
     VERSION_NOT_FOUND = "VersionNotFound"
     NAME_TAKEN = "DistributionNameTaken"
@@ -130,6 +131,12 @@ class TagExistsError(RefExistsError):
     """A tag (a published version) already points elsewhere; tags never move."""
 
     code = ErrorCode.TAG_EXISTS
+
+
+class CommitConflictError(HubError, ValueError):
+    """A commit made on top of ``parentCommit`` found its branch moved on: another commit came first."""
+
+    code, status = ErrorCode.COMMIT_CONFLICT, 412
 
 
 class VersionExistsError(HubError, ValueError):

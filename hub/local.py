@@ -18,7 +18,7 @@ from verihub.hub.build import Bump, dist_name
 from verihub.hub.errors import CorruptFileError, PrivacyMismatchError, VersionExistsError
 from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import RepoId, Requirement, VersionSpec
-from verihub.hub.pipeline import Hub, Published, PushResult, blob_id
+from verihub.hub.pipeline import Hub, PushResult, blob_id
 from verihub.hub.release import Releases
 from verihub.hub.storage import HubStorage, RepoKind
 
@@ -80,12 +80,11 @@ class LocalHub(Hub):
         if not created and private and not self.storage.is_private(repo):
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
 
-    def _published(self, repo: RepoId, tag: str) -> Published | None:
-        commit = self.storage.tag_target(repo, tag)
-        if commit is None:
-            return None
-        files = self.storage.files(repo, commit)
-        return Published(commit, {entry.path: entry.blob for entry in files if not entry.path.startswith("dist/")})
+    def _tag_target(self, repo: RepoId, tag: str) -> str | None:
+        return self.storage.tag_target(repo, tag)
+
+    def _contents(self, repo: RepoId, commit: str) -> dict[str, str]:
+        return {entry.path: entry.blob for entry in self.storage.files(repo, commit)}
 
     def _upload(self, repo: RepoId, files: dict[str, bytes], message: str) -> str:
         return self.storage.commit(repo, files, message, replace=True)

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verihub.hub.build import Bump, prepare
-from verihub.hub.errors import TagExistsError, VersionExistsError
+from verihub.hub.errors import HubError, TagExistsError, VersionExistsError
 from verihub.hub.ids import RepoId, Requirement, release_versions
 from verihub.hub.install import pip_install
 from verihub.hub.storage import RepoKind
 
 __all__ = ["Hub", "Published", "PushResult", "blob_id"]
+
+COMMIT_ATTEMPTS = 5  # commits tried while concurrent pushes move the branch
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class Hub(ABC):
             if prepared.source.kind == "env":
                 built.check_environment()
             uploads = {**prepared.files, **{f"dist/{name}": data for name, data in built.files.items()}}
-            commit = self._upload(repo, uploads, f"{repo} {version}")
+            commit = self._commit_exactly(repo, uploads, f"{repo} {version}")
             try:
                 self._tag(repo, tag, commit)
                 return PushResult(repo, version, commit, True, tuple(built.files))
@@ -74,6 +76,23 @@ class Hub(ABC):
                                      "change: bump it (verihub push --bump patch|minor|major)")
         self._tag(repo, tag, published.commit)
         return PushResult(repo, version, published.commit, False, ())
+
+    def _commit_exactly(self, repo: RepoId, files: dict[str, bytes], message: str) -> str:
+        """A commit holding exactly ``files``, checked: a hub may answer an upload that changes nothing with
+        its branch head, which a concurrent push may have moved to other content (never tag that)."""
+        wanted = {name: blob_id(content) for name, content in files.items()}
+        for _ in range(COMMIT_ATTEMPTS):
+            commit = self._upload(repo, files, message)
+            if self._contents(repo, commit) == wanted:
+                return commit
+        raise HubError(f"could not commit {repo}: concurrent pushes kept moving its main branch; try again")
+
+    def _published(self, repo: RepoId, tag: str) -> Published | None:
+        commit = self._tag_target(repo, tag)
+        if commit is None:
+            return None
+        source = {path: blob for path, blob in self._contents(repo, commit).items() if not path.startswith("dist/")}
+        return Published(commit, source)
 
     def versions(self, repo: RepoId) -> list[str]:
         """The published versions of ``repo``, oldest first."""
@@ -100,11 +119,16 @@ class Hub(ABC):
         """Create ``repo`` if needed; PrivacyMismatchError if ``private`` is asked of a public one."""
 
     @abstractmethod
-    def _published(self, repo: RepoId, tag: str) -> Published | None: ...
+    def _tag_target(self, repo: RepoId, tag: str) -> str | None:
+        """The commit ``tag`` points at (None: no such tag)."""
+
+    @abstractmethod
+    def _contents(self, repo: RepoId, commit: str) -> dict[str, str]:
+        """Every file of ``commit``: path -> git blob id."""
 
     @abstractmethod
     def _upload(self, repo: RepoId, files: dict[str, bytes], message: str) -> str:
-        """Commit exactly ``files`` to the main branch; the new commit's id."""
+        """Commit exactly ``files`` to the main branch; the resulting commit's id."""
 
     @abstractmethod
     def _tag(self, repo: RepoId, tag: str, commit: str) -> None:

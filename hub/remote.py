@@ -17,10 +17,11 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from verihub.hub.build import dist_name
-from verihub.hub.errors import CorruptFileError, PrivacyMismatchError, RepoExistsError, error_from_response
+from verihub.hub.errors import (CommitConflictError, CorruptFileError, EntryNotFoundError, HubError,
+                                PrivacyMismatchError, RepoExistsError, error_from_response)
 from verihub.hub.ids import RepoId, VersionSpec
 from verihub.hub.index import JSON_CONTENT_TYPE
-from verihub.hub.pipeline import Hub, Published
+from verihub.hub.pipeline import COMMIT_ATTEMPTS, Hub
 from verihub.hub.storage import RepoKind
 
 __all__ = ["RemoteHub"]
@@ -76,22 +77,33 @@ class RemoteHub(Hub):
         if private and not self._call(self.api.model_info, str(repo)).private:
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
 
-    def _published(self, repo: RepoId, tag: str) -> Published | None:
+    def _tag_target(self, repo: RepoId, tag: str) -> str | None:
         tags = {ref.name: ref.target_commit for ref in self._call(self.api.list_repo_refs, str(repo)).tags}
-        if tag not in tags:
-            return None
-        tree = self._call(lambda: list(self.api.list_repo_tree(str(repo), revision=tags[tag], recursive=True)))
-        return Published(tags[tag], {entry.path: entry.blob_id for entry in tree
-                                     if hasattr(entry, "blob_id") and not entry.path.startswith("dist/")})
+        return tags.get(tag)
+
+    def _contents(self, repo: RepoId, commit: str) -> dict[str, str]:
+        tree = self._call(lambda: list(self.api.list_repo_tree(str(repo), revision=commit, recursive=True)))
+        return {entry.path: entry.blob_id for entry in tree if hasattr(entry, "blob_id")}
 
     def _upload(self, repo: RepoId, files: dict[str, bytes], message: str) -> str:
+        """One commit on top of the head it read (``parent_commit``), so a concurrent commit makes it retry
+        rather than delete from a stale listing."""
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-        refs = self._call(self.api.list_repo_refs, str(repo))
-        current = set(self._call(self.api.list_repo_files, str(repo))) if refs.branches else set()
-        operations: list[Any] = [CommitOperationDelete(path) for path in sorted(current - set(files))]
-        operations += [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]
-        return str(self._call(self.api.create_commit, str(repo), operations, commit_message=message).oid)
+        error: HubError | None = None
+        for _ in range(COMMIT_ATTEMPTS):
+            branches = {ref.name: ref.target_commit for ref in self._call(self.api.list_repo_refs, str(repo)).branches}
+            head = branches.get("main")
+            current = set(self._contents(repo, head)) if head else set()
+            operations: list[Any] = [CommitOperationDelete(path) for path in sorted(current - set(files))]
+            operations += [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]
+            try:
+                return str(self._call(self.api.create_commit, str(repo), operations, commit_message=message,
+                                      parent_commit=head).oid)
+            except (CommitConflictError, EntryNotFoundError) as conflict:  # another push committed meanwhile
+                error = conflict
+        assert error is not None
+        raise error
 
     def _tag(self, repo: RepoId, tag: str, commit: str) -> None:
         self._call(self.api.create_tag, str(repo), tag=tag, revision=commit)

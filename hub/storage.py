@@ -28,8 +28,8 @@ from typing import Literal
 from packaging.version import Version
 
 from verihub.errors import VerihubError
-from verihub.hub.errors import (InvalidPathError, InvalidRefNameError, RefExistsError, RepoExistsError,
-                                RepoNotFoundError, RevisionNotFoundError, TagExistsError)
+from verihub.hub.errors import (CommitConflictError, InvalidPathError, InvalidRefNameError, RefExistsError,
+                                RepoExistsError, RepoNotFoundError, RevisionNotFoundError, TagExistsError)
 from verihub.hub.ids import RepoId, is_release_like, release_version
 
 __all__ = ["Commit", "FileEntry", "HubStorage", "RepoExistsError", "RepoNotFoundError", "RevisionNotFoundError",
@@ -136,21 +136,25 @@ class HubStorage:
     # -- writing --------------------------------------------------------------------------------------
 
     def commit(self, repo: RepoId, files: Mapping[str, bytes], message: str, *, branch: str = "main",
-               delete: tuple[str, ...] = (), replace: bool = False) -> str:
+               delete: tuple[str, ...] = (), replace: bool = False, parent: str | None = None) -> str:
         """Add or change ``files`` (path -> content) and remove ``delete`` on ``branch``; with ``replace``
-        the commit holds exactly ``files``. Returns the new commit's id."""
+        the commit holds exactly ``files``; with ``parent``, CommitConflictError unless the branch is still
+        there. Returns the new commit's id."""
         path = self._path(repo, self._require(repo))
         for name in [*files, *delete]:
             _check_path(name)
         with self._locked(repo), tempfile.TemporaryDirectory(prefix="verihub-commit-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-            parent = self._ref(path, f"refs/heads/{branch}")
-            if parent is None:
+            head = self._ref(path, f"refs/heads/{branch}")
+            if parent is not None and head != parent:
+                raise CommitConflictError(f"{repo}: {branch} is at {(head or 'nothing')[:12]}, not {parent[:12]}: "
+                                          "another commit came first")
+            if head is None:
                 self._check_new_branch(path, branch)
-            kept = set() if replace or parent is None else {entry.path for entry in self._entries(path, parent)}
+            kept = set() if replace or head is None else {entry.path for entry in self._entries(path, head)}
             _check_layout((kept - set(delete)) | set(files))
-            if parent and not replace:
-                _git(path, "read-tree", parent, env=env)
+            if head and not replace:
+                _git(path, "read-tree", head, env=env)
             work = Path(scratch) / "work"
             for name, content in files.items():
                 target = work / name
@@ -161,10 +165,10 @@ class HubStorage:
             if delete:
                 _git(path, "rm", "--cached", "--quiet", "--ignore-unmatch", "--", *delete, env=env)
             tree = _git(path, "write-tree", env=env).strip()
-            command = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+            command = ["commit-tree", tree, "-m", message] + (["-p", head] if head else [])
             sha = _git(path, *command, env={**env, **_AUTHOR}).strip()
             # compare-and-swap: fails if the branch moved under us (it cannot, under the lock)
-            _git(path, "update-ref", f"refs/heads/{branch}", sha, parent or "0" * 40)
+            _git(path, "update-ref", f"refs/heads/{branch}", sha, head or "0" * 40)
             return sha
 
     def tag(self, repo: RepoId, tag: str, revision: str = "main") -> bool:

@@ -354,3 +354,45 @@ def test_a_push_that_loses_the_race_for_its_tag(hub_server: HubServer, tmp_path:
         assert outcomes == ["VersionExistsError", "VersionExistsError", "created=True"], results
     index = httpx.get(f"{hub_server.url}/simple/alice-contest/", headers=JSON_INDEX).json()
     assert index["versions"] == ["0.1.0"] and len(index["files"]) == 2
+
+
+def test_a_commit_on_a_stale_parent_is_refused(hub_server: HubServer, tmp_path: Path) -> None:
+    """huggingface_hub's parent_commit is a compare-and-swap: what a push that replaces a branch's content
+    relies on when another push commits between its listing and its commit."""
+    script = f"""
+        import json
+        from huggingface_hub import CommitOperationAdd, HfApi
+        api = HfApi(token={hub_server.tokens['alice']!r})
+        api.create_repo("alice/cas")
+        first = api.upload_file(path_or_fileobj=b"1", path_in_repo="a.txt", repo_id="alice/cas").oid
+        api.upload_file(path_or_fileobj=b"2", path_in_repo="b.txt", repo_id="alice/cas")
+        try:
+            api.create_commit("alice/cas", [CommitOperationAdd("c.txt", b"3")], commit_message="late", parent_commit=first)
+            out = "committed"
+        except Exception as error:
+            out = [error.response.status_code, error.response.headers.get("X-Error-Code")]
+        print(json.dumps({{"stale": out, "files": sorted(api.list_repo_files("alice/cas"))}}))
+    """
+    assert hf(hub_server, script, tmp_path) == {"stale": [412, "CommitConflict"], "files": ["a.txt", "b.txt"]}
+
+
+def test_a_push_never_tags_a_commit_that_is_not_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub may answer an upload with its branch head (huggingface_hub does, for a commit that changes
+    nothing), and a concurrent push may have moved that head to other content: the push checks before tagging."""
+    hub, repo = LocalHub(tmp_path / "hub"), RepoId("alice", "moved")
+    original = LocalHub._upload
+    calls = {"n": 0}
+
+    def moved_on(self: LocalHub, target: RepoId, files: dict[str, bytes], message: str) -> str:
+        commit = original(self, target, files, message)
+        calls["n"] += 1
+        if calls["n"] == 1:  # someone else commits right after, and that is the head we are told about
+            return self.storage.commit(target, {"README.md": b"# someone else's\n"}, "concurrent push")
+        return commit
+
+    monkeypatch.setattr(LocalHub, "_upload", moved_on)
+    result = hub.push(init_env("moved", "single-turn", tmp_path), owner="alice")
+    assert calls["n"] == 2 and result.created
+    tagged = hub.storage.read(repo, "README.md", "v0.1.0")
+    assert b"someone else's" not in tagged
+    assert_fully_published(tmp_path / "hub", repo, ["0.1.0"])
