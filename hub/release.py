@@ -100,6 +100,28 @@ class Releases:
                 problems.append(f"{repo} {tag}: {error}")
         return problems
 
+    def rebuild_legacy_index(self) -> list[str]:
+        """A hub directory from before releases were the truth (it has ``dists.json``): keep its name claims,
+        then derive the index of every release tag. Runs once; returns the problems it could not fix."""
+        legacy = self.storage.root / "dists.json"
+        if not legacy.is_file():
+            return []
+        problems = []
+        for project, holder in json.loads(legacy.read_text()).items():
+            try:
+                self.files.claim(project, RepoId.parse(holder))
+            except (HubError, ValueError) as error:
+                problems.append(f"claim of {project}: {error}")
+        for repo, _ in self.storage.repos():
+            for tag in self.storage.refs(repo)["tags"]:
+                if release_version(tag) is not None:
+                    try:
+                        self.complete(repo, tag)
+                    except HubError as error:
+                        problems.append(f"{repo} {tag}: {error}")
+        legacy.rename(legacy.with_name("dists.json.migrated"))
+        return problems
+
     # -- internals ------------------------------------------------------------------------------------
 
     def _release_files(self, repo: RepoId, sha: str, version: str) -> dict[str, bytes]:

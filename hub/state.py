@@ -43,7 +43,7 @@ class HubState:
     def start(self) -> None:
         """Complete what a crash may have left half done: releases the journal names, missing listing rows.
         (Rows never outlive their repository: a deletion removes the row first.)"""
-        for problem in self.releases.recover():
+        for problem in [*self.releases.rebuild_legacy_index(), *self.releases.recover()]:
             log.warning("a release could not be completed: %s", problem)
         rows = {meta.repo: meta for meta in self.accounts.repos()}
         for repo, kind in self.storage.repos():

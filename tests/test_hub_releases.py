@@ -396,3 +396,18 @@ def test_a_push_never_tags_a_commit_that_is_not_its_own(tmp_path: Path, monkeypa
     tagged = hub.storage.read(repo, "README.md", "v0.1.0")
     assert b"someone else's" not in tagged
     assert_fully_published(tmp_path / "hub", repo, ["0.1.0"])
+
+
+def test_a_hub_directory_from_before_is_indexed_from_its_tags(tmp_path: Path) -> None:
+    """Older hub directories kept claims in dists.json and no index entries: at start the index is derived
+    from the release tags, the claims kept."""
+    root, repo = tmp_path / "hub", RepoId("alice", "legacy")
+    LocalHub(root).push(init_env("legacy", "single-turn", tmp_path), owner="alice")
+    shutil.rmtree(root / "index")
+    shutil.rmtree(root / "claims")
+    (root / "dists.json").write_text(json.dumps({"alice-legacy": "alice/legacy", "bob-other": "bob/other"}))
+    from verihub.hub.server import create_app
+
+    create_app(root)
+    assert_fully_published(root, repo, ["0.1.0"])
+    assert (root / "claims" / "bob-other").read_text() == "bob/other" and not (root / "dists.json").exists()
