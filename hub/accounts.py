@@ -1,4 +1,10 @@
-"""Users, tokens and repository metadata of a hub server, in SQLite. Tokens are stored hashed."""
+"""Users, tokens and the search listing of a hub server, in SQLite. Tokens are stored hashed.
+
+Users and organizations follow the repository naming rule (:func:`~verihub.hub.ids.canonical_name`:
+lowercase), and namespaces are compared with ``=``, never with patterns. The ``repos`` rows are a listing
+derived from the repositories (which say what exists and who may see it); the server rebuilds missing
+rows at start.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from verihub.hub.ids import RepoId
+from verihub.hub.ids import RepoId, canonical_name
 
 __all__ = ["Accounts", "Identity", "RepoMeta"]
 
@@ -23,7 +29,7 @@ CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, ro
 CREATE TABLE IF NOT EXISTS repos (id TEXT PRIMARY KEY, kind TEXT NOT NULL, private INTEGER NOT NULL,
                                   created REAL NOT NULL, downloads INTEGER NOT NULL DEFAULT 0,
                                   modified REAL NOT NULL DEFAULT 0, tags TEXT NOT NULL DEFAULT '[]',
-                                  summary TEXT NOT NULL DEFAULT '');
+                                  summary TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS repos_modified ON repos (modified);
 CREATE TABLE IF NOT EXISTS members (org TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (org, user));
 """
@@ -35,9 +41,13 @@ class Identity:
     role: Role
     orgs: tuple[str, ...] = ()
 
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return (self.user, *self.orgs)
+
     def owns(self, owner: str) -> bool:
-        """The namespace is the user's own or one of their organizations'."""
-        return owner == self.user or owner in self.orgs
+        """The namespace is the user's own or one of their organizations' (exact, canonical names)."""
+        return owner in self.namespaces
 
     def can_write(self, owner: str) -> bool:
         return self.role == "write" and self.owns(owner)
@@ -59,12 +69,19 @@ class Accounts:
     def __init__(self, path: str | Path) -> None:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        self._db.execute("PRAGMA busy_timeout=10000")
         self._lock = threading.Lock()
+        with self._lock:
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(repos)")}
+            if columns and "owner" not in columns:  # a listing from before owners were a column
+                self._db.execute("ALTER TABLE repos ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+                self._db.execute("UPDATE repos SET owner = substr(id, 1, instr(id, '/') - 1)")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("CREATE INDEX IF NOT EXISTS repos_owner ON repos (owner)")
 
     def create_token(self, user: str, role: Role = "write") -> str:
         """A new token for ``user``; only its hash is kept, so it is shown once."""
-        RepoId.parse(f"{user}/x")  # the same naming rules as owners
+        user = canonical_name(user, "owner")  # the same naming rules as owners
         if role not in ("read", "write"):
             raise ValueError(f"role {role!r}: use read or write")
         token = f"vh_{secrets.token_urlsafe(32)}"
@@ -80,11 +97,11 @@ class Accounts:
             if row is None:
                 return None
             orgs = tuple(r[0] for r in self._db.execute("SELECT org FROM members WHERE user = ? ORDER BY org", (row[0],)))
-        return Identity(row[0], row[1], orgs)
+        return Identity(canonical_name(row[0], "owner"), row[1], tuple(canonical_name(org, "owner") for org in orgs))
 
     def add_member(self, org: str, user: str) -> None:
         """Make ``user`` a member of the organization ``org`` (created on first use): members write to it."""
-        RepoId.parse(f"{org}/{user}")  # both follow the naming rules
+        org, user = canonical_name(org, "owner"), canonical_name(user, "owner")
         if org == user:
             raise ValueError("an organization cannot be named like its member")
         with self._lock:
@@ -92,8 +109,8 @@ class Accounts:
 
     def add_repo(self, repo: RepoId, kind: str, private: bool) -> None:
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO repos (id, kind, private, created) VALUES (?, ?, ?, ?)",
-                             (str(repo), kind, int(private), time.time()))
+            self._db.execute("INSERT OR IGNORE INTO repos (id, kind, private, created, owner) VALUES (?, ?, ?, ?, ?)",
+                             (str(repo), kind, int(private), time.time(), repo.owner))
 
     def remove_repo(self, repo: RepoId) -> None:
         with self._lock:
@@ -110,18 +127,23 @@ class Accounts:
             self._db.execute("UPDATE repos SET modified = ?, tags = ?, summary = ? WHERE id = ?",
                              (modified, json.dumps(tags), summary[:300], str(repo)))
 
-    def search(self, *, text: str = "", author: str | None = None, viewer: Identity | None = None,
+    def search(self, *, text: str = "", author: str | None = None, namespaces: tuple[str, ...] = (),
                sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
-        """Repositories whose id or summary contains ``text``; private ones only for their owners."""
-        namespaces = [viewer.user, *viewer.orgs] if viewer else []
-        clauses: list[str] = [f"(private = 0 OR {' OR '.join(['id LIKE ?'] * len(namespaces))})" if namespaces else "private = 0"]
-        values: list[str] = [f"{namespace}/%" for namespace in namespaces]
+        """Repositories whose id or summary contains ``text`` (a plain substring), public or in one of
+        ``namespaces`` (compared exactly); ``author`` is one exact owner."""
+        marks = ", ".join("?" * len(namespaces))
+        clauses: list[str] = [f"(private = 0 OR owner IN ({marks}))" if namespaces else "private = 0"]
+        values: list[str] = list(namespaces)
         if text:
-            clauses.append("(lower(id) LIKE ? OR lower(summary) LIKE ?)")
-            values += [f"%{text.lower()}%"] * 2
-        if author:
-            clauses.append("id LIKE ?")
-            values.append(f"{author}/%")
+            clauses.append("(instr(lower(id), ?) > 0 OR instr(lower(summary), ?) > 0)")
+            values += [text.lower()] * 2
+        if author is not None:
+            try:
+                owner = canonical_name(author, "owner")
+            except ValueError:  # no owner can have that name
+                return []
+            clauses.append("owner = ?")
+            values.append(owner)
         order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(sort or "", "id")
         query = f"SELECT {_COLUMNS} FROM repos WHERE {' AND '.join(clauses)} ORDER BY {order}"
         if limit:

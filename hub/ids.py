@@ -1,4 +1,10 @@
-"""Repository ids and version requirements, parsed in one place: ``owner/name[@spec]``.
+"""Repository ids, release tags and version requirements, parsed in one place: ``owner/name[@spec]``.
+
+Names are case-insensitive: every owner, user, organization and repository name has one stored spelling,
+lowercase (``Alice/Quiz`` is ``alice/quiz``), the same rule pip applies to distribution names. Every name
+enters through :func:`canonical_name`, so namespaces compare exactly everywhere else.
+
+A release tag is ``v`` + a PEP 440 version in normalized form (``v1.2.0``, ``v2.0.0rc1``).
 
 Specs: an exact version (``1.2.0``), a caret range (``^1.2`` = ``>=1.2,<2``; ``^0.3`` = ``>=0.3,<0.4``),
 ``~=1.2`` and any other PEP 440 specifier set, or ``latest`` (the newest release; pre-releases only
@@ -15,21 +21,34 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from verihub.errors import VerihubError
+from verihub.hub.errors import VersionNotFoundError
 
-__all__ = ["RepoId", "Requirement", "VersionNotFoundError", "VersionSpec"]
+__all__ = ["RepoId", "Requirement", "VersionNotFoundError", "VersionSpec", "canonical_name", "is_release_like",
+           "release_version", "release_versions"]
 
-_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,94}[a-z0-9])?$")
 
 
-class VersionNotFoundError(VerihubError, LookupError):
-    """No published version satisfies a requirement; the message names the versions that exist."""
+def canonical_name(value: str, part: str = "name", within: str | None = None) -> str:
+    """``value`` as the hub stores it (lowercase); ValueError naming the rule it breaks."""
+    lowered = value.strip().lower() if value.isascii() else ""
+    if not _NAME.match(lowered) or ".." in lowered or "--" in lowered:
+        where = f" in {within!r}" if within is not None else ""
+        raise ValueError(f"repository {part} {value!r}{where}: use letters, digits, '-', '_' and '.', start and end "
+                         "with a letter or digit, no '--' or '..', at most 96 characters")
+    return lowered
 
 
 @dataclass(frozen=True, order=True)
 class RepoId:
+    """``owner/name`` in canonical (lowercase) spelling, however it was constructed."""
+
     owner: str
     name: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owner", canonical_name(self.owner, "owner", f"{self.owner}/{self.name}"))
+        object.__setattr__(self, "name", canonical_name(self.name, "name", f"{self.owner}/{self.name}"))
 
     @classmethod
     def parse(cls, text: str) -> RepoId:
@@ -37,10 +56,6 @@ class RepoId:
         owner, slash, name = text.strip().partition("/")
         if not slash or "/" in name:
             raise ValueError(f"repository id {text!r} must look like owner/name")
-        for part, value in (("owner", owner), ("name", name)):
-            if not _NAME.match(value) or ".." in value or "--" in value:
-                raise ValueError(f"repository {part} {value!r} in {text!r}: use letters, digits, '-', '_' and '.', "
-                                 "start and end with a letter or digit, no '--' or '..', at most 96 characters")
         return cls(owner, name)
 
     def __str__(self) -> str:
@@ -71,7 +86,7 @@ class VersionSpec:
 
     def best(self, versions: Iterable[str]) -> str:
         """The newest of ``versions`` that satisfies this spec; VersionNotFoundError listing them otherwise."""
-        parsed = sorted((Version(v), v) for v in versions)
+        parsed = sorted((Version(v), v) for v in versions)  # every caller passes release_versions()
         if self.specifier is None:
             releases = [pair for pair in parsed if not pair[0].is_prerelease]
             candidates = releases or parsed
@@ -115,3 +130,28 @@ class Requirement:
 
     def __str__(self) -> str:
         return f"{self.repo}@{self.spec}"
+
+
+def is_release_like(name: str) -> bool:
+    """Whether a ref name reads as a version tag (``v`` + any PEP 440 version): such names belong to releases."""
+    if not name.startswith("v"):
+        return False
+    try:
+        Version(name[1:])
+    except InvalidVersion:
+        return False
+    return True
+
+
+def release_version(tag: str) -> str | None:
+    """The version a release tag names (``v1.2.0`` -> ``1.2.0``); None for any other tag."""
+    if not is_release_like(tag):
+        return None
+    version = tag[1:]
+    return version if str(Version(version)) == version else None
+
+
+def release_versions(tags: Iterable[str]) -> list[str]:
+    """The versions of the release tags among ``tags``, oldest first: the one ordering of versions."""
+    found = [version for version in map(release_version, tags) if version is not None]
+    return sorted(found, key=Version)

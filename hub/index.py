@@ -1,5 +1,6 @@
 """The pip "simple" index: PEP 503 HTML pages (and the data for PEP 691 JSON), with sha256 hashes,
-requires-python and core metadata (PEP 658/714) for every file."""
+requires-python and core metadata (PEP 658/714) for every file. What a file's entry says is computed once,
+when it is published (:func:`describe`), never per request."""
 
 from __future__ import annotations
 
@@ -10,38 +11,41 @@ import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
 
-__all__ = ["JSON_CONTENT_TYPE", "IndexFile", "index_file", "project_json", "project_page", "root_json", "root_page"]
+__all__ = ["JSON_CONTENT_TYPE", "IndexFile", "describe", "project_json", "project_page", "root_json", "root_page"]
 
 JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
+_MAX_METADATA = 1 << 20
 
 
 @dataclass(frozen=True)
 class IndexFile:
+    """One file's entry in a project's index, as recorded when it was published."""
+
     filename: str
-    url: str
+    version: str
     sha256: str
     requires_python: str | None
-    metadata: bytes | None  # the wheel's METADATA, served beside it as FILENAME.metadata
-    upload_time: str | None = None
-
-    @property
-    def metadata_sha256(self) -> str | None:
-        return hashlib.sha256(self.metadata).hexdigest() if self.metadata is not None else None
+    metadata_sha256: str | None  # the wheel's METADATA, served beside it as FILENAME.metadata
+    upload_time: str
+    url: str = ""
 
 
-def index_file(filename: str, content: bytes, url: str, upload_time: str | None = None,
-               sha256: str | None = None) -> IndexFile:
-    """An index entry; ``sha256`` is the hash recorded at upload (the content's own hash if not given)."""
+def describe(filename: str, version: str, content: bytes, upload_time: str) -> tuple[IndexFile, bytes | None]:
+    """A file's index entry and its core metadata (wheels only), computed from its bytes."""
     metadata = _wheel_metadata(content) if filename.endswith(".whl") else None
     requires = HeaderParser().parsestr(metadata.decode("utf-8", "replace")).get("Requires-Python") if metadata else None
-    return IndexFile(filename, url, sha256 or hashlib.sha256(content).hexdigest(), requires, metadata, upload_time)
+    metadata_sha = hashlib.sha256(metadata).hexdigest() if metadata is not None else None
+    return IndexFile(filename, version, hashlib.sha256(content).hexdigest(), requires, metadata_sha, upload_time), metadata
 
 
 def _wheel_metadata(content: bytes) -> bytes | None:
-    with zipfile.ZipFile(io.BytesIO(content)) as wheel:
-        for name in wheel.namelist():
-            if name.endswith(".dist-info/METADATA") and name.count("/") == 1:
-                return wheel.read(name)
+    try:
+        with zipfile.ZipFile(io.BytesIO(content)) as wheel:
+            for name in wheel.namelist():
+                if name.endswith(".dist-info/METADATA") and name.count("/") == 1:
+                    return wheel.read(name) if wheel.getinfo(name).file_size <= _MAX_METADATA else None
+    except (zipfile.BadZipFile, OSError):
+        return None
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import zipfile
 
@@ -37,7 +38,8 @@ print(json.dumps(owners))
 
 def pip_install(index_url: str, repo: RepoId, version: str, *, python: str, wheel: bytes | None) -> None:
     """``pip install owner-name==version`` from ``index_url`` (pip checks the index's sha256 of every
-    file); refused first if ``wheel`` would write into files another installed distribution owns."""
+    file); refused first if ``wheel`` would write into files another installed distribution owns. The
+    index URL goes to pip in its environment, not its command line: it may carry a token."""
     project = dist_name(repo)
     if wheel is not None:
         with zipfile.ZipFile(io.BytesIO(wheel)) as archive:
@@ -50,8 +52,7 @@ def pip_install(index_url: str, repo: RepoId, version: str, *, python: str, whee
         for name, owner in sorted(owners.items()):
             raise VerihubError(f"installing {project} would overwrite {name!r}, which {owner} installed; "
                                "uninstall that first")
-    command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-               "--index-url", index_url, f"{project}=={version}"]
-    result = subprocess.run(command, capture_output=True, text=True)
+    command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", f"{project}=={version}"]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PIP_INDEX_URL": index_url})
     if result.returncode != 0:
         raise VerihubError(f"pip could not install {repo}@{version}:\n{result.stderr.strip()[-1500:]}")

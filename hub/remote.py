@@ -1,70 +1,45 @@
 """A hub server over HTTP, through the huggingface_hub client (the same code talks to huggingface.co).
 
-Pushing builds locally (as the embedded hub does), uploads the source plus ``dist/`` as one commit and
-tags ``v{version}``; the server then puts the tagged wheel and sdist in its pip index. Installing is
-plain pip against ``{url}/simple/``.
+Pushing builds locally (the pipeline both hubs share), uploads the source plus ``dist/`` as one commit and
+tags ``v{version}``; the server then puts the tagged wheel and sdist in its pip index. Installing is plain
+pip against ``{url}/simple/``, with the token as the index URL's password when there is one (so private
+packages install). Every failure of the client is translated here, from the server's error code, into
+:mod:`verihub.hub.errors`.
 """
 
 from __future__ import annotations
 
-import sys
+import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from verihub.errors import VerihubError
-from verihub.hub.build import Bump, dist_name, prepare
-from verihub.hub.ids import RepoId, Requirement, VersionSpec
+from verihub.hub.build import dist_name
+from verihub.hub.errors import (CommitConflictError, CorruptFileError, EntryNotFoundError, HubError,
+                                PrivacyMismatchError, RepoExistsError, error_from_response)
+from verihub.hub.ids import RepoId, VersionSpec
 from verihub.hub.index import JSON_CONTENT_TYPE
-from verihub.hub.install import pip_install
-from verihub.hub.local import PushResult, VersionExistsError, blob_id
+from verihub.hub.pipeline import COMMIT_ATTEMPTS, Hub
+from verihub.hub.storage import RepoKind
 
 __all__ = ["RemoteHub"]
 
+T = TypeVar("T")
 
-class RemoteHub:
+
+class RemoteHub(Hub):
     def __init__(self, url: str, token: str | None = None) -> None:
         from huggingface_hub import HfApi
 
         self.url = url.rstrip("/")
-        self.api = HfApi(endpoint=self.url, token=token)
+        self.token = token
+        self.api = HfApi(endpoint=self.url, token=token or False)
 
     @property
     def index_url(self) -> str:
         return f"{self.url}/simple/"
-
-    def push(self, path: str | Path, *, owner: str | None = None, bump: Bump | None = None,
-             validate: bool = True) -> PushResult:
-        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
-        prepared = prepare(path, owner or self.api.whoami()["name"], bump=bump, validate=validate)
-        source, repo, version, files = prepared.source, prepared.repo, prepared.version, prepared.files
-        self.api.create_repo(str(repo), exist_ok=True)
-        refs = self.api.list_repo_refs(str(repo))
-        tags = {tag.name: tag.target_commit for tag in refs.tags}
-        tag = f"v{version}"
-        if tag in tags:
-            published = {entry.path: entry.blob_id for entry in self.api.list_repo_tree(str(repo), revision=tags[tag],
-                         recursive=True) if hasattr(entry, "blob_id") and not entry.path.startswith("dist/")}
-            if published == {name: blob_id(content) for name, content in files.items()}:
-                return PushResult(repo, version, tags[tag], False, ())
-            raise VersionExistsError(f"{repo} {version} is already published with different content; versions never "
-                                     "change: bump it (verihub push --bump patch|minor|major)")
-        built = source.build(repo)
-        if source.kind == "env":
-            built.check_environment()
-        current = set(self.api.list_repo_files(str(repo))) if refs.branches else set()
-        uploads = {**files, **{f"dist/{name}": data for name, data in built.files.items()}}
-        operations: list[Any] = [CommitOperationDelete(path) for path in sorted(current - set(uploads))]
-        operations += [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in uploads.items()]
-        commit = self.api.create_commit(str(repo), operations, commit_message=f"{repo} {version}")
-        self.api.create_tag(str(repo), tag=tag, revision=commit.oid)
-        return PushResult(repo, version, commit.oid, True, tuple(built.files))
-
-    def versions(self, repo: RepoId) -> list[str]:
-        from packaging.version import Version
-
-        tags = [tag.name[1:] for tag in self.api.list_repo_refs(str(repo)).tags if tag.name.startswith("v")]
-        return sorted(tags, key=Version)
 
     def info(self, repo: RepoId) -> dict[str, Any]:
         versions = self.versions(repo)
@@ -73,44 +48,110 @@ class RemoteHub:
         if latest:
             from huggingface_hub import hf_hub_download
 
-            card = Path(hf_hub_download(str(repo), "README.md", revision=f"v{latest}", endpoint=self.url,
-                                        token=self.api.token)).read_text()
-        kind = getattr(self.api.model_info(str(repo)), "kind", "env")
+            card = Path(self._call(hf_hub_download, str(repo), "README.md", revision=f"v{latest}", endpoint=self.url,
+                                   token=self.token or False)).read_text()
+        kind = getattr(self._call(self.api.model_info, str(repo)), "kind", "env")
         return {"repo": str(repo), "kind": kind, "versions": versions, "latest": latest, "card": card,
                 "distribution": dist_name(repo), "install": f"verihub install {repo}@{latest} --hub {self.url}"}
 
     def search(self, query: str = "", kind: str | None = None) -> list[dict[str, Any]]:
         found = []
-        for model in self.api.list_models(search=query or None):
+        for model in self._call(lambda: list(self.api.list_models(search=query or None))):
             model_kind = getattr(model, "kind", "env")
             if kind and model_kind != kind:
                 continue
             found.append({"repo": model.id, "kind": model_kind, "latest": None, "summary": ""})
         return found
 
-    def install(self, requirement: str | Requirement, *, python: str = sys.executable) -> tuple[RepoId, str]:
-        wanted = Requirement.parse(requirement) if isinstance(requirement, str) else requirement
-        version = wanted.spec.best(self.versions(wanted.repo))
-        pip_install(self.index_url, wanted.repo, version, python=python, wheel=self._wheel(wanted.repo, version))
-        return wanted.repo, version
+    # -- the backend's primitives ----------------------------------------------------------------------
+
+    def _default_owner(self) -> str:
+        return str(self._call(self.api.whoami)["name"])
+
+    def _ensure_repo(self, repo: RepoId, kind: RepoKind, *, private: bool) -> None:
+        try:  # not the client's exist_ok: it turns a refused write into a lookup that fails on a custom endpoint
+            self._call(self.api.create_repo, str(repo), private=private)
+            return
+        except RepoExistsError:
+            pass
+        if private and not self._call(self.api.model_info, str(repo)).private:
+            raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
+
+    def _tag_target(self, repo: RepoId, tag: str) -> str | None:
+        tags = {ref.name: ref.target_commit for ref in self._call(self.api.list_repo_refs, str(repo)).tags}
+        return tags.get(tag)
+
+    def _contents(self, repo: RepoId, commit: str) -> dict[str, str]:
+        tree = self._call(lambda: list(self.api.list_repo_tree(str(repo), revision=commit, recursive=True)))
+        return {entry.path: entry.blob_id for entry in tree if hasattr(entry, "blob_id")}
+
+    def _upload(self, repo: RepoId, files: dict[str, bytes], message: str) -> str:
+        """One commit on top of the head it read (``parent_commit``), so a concurrent commit makes it retry
+        rather than delete from a stale listing."""
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+        error: HubError | None = None
+        for _ in range(COMMIT_ATTEMPTS):
+            branches = {ref.name: ref.target_commit for ref in self._call(self.api.list_repo_refs, str(repo)).branches}
+            head = branches.get("main")
+            current = set(self._contents(repo, head)) if head else set()
+            operations: list[Any] = [CommitOperationDelete(path) for path in sorted(current - set(files))]
+            operations += [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]
+            try:
+                return str(self._call(self.api.create_commit, str(repo), operations, commit_message=message,
+                                      parent_commit=head).oid)
+            except (CommitConflictError, EntryNotFoundError) as conflict:  # another push committed meanwhile
+                error = conflict
+        assert error is not None
+        raise error
+
+    def _tag(self, repo: RepoId, tag: str, commit: str) -> None:
+        self._call(self.api.create_tag, str(repo), tag=tag, revision=commit)
+
+    def _tags(self, repo: RepoId) -> list[str]:
+        return [ref.name for ref in self._call(self.api.list_repo_refs, str(repo)).tags]
 
     def _wheel(self, repo: RepoId, version: str) -> bytes | None:
         """The version's wheel from the server's index, checked against the index's sha256."""
-        import hashlib
-
         import httpx
 
         project = dist_name(repo)
-        page = httpx.get(f"{self.index_url}{project}/", headers={"Accept": JSON_CONTENT_TYPE}, timeout=60)
+        headers = {"Accept": JSON_CONTENT_TYPE, **({"Authorization": f"Bearer {self.token}"} if self.token else {})}
+        page = httpx.get(f"{self.index_url}{project}/", headers=headers, timeout=60)
         if page.status_code != 200:
             return None
         prefix = f"{project.replace('-', '_')}-{version}-"
         for entry in page.json().get("files", []):
             if entry["filename"].startswith(prefix) and entry["filename"].endswith(".whl"):
-                data = httpx.get(entry["url"], timeout=300).content
-                if hashlib.sha256(data).hexdigest() != entry["hashes"]["sha256"]:
-                    raise VerihubError(f"{entry['filename']} does not match the sha256 the index gives")
-                return data
+                response = httpx.get(entry["url"], headers=headers, timeout=300)
+                if response.status_code != 200:
+                    raise error_from_response(response)
+                if hashlib.sha256(response.content).hexdigest() != entry["hashes"]["sha256"]:
+                    raise CorruptFileError(f"{entry['filename']} does not match the sha256 the index gives")
+                return response.content
         return None
 
+    def _pip_index_url(self) -> str:
+        if not self.token:
+            return self.index_url
+        parts = urlsplit(self.index_url)  # pip sends the password as HTTP Basic auth, and redacts it in its logs
+        return urlunsplit(parts._replace(netloc=f"__token__:{quote(self.token, safe='')}@{parts.netloc}"))
 
+    # -- translation at the seam -----------------------------------------------------------------------
+
+    def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with _translated():
+            return function(*args, **kwargs)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """huggingface_hub's HTTP errors as verihub's, from the server's error code."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        yield
+    except HfHubHTTPError as error:
+        if error.response is None:
+            raise
+        raise error_from_response(error.response) from None

@@ -3,12 +3,19 @@
 One bare git repository per hub repository, driven by the ``git`` command (plumbing only, with a
 temporary index, so no work tree is ever checked out). Writers to one repository serialize on a file
 lock and move the branch with compare-and-swap, so two pushes never lose each other's commits.
+
+The repository directory is the truth about a repository: it exists or not (created and deleted by an
+atomic rename), its path says its kind, and ``verihub.json`` inside it says whether it is private.
+Ref names cannot shadow each other: a branch may not take a tag's name or a release tag's (``v1.2.0``),
+a tag may not take a branch's, and revisions resolve tags first.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -18,8 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from packaging.version import Version
+
 from verihub.errors import VerihubError
-from verihub.hub.ids import RepoId
+from verihub.hub.errors import (CommitConflictError, InvalidPathError, InvalidRefNameError, RefExistsError,
+                                RepoExistsError, RepoNotFoundError, RevisionNotFoundError, TagExistsError)
+from verihub.hub.ids import RepoId, is_release_like, release_version
 
 __all__ = ["Commit", "FileEntry", "HubStorage", "RepoExistsError", "RepoNotFoundError", "RevisionNotFoundError",
            "TagExistsError"]
@@ -28,22 +39,9 @@ RepoKind = Literal["env", "verifier"]
 KINDS: tuple[RepoKind, ...] = ("env", "verifier")
 _AUTHOR = {"GIT_AUTHOR_NAME": "verihub", "GIT_AUTHOR_EMAIL": "hub@verihub.invalid",
            "GIT_COMMITTER_NAME": "verihub", "GIT_COMMITTER_EMAIL": "hub@verihub.invalid"}
-
-
-class RepoNotFoundError(VerihubError, LookupError):
-    pass
-
-
-class RepoExistsError(VerihubError, FileExistsError):
-    pass
-
-
-class RevisionNotFoundError(VerihubError, LookupError):
-    pass
-
-
-class TagExistsError(VerihubError, ValueError):
-    """A tag (a published version) already points elsewhere; tags never move."""
+_SETTINGS = "verihub.json"  # inside the bare repository: {"private": bool}
+_HEX = re.compile(r"^[0-9a-f]{4,40}$")
+_REF_NAME = re.compile(r"^[A-Za-z0-9._+-]+(?:/[A-Za-z0-9._+-]+)*$")
 
 
 @dataclass(frozen=True)
@@ -73,23 +71,48 @@ class HubStorage:
 
     # -- repositories ---------------------------------------------------------------------------------
 
-    def create_repo(self, repo: RepoId, kind: RepoKind = "env", *, exist_ok: bool = False) -> None:
+    def create_repo(self, repo: RepoId, kind: RepoKind = "env", *, private: bool = False,
+                    exist_ok: bool = False) -> bool:
+        """Create ``repo``; False if it exists already (with ``exist_ok``). It appears whole, settings
+        included, or not at all: it is built aside and renamed into place."""
         if kind not in KINDS:
             raise ValueError(f"repository kind {kind!r}: use one of {', '.join(KINDS)}")
-        existing = self.kind_of(repo)
-        if existing is not None:
-            if exist_ok and existing == kind:
-                return
-            raise RepoExistsError(f"{repo} already exists (a {existing})")
-        path = self._path(repo, kind)
-        path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked(repo):
-            _git(path.parent, "init", "--bare", "--quiet", "--initial-branch=main", path.name)
+            existing = self.kind_of(repo)
+            if existing is not None:
+                if exist_ok and existing == kind:
+                    return False
+                raise RepoExistsError(f"{repo} already exists (a {existing})")
+            path = self._path(repo, kind)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=".new-", dir=self.root / "repos"))
+            try:
+                _git(scratch, "init", "--bare", "--quiet", "--initial-branch=main", "repo.git")
+                _write_atomic(scratch / "repo.git" / _SETTINGS, json.dumps({"private": private}).encode())
+                os.rename(scratch / "repo.git", path)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return True
 
     def delete_repo(self, repo: RepoId) -> None:
         kind = self._require(repo)
         with self._locked(repo):
-            shutil.rmtree(self._path(repo, kind))
+            trash = Path(tempfile.mkdtemp(prefix=".trash-", dir=self.root / "repos"))
+            os.rename(self._path(repo, kind), trash / "repo.git")  # gone at once, then cleaned up
+            shutil.rmtree(trash, ignore_errors=True)
+
+    def is_private(self, repo: RepoId) -> bool:
+        """Whether ``repo`` (which must exist) is private."""
+        settings = self._path(repo, self._require(repo)) / _SETTINGS
+        return bool(json.loads(settings.read_bytes()).get("private")) if settings.is_file() else False
+
+    def has_settings(self, repo: RepoId) -> bool:
+        return (self._path(repo, self._require(repo)) / _SETTINGS).is_file()
+
+    def write_settings(self, repo: RepoId, *, private: bool) -> None:
+        """Record a repository's visibility (for repositories made before settings were kept here)."""
+        with self._locked(repo):
+            _write_atomic(self._path(repo, self._require(repo)) / _SETTINGS, json.dumps({"private": private}).encode())
 
     def kind_of(self, repo: RepoId) -> RepoKind | None:
         for kind in KINDS:
@@ -101,23 +124,37 @@ class HubStorage:
         found = []
         for each in (kind,) if kind else KINDS:
             for path in sorted((self.root / "repos" / each).glob("*/*.git")):
-                found.append((RepoId(path.parent.name, path.name.removesuffix(".git")), each))
+                owner, name = path.parent.name, path.name.removesuffix(".git")
+                try:
+                    repo = RepoId(owner, name)
+                except ValueError:
+                    continue
+                if (repo.owner, repo.name) == (owner, name):  # a directory not in canonical spelling is not one
+                    found.append((repo, each))
         return found
 
     # -- writing --------------------------------------------------------------------------------------
 
     def commit(self, repo: RepoId, files: Mapping[str, bytes], message: str, *, branch: str = "main",
-               delete: tuple[str, ...] = (), replace: bool = False) -> str:
+               delete: tuple[str, ...] = (), replace: bool = False, parent: str | None = None) -> str:
         """Add or change ``files`` (path -> content) and remove ``delete`` on ``branch``; with ``replace``
-        the commit holds exactly ``files``. Returns the new commit's id."""
+        the commit holds exactly ``files``; with ``parent``, CommitConflictError unless the branch is still
+        there. Returns the new commit's id."""
         path = self._path(repo, self._require(repo))
         for name in [*files, *delete]:
             _check_path(name)
         with self._locked(repo), tempfile.TemporaryDirectory(prefix="verihub-commit-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-            parent = self._ref(path, f"refs/heads/{branch}")
-            if parent and not replace:
-                _git(path, "read-tree", parent, env=env)
+            head = self._ref(path, f"refs/heads/{branch}")
+            if parent is not None and head != parent:
+                raise CommitConflictError(f"{repo}: {branch} is at {(head or 'nothing')[:12]}, not {parent[:12]}: "
+                                          "another commit came first")
+            if head is None:
+                self._check_new_branch(path, branch)
+            kept = set() if replace or head is None else {entry.path for entry in self._entries(path, head)}
+            _check_layout((kept - set(delete)) | set(files))
+            if head and not replace:
+                _git(path, "read-tree", head, env=env)
             work = Path(scratch) / "work"
             for name, content in files.items():
                 target = work / name
@@ -128,28 +165,45 @@ class HubStorage:
             if delete:
                 _git(path, "rm", "--cached", "--quiet", "--ignore-unmatch", "--", *delete, env=env)
             tree = _git(path, "write-tree", env=env).strip()
-            command = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+            command = ["commit-tree", tree, "-m", message] + (["-p", head] if head else [])
             sha = _git(path, *command, env={**env, **_AUTHOR}).strip()
             # compare-and-swap: fails if the branch moved under us (it cannot, under the lock)
-            _git(path, "update-ref", f"refs/heads/{branch}", sha, parent or "0" * 40)
+            _git(path, "update-ref", f"refs/heads/{branch}", sha, head or "0" * 40)
             return sha
 
     def tag(self, repo: RepoId, tag: str, revision: str = "main") -> bool:
-        """Point ``tag`` at ``revision``; False if it already points there; TagExistsError if elsewhere."""
+        """Point ``tag`` at ``revision``; False if it already points there; TagExistsError if elsewhere.
+        A release tag must be normalized (``v1.0.0rc1``, not ``v1.0.0-rc1``) and name a version no other
+        release tag names (``v1.0`` and ``v1.0.0`` are one version)."""
         path = self._path(repo, self._require(repo))
+        _check_ref_name(tag, "tag")
         with self._locked(repo):
             sha = self.resolve(repo, revision)
             existing = self._ref(path, f"refs/tags/{tag}")
             if existing == sha:
                 return False
             if existing is not None:
-                raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move")
+                raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move",
+                                     commit=existing)
+            if self._ref(path, f"refs/heads/{tag}") is not None:
+                raise RefExistsError(f"{repo}: {tag!r} is a branch; a tag may not take a branch's name")
+            if is_release_like(tag):
+                version = release_version(tag)
+                if version is None:
+                    raise InvalidRefNameError(f"release tag {tag!r}: write the version normalized, as "
+                                              f"v{_normalized(tag[1:])}")
+                same = [other for other in self.refs(repo)["tags"] if _same_version(other, version)]
+                if same:
+                    raise TagExistsError(f"{repo}: version {version} is already tagged {same[0]!r}")
             _git(path, "update-ref", f"refs/tags/{tag}", sha, "0" * 40)
             return True
 
     def create_branch(self, repo: RepoId, branch: str, revision: str = "main") -> None:
         path = self._path(repo, self._require(repo))
         with self._locked(repo):
+            if self._ref(path, f"refs/heads/{branch}") is not None:
+                raise RefExistsError(f"{repo}: branch {branch!r} already exists")
+            self._check_new_branch(path, branch)
             _git(path, "update-ref", f"refs/heads/{branch}", self.resolve(repo, revision), "0" * 40)
 
     # -- reading --------------------------------------------------------------------------------------
@@ -166,27 +220,24 @@ class HubStorage:
         return found
 
     def resolve(self, repo: RepoId, revision: str = "main") -> str:
-        """The commit id of a branch, tag or (abbreviated) commit id."""
+        """The commit id of a tag, a branch or an (abbreviated) hex commit id, in that order: a tag never
+        moves, so nothing can shadow it."""
         path = self._path(repo, self._require(repo))
-        for candidate in (f"refs/heads/{revision}", f"refs/tags/{revision}", revision):
+        candidates = [f"refs/tags/{revision}", f"refs/heads/{revision}"] if _REF_NAME.match(revision) else []
+        for candidate in candidates + ([revision] if _HEX.match(revision) else []):
             result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"],
                                     cwd=path, capture_output=True, text=True)
             if result.returncode == 0:
                 return result.stdout.strip()
         raise RevisionNotFoundError(f"{repo} has no revision {revision!r}")
 
+    def tag_target(self, repo: RepoId, tag: str) -> str | None:
+        """The commit ``tag`` points at, None if there is no such tag (branches never count)."""
+        return self._ref(self._path(repo, self._require(repo)), f"refs/tags/{tag}") if _REF_NAME.match(tag) else None
+
     def files(self, repo: RepoId, revision: str = "main") -> list[FileEntry]:
         path = self._path(repo, self._require(repo))
-        sha = self.resolve(repo, revision)
-        out = _git(path, "ls-tree", "-r", "-l", "-z", sha)
-        entries = []
-        for record in out.split("\0"):
-            if record:
-                meta, name = record.split("\t", 1)
-                _, kind, blob, size = meta.split()
-                if kind == "blob":
-                    entries.append(FileEntry(name, int(size), blob))
-        return entries
+        return self._entries(path, self.resolve(repo, revision))
 
     def read(self, repo: RepoId, name: str, revision: str = "main") -> bytes:
         path = self._path(repo, self._require(repo))
@@ -219,6 +270,25 @@ class HubStorage:
             raise RepoNotFoundError(f"no repository {repo}" + (f"; did you mean {', '.join(close)}?" if close else ""))
         return kind
 
+    def _check_new_branch(self, path: Path, branch: str) -> None:
+        _check_ref_name(branch, "branch")
+        if is_release_like(branch):
+            raise InvalidRefNameError(f"branch name {branch!r} is reserved: names v<version> are release tags")
+        if self._ref(path, f"refs/tags/{branch}") is not None:
+            raise RefExistsError(f"{branch!r} is a tag; a branch may not take a tag's name")
+
+    @staticmethod
+    def _entries(path: Path, sha: str) -> list[FileEntry]:
+        out = _git(path, "ls-tree", "-r", "-l", "-z", sha)
+        entries = []
+        for record in out.split("\0"):
+            if record:
+                meta, name = record.split("\t", 1)
+                _, kind, blob, size = meta.split()
+                if kind == "blob":
+                    entries.append(FileEntry(name, int(size), blob))
+        return entries
+
     @staticmethod
     def _ref(path: Path, ref: str) -> str | None:
         result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", ref], cwd=path, capture_output=True, text=True)
@@ -237,8 +307,46 @@ class HubStorage:
 
 def _check_path(name: str) -> None:
     parts = name.split("/")
-    if not name or name.startswith("/") or any(part in ("", ".", "..", ".git") for part in parts) or "\\" in name:
-        raise ValueError(f"file path {name!r} must be relative, without '..', '.git' or empty parts")
+    if (not name or name.startswith("/") or any(part in ("", ".", "..", ".git") for part in parts) or "\\" in name
+            or not name.isprintable() or len(name) > 1024 or any(len(part.encode()) > 255 for part in parts)):
+        raise InvalidPathError(f"file path {name[:200]!r} must be relative, without '..', '.git', empty parts or "
+                               "control characters, each part at most 255 bytes")
+
+
+def _check_layout(paths: set[str]) -> None:
+    """No path may be a file and a folder at once (``a`` and ``a/b``)."""
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder in paths:
+                raise InvalidPathError(f"{folder!r} cannot be both a file and the folder of {path!r}")
+
+
+def _check_ref_name(name: str, what: str) -> None:
+    parts = name.split("/")
+    if (not _REF_NAME.match(name) or len(name) > 200 or ".." in name or name == "HEAD"
+            or any(part.startswith(".") or part.endswith((".lock", ".")) for part in parts)):
+        raise InvalidRefNameError(f"{what} name {name[:200]!r}: use letters, digits and . _ + - / (no '..', no part "
+                                  "starting with '.' or ending in '.lock')")
+
+
+def _normalized(version: str) -> str:
+    return str(Version(version))
+
+
+def _same_version(tag: str, version: str) -> bool:
+    other = release_version(tag)
+    return other is not None and Version(other) == Version(version)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    with temporary.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
 
 
 def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> str:

@@ -342,6 +342,8 @@ def push(
     path: Annotated[Path, typer.Argument(help="The package directory (an environment or a verifier package).")],
     owner: Annotated[str | None, typer.Option(help="Namespace to publish under (default: $VERIHUB_OWNER or your login).")] = None,
     bump: Annotated[str | None, typer.Option(help="Raise the version first: patch, minor or major.")] = None,
+    private: Annotated[bool, typer.Option("--private", help="Create the repository private: only your namespace "
+                                                      "sees it, its page, files and pip index entries.")] = False,
     hub: HubOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -349,7 +351,7 @@ def push(
     it), build (wheel + sdist) and publish a new immutable version, tagged v{version}."""
     if bump not in (None, "patch", "minor", "major"):
         raise typer.BadParameter("use patch, minor or major", param_hint="--bump")
-    result = open_hub(hub, token).push(path, owner=owner, bump=bump)
+    result = open_hub(hub, token).push(path, owner=owner, bump=bump, private=private)
     if result.created:
         out.print(f"published {result.repo}@{result.version} (commit {result.commit[:12]}): {', '.join(result.files)}")
     else:

@@ -1,0 +1,51 @@
+"""The pip index (PEP 503 HTML and PEP 691 JSON) and the files it links to. Every route of
+``project_router`` serves one distribution and sees it only through
+:func:`~verihub.hub.deps.visible_project`, so a private repository's packages install only for its owners
+(``pip install --index-url http://__token__:TOKEN@HOST/simple/ NAME``, or a netrc entry)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from verihub.hub.deps import Hub, Viewer, base_url, visible_project
+from verihub.hub.errors import NotFoundError
+from verihub.hub.ids import RepoId
+from verihub.hub.index import JSON_CONTENT_TYPE, project_json, project_page, root_json, root_page
+
+__all__ = ["index_router", "project_router"]
+
+index_router = APIRouter()
+project_router = APIRouter(dependencies=[Depends(visible_project)])
+VisibleProject = Annotated[RepoId, Depends(visible_project)]
+
+
+@index_router.get("/simple/")
+def simple_root(request: Request, who: Viewer, hub: Hub) -> Response:
+    projects = hub.visibility.projects(who)
+    if _wants_json(request):
+        return JSONResponse(root_json(projects), media_type=JSON_CONTENT_TYPE)
+    return HTMLResponse(root_page(projects))
+
+
+@project_router.get("/simple/{project}/")
+def simple_project(request: Request, project: str, _: VisibleProject,
+                   hub: Hub) -> Response:
+    entries = hub.files.entries(project, url_prefix=f"{base_url(request)}/files")
+    if not entries:
+        raise NotFoundError(f"no project {project}")
+    if _wants_json(request):
+        versions = sorted({entry.version for entry in entries})
+        return JSONResponse(project_json(project, entries, versions), media_type=JSON_CONTENT_TYPE)
+    return HTMLResponse(project_page(project, entries))
+
+
+@project_router.get("/files/{project}/{filename}")
+def download(project: str, filename: str, _: VisibleProject, hub: Hub) -> Response:
+    return Response(hub.files.read(project, filename), media_type="application/octet-stream")
+
+
+def _wants_json(request: Request) -> bool:
+    return JSON_CONTENT_TYPE in request.headers.get("accept", "") or request.query_params.get("format") == "json"
