@@ -65,6 +65,8 @@ def test_install_with_pip_then_load_by_owner_and_name(hub: LocalHub, tmp_path: P
     assert loaded.stdout.split() == ["0.1.0", "ok"]
     upgrade = hub.install("alice/trivia@latest", python=fresh_python)
     assert upgrade[1] == "0.2.0"
+    upgraded = run_python(fresh_python, "import verihub; print(verihub.load_env('alice/trivia').version)")
+    assert upgraded.stdout.split() == ["0.2.0"], upgraded.stderr  # pip really installed it, not only the resolver
     with pytest.raises(EnvNotFoundError, match="not installed here \\(verihub install bob/trivia\\)"):
         verihub.load_env("bob/trivia")
 

@@ -127,7 +127,7 @@ def test_a_corrupted_file_is_never_served(server: Server, tmp_path: Path) -> Non
     assert broken.status_code == 500 and "no longer matches" in broken.json()["error"]
 
 
-def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: Path) -> None:
+def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: Path, fresh_python: str) -> None:
     package = init_env("remote-quiz", "single-turn", tmp_path)
     common = ["--hub", server.url, "--token", server.tokens["alice"]]
     pushed = subprocess.run([VERIHUB, "push", str(package), *common], capture_output=True, text=True, timeout=300)
@@ -161,6 +161,15 @@ def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: P
     assert [found["repo"] for found in remote.search("remote-quiz")] == ["alice/remote-quiz"]
     listing = httpx.get(f"{server.url}/simple/alice-remote-quiz/").text
     assert "alice_remote_quiz-0.2.1-py3-none-any.whl#sha256=" in listing
+    # `verihub install` run by another interpreter installs there, and the package then loads by name.
+    installed = subprocess.run([fresh_python, "-m", "verihub.cli", "install", "alice/remote-quiz@~=0.2.0", *common],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    assert "installed alice/remote-quiz@0.2.1" in installed.stdout
+    loaded = subprocess.run([fresh_python, "-c", "import verihub; env = verihub.load_env('alice/remote-quiz'); "
+                             "print(env.version, env.root)"], capture_output=True, text=True, timeout=120)
+    version, root = loaded.stdout.split()
+    assert version == "0.2.1" and str(tmp_path) in root, loaded.stderr
 
 
 def test_a_tag_cannot_publish_someone_elses_package_name(server: Server, tmp_path: Path) -> None:
