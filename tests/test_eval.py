@@ -238,9 +238,9 @@ def test_multi_turn_tool_loop_runs_tools_in_the_sandbox(tmp_path: Path, nsjail_p
         assert [tool["function"]["name"] for tool in request["tools"]] == ["python"]
         tool_results = [m for m in messages if m["role"] == "tool"]
         if not tool_results:
-            code = f"import os\nprint(int('{answers[messages[-1]['content']]}') + len(os.listdir('/proc/self/fd')) * 0)"
+            code = f"import os\nprint(int('{answers[messages[-1]['content']]}'), os.getuid())"
             return [{"content": "", "tool_calls": [{"name": "python", "arguments": {"code": code}}]}]
-        return [{"content": f"<answer>{tool_results[-1]['content'].strip()}</answer>"}]
+        return [{"content": f"<answer>{tool_results[-1]['content'].split()[0]}</answer>"}]
 
     with ScriptedChatServer(agent) as server:
         report = evaluate(env, f"openai:agent@{server.url}", n=6, k=1, split="train",
@@ -248,8 +248,9 @@ def test_multi_turn_tool_loop_runs_tools_in_the_sandbox(tmp_path: Path, nsjail_p
     assert len(report.rollouts) == 6 and {r.status for r in report.rollouts} == {"ok"}
     for rollout in report.rollouts:  # the answer the model gave came back from the sandboxed tool
         assert rollout.turns == 2
-        tool_output = next(m["content"] for m in rollout.messages if m["role"] == "tool")
-        assert f"<answer>{tool_output.strip()}</answer>" == rollout.completion
+        answer, uid = next(m["content"] for m in rollout.messages if m["role"] == "tool").split()
+        assert f"<answer>{answer}</answer>" == rollout.completion
+        assert uid == "65534"  # nobody: the tool ran in the jail, not on the host
 
 
 @pytest.mark.slow
