@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -148,6 +150,20 @@ def wait_until_serving(url: str, timeout_s: float = 120) -> None:
 class HubServer:
     def __init__(self, url: str, data: Path, tokens: dict[str, str]) -> None:
         self.url, self.data, self.tokens = url, data, tokens
+
+
+JSON_INDEX = {"Accept": "application/vnd.pypi.simple.v1+json"}  # PEP 691: the simple index as JSON
+
+
+def hf(server: HubServer, code: str, tmp_path: Path) -> Any:
+    """Run ``code`` with the real huggingface_hub client pointed at the server; it prints one JSON line."""
+    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+           "HF_HUB_DISABLE_TELEMETRY": "1"}
+    env.pop("HF_TOKEN", None)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,22 +22,9 @@ from verihub.hub.ids import RepoId
 from verihub.hub.local import LocalHub
 from verihub.scaffold import init_env
 
-from conftest import VERIHUB, HubServer, free_port, wait_until_serving
+from conftest import JSON_INDEX, VERIHUB, HubServer, free_port, hf, wait_until_serving
 
 pytestmark = pytest.mark.slow
-JSON_INDEX = {"Accept": "application/vnd.pypi.simple.v1+json"}
-
-
-def hf(server: HubServer, code: str, tmp_path: Path) -> dict[str, Any]:
-    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
-           "HF_HUB_DISABLE_TELEMETRY": "1"}
-    env.pop("HF_TOKEN", None)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def with_version(source: Path, target: Path, version: str) -> Path:
     shutil.copytree(source, target)
     for name, pattern in (("environment.yaml", "version: 0.1.0"), ("pyproject.toml", 'version = "0.1.0"')):

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import httpx
@@ -18,24 +17,10 @@ import pytest
 from verihub.hub.accounts import Accounts
 from verihub.scaffold import init_env
 
-from conftest import HubServer
+from conftest import JSON_INDEX, HubServer, hf
 
 pytestmark = pytest.mark.slow
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
-JSON_INDEX = {"Accept": "application/vnd.pypi.simple.v1+json"}
-
-
-def hf(server: HubServer, code: str, tmp_path: Path) -> dict:
-    """Run ``code`` with the real huggingface_hub client pointed at the server; it prints one JSON line."""
-    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
-           "HF_HUB_DISABLE_TELEMETRY": "1"}
-    env.pop("HF_TOKEN", None)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def pip(python: str, index: str, requirement: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([python, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
                            "--no-input", "--index-url", index, requirement], capture_output=True, text=True,
