@@ -3,7 +3,9 @@
     python bench/startup_bench.py [--runs 7] [--baseline /work/main/.venv/bin/python]
 
 Each case is a fresh process, timed from spawn to exit; the figure is the best of --runs (start-up noise
-only ever adds). Rounds are interleaved, so machine noise hits every case alike. Cases:
+only ever adds), wall time and, in brackets, the CPU time of the process itself (on a shared machine,
+waiting for a core inflates wall time only). Rounds are interleaved, so machine noise hits every case
+alike. Cases:
 
 - ``python -c pass``: the interpreter's own floor;
 - ``import verihub`` (goal <= 150 ms), ``verihub --help`` (goal <= 250 ms), ``verihub checks``,
@@ -118,16 +120,17 @@ def main() -> None:
     for case in floors:
         print(f"{case.name:24}{'':>16}{_ms(case):>16}{'':>10}  floor")
 
-    wall = {case.name: case.wall_ms for case in now + floors}
-    ratios = [
-        f"import verihub {wall['import verihub'] / wall['python -c pass']:.1f}x python -c pass",
-        f"--help {wall['verihub --help'] / wall['typer app --help']:.2f}x a bare typer app",
-        f"validate --no-attacks {wall['validate --no-attacks'] / wall['import datasets']:.2f}x import datasets",
-    ]
+    named = {case.name: case for case in now + floors}
+    ratios = [_ratio(named["import verihub"], named["python -c pass"], "python -c pass"),
+              _ratio(named["verihub --help"], named["typer app --help"], "a bare typer app"),
+              _ratio(named["validate --no-attacks"], named["import datasets"], "import datasets")]
     if base:
-        ratios += [f"{case.name} {case.wall_ms / base[index].wall_ms:.2f}x baseline"
-                   for index, case in enumerate(now) if case.name != "python -c pass"]
+        ratios += [_ratio(case, base[index], "baseline") for index, case in enumerate(now) if index]
     print("; ".join(ratios))
+
+
+def _ratio(case: Case, floor: Case, floor_name: str) -> str:
+    return f"{case.name} {case.wall_ms / floor.wall_ms:.2f}x {floor_name} (CPU {case.cpu_ms / floor.cpu_ms:.2f}x)"
 
 
 def _ms(case: Case) -> str:
