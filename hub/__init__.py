@@ -7,7 +7,6 @@ Importing this package is cheap; the backends load on use.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 __all__ = ["open_hub"]
@@ -17,7 +16,7 @@ def open_hub(location: str | None = None, token: str | None = None) -> Any:
     """The hub at ``location`` (default ``$VERIHUB_HUB``, else the embedded one): a server URL or a directory."""
     from verihub import settings
 
-    location = location or os.environ.get("VERIHUB_HUB")
+    location = settings.hub_location(location)
     if location and location.startswith(("http://", "https://")):
         from verihub.hub.remote import RemoteHub
 

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Literal, cast
 
-__all__ = ["hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size", "token_file", "verihub_home"]
+__all__ = ["hub_location", "hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size", "token_file",
+           "verihub_home"]
 
 SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
 _BACKENDS = ("nsjail", "pool", "unsafe-local")
@@ -35,6 +36,12 @@ def sandbox_pool_size() -> int | None:
 def verihub_home() -> Path:
     """``VERIHUB_HOME``: where the embedded hub lives (default ``~/.cache/verihub``)."""
     return Path(os.environ.get("VERIHUB_HOME") or Path.home() / ".cache" / "verihub")
+
+
+def hub_location(explicit: str | None = None) -> str | None:
+    """``VERIHUB_HUB``, unless ``explicit`` (``--hub``) is given: a server URL or a hub directory; None means
+    the embedded hub."""
+    return explicit or os.environ.get("VERIHUB_HUB") or None
 
 
 def hub_owner() -> str:

@@ -11,3 +11,4 @@ def test_public_api_is_pinned() -> None:
     ])
     for name in verihub.__all__:
         assert hasattr(verihub, name), name
+    assert set(verihub.__all__) <= set(dir(verihub))  # the names load lazily; dir() still lists them

@@ -9,16 +9,8 @@ Importing this package is cheap; torch, transformers and TRL load when a trainer
 
 from __future__ import annotations
 
-from typing import Any
+from verihub import _lazy
 
 __all__ = ["AdaptiveCurriculum", "GRPOTrainer", "SFTTrainer"]
-
 _WHERE = {"GRPOTrainer": "grpo", "SFTTrainer": "sft", "AdaptiveCurriculum": "curriculum"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        from importlib import import_module
-
-        return getattr(import_module(f"verihub.trainers.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'verihub.trainers' has no attribute {name!r}")
+__getattr__, __dir__ = _lazy.lazy_names(globals(), _WHERE)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 
 __all__ = ["plot_command", "sft_command", "train_command"]
@@ -89,6 +88,8 @@ def plot_command(
 
 def _overrides(pairs: list[str]) -> dict[str, Any]:
     """KEY=VALUE pairs; values are YAML scalars (numbers, true/false, null, lists)."""
+    import yaml
+
     parsed: dict[str, Any] = {}
     for pair in pairs:
         key, equals, value = pair.partition("=")

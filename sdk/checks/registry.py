@@ -5,17 +5,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-from collections.abc import Callable
-from importlib.metadata import entry_points
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from verihub.checks import format as fmt
-from verihub.checks import code, numeric, structured, symbolic, text
-from verihub.checks.attacks import answers, formats
-from verihub.checks.attacks import code as code_attacks
-from verihub.checks.attacks import structured as json_attacks
-from verihub.checks.base import Check, CheckParams, Mode, as_check
-from verihub.checks.exploit import Exploit
+from verihub.checks.base import Check, Mode, as_check
 from verihub.errors import CheckNotFoundError
 
 __all__ = ["BUILTIN_CHECKS", "ENTRY_POINT_GROUP", "available_check_names", "resolve_check"]
@@ -24,38 +17,68 @@ ENTRY_POINT_GROUP = "verihub.checks"
 """Entry-point group where packages publish checks: ``name = "package.module:function"``."""
 
 
-def _builtin(fn: Callable[..., Any], params: type[CheckParams], mode: Mode, name: str | None = None,
-             exploits: tuple[Exploit, ...] = ()) -> Check:
-    summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-    return Check(name=name or fn.__name__, fn=fn, params=params, mode=mode, description=summary, exploits=exploits)
-
-
-# Every built-in check with the exploits known against it (verihub.checks.attacks); `verihub validate` runs them.
-
-
-BUILTIN_CHECKS: dict[str, Check] = {
-    check.name: check
-    for check in (
-        _builtin(text.exact, text.ExactParams, "inline", exploits=answers.EXACT),
-        _builtin(numeric.numeric, numeric.NumericParams, "inline", exploits=answers.NUMERIC),
-        _builtin(symbolic.math_equivalent, symbolic.MathParams, "process", name="math", exploits=answers.MATH),
-        _builtin(text.regex, text.RegexParams, "inline"),
-        _builtin(text.multiple_choice, text.MultipleChoiceParams, "inline", exploits=answers.MULTIPLE_CHOICE),
-        _builtin(structured.json_schema, structured.JsonSchemaParams, "inline", exploits=json_attacks.JSON_SCHEMA),
-        _builtin(structured.json_fields, structured.JsonFieldsParams, "inline", exploits=json_attacks.JSON_FIELDS),
-        _builtin(fmt.xml_tags, fmt.XmlTagsParams, "inline", exploits=formats.XML_TAGS),
-        _builtin(fmt.boxed, fmt.NoParams, "inline", exploits=formats.BOXED),
-        _builtin(fmt.think, fmt.ThinkParams, "inline", exploits=formats.THINK),
-        _builtin(fmt.code_block, fmt.CodeBlockParams, "inline", exploits=formats.CODE_BLOCK),
-        _builtin(fmt.length, fmt.LengthParams, "inline"),
-        _builtin(text.contains, text.ContainsParams, "inline"),
-        _builtin(text.forbidden, text.PatternsParams, "inline"),
-        _builtin(code.python_tests, code.PythonTestsParams, "thread", exploits=code_attacks.PYTHON_TESTS),
-    )
+# Every built-in check: name -> (module in verihub.checks, function, params model, mode, the exploits known
+# against it as "module:attribute" in verihub.checks.attacks; `verihub validate` runs them). A check's
+# modules are imported when it is first looked up, so loading an environment pays only for the checks it uses.
+_BUILTINS: dict[str, tuple[str, str, str, Mode, str | None]] = {
+    "exact": ("text", "exact", "ExactParams", "inline", "answers:EXACT"),
+    "numeric": ("numeric", "numeric", "NumericParams", "inline", "answers:NUMERIC"),
+    "math": ("symbolic", "math_equivalent", "MathParams", "process", "answers:MATH"),
+    "regex": ("text", "regex", "RegexParams", "inline", None),
+    "multiple_choice": ("text", "multiple_choice", "MultipleChoiceParams", "inline", "answers:MULTIPLE_CHOICE"),
+    "json_schema": ("structured", "json_schema", "JsonSchemaParams", "inline", "structured:JSON_SCHEMA"),
+    "json_fields": ("structured", "json_fields", "JsonFieldsParams", "inline", "structured:JSON_FIELDS"),
+    "xml_tags": ("format", "xml_tags", "XmlTagsParams", "inline", "formats:XML_TAGS"),
+    "boxed": ("format", "boxed", "NoParams", "inline", "formats:BOXED"),
+    "think": ("format", "think", "ThinkParams", "inline", "formats:THINK"),
+    "code_block": ("format", "code_block", "CodeBlockParams", "inline", "formats:CODE_BLOCK"),
+    "length": ("format", "length", "LengthParams", "inline", None),
+    "contains": ("text", "contains", "ContainsParams", "inline", None),
+    "forbidden": ("text", "forbidden", "PatternsParams", "inline", None),
+    "python_tests": ("code", "python_tests", "PythonTestsParams", "thread", "code:PYTHON_TESTS"),
 }
 
 
+def _builtin(name: str) -> Check:
+    module_name, function, params, mode, exploits = _BUILTINS[name]
+    module = importlib.import_module(f"verihub.checks.{module_name}")
+    fn = getattr(module, function)
+    known: tuple[Any, ...] = ()
+    if exploits is not None:
+        attacks, _, attribute = exploits.partition(":")
+        known = getattr(importlib.import_module(f"verihub.checks.attacks.{attacks}"), attribute)
+    summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
+    return Check(name=name, fn=fn, params=getattr(module, params), mode=mode, description=summary, exploits=known)
+
+
+class _BuiltinChecks(Mapping[str, Check]):
+    """The built-in checks by name, each built on first lookup and the same object ever after."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Check] = {}
+
+    def __getitem__(self, name: str) -> Check:
+        found = self._built.get(name)
+        if found is None:
+            found = self._built.setdefault(name, _builtin(name))  # setdefault: one object even if two threads race
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in _BUILTINS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_BUILTINS)
+
+    def __len__(self) -> int:
+        return len(_BUILTINS)
+
+
+BUILTIN_CHECKS: Mapping[str, Check] = _BuiltinChecks()
+
+
 def _published() -> dict[str, Any]:
+    from importlib.metadata import entry_points  # reads every installed distribution's metadata: only on use
+
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
