@@ -204,17 +204,27 @@ def verifiers_half(options: argparse.Namespace) -> dict[str, Any]:
         wall_s = run(Path(scratch) / "run", options.tasks)
         passed: dict[str, int] = {}
         rollouts = faulted = 0
+        phases: dict[str, list[float]] = {"setup": [], "program": [], "model": [], "scoring": []}
         for path in glob.glob(str(Path(scratch) / "run" / "*" / "traces.jsonl")):
             for line in Path(path).read_text(encoding="utf-8").splitlines():
                 episode = json.loads(line)
                 name = episode["task"]["data"]["name"]
                 rollouts += 1
-                rewards = [trace.get("rewards", {}).get("correct", {}).get("score") for trace in episode["traces"]]
+                traces = episode["traces"]
+                rewards = [trace.get("rewards", {}).get("correct", {}).get("score") for trace in traces]
                 if episode["errors"] or not rewards or rewards[0] is None:
                     faulted += 1
                 passed[name] = passed.get(name, 0) + (rewards[:1] == [1.0])
+                for trace in traces[:1]:  # where a rollout's time goes, by verifiers' own clock
+                    timing = trace["timing"]
+                    model = timing["agent"]["model"]["duration"]
+                    phases["setup"].append(timing["setup"]["end"] - timing["setup"]["start"])
+                    phases["program"].append(timing["agent"]["harness"]["duration"] - model)
+                    phases["model"].append(model)
+                    phases["scoring"].append(timing["scoring"]["end"] - timing["scoring"]["start"])
+    where = ", ".join(f"{phase} {statistics.fmean(values):.2f}s" for phase, values in phases.items() if values)
     return {"tool": f"verifiers {verifiers.__version__}", "rollouts": rollouts, "wall_s": wall_s, "passed": passed,
-            "faulted": faulted}
+            "faulted": faulted, "where": f"per rollout: {where} (program: the chat program's run less its model calls)"}
 
 
 def run_half(python: str, half: str, options: argparse.Namespace, url: str, fixture: dict[str, Any]) -> dict[str, Any]:
@@ -279,25 +289,30 @@ def main() -> None:
             url = urls.get(timeout=120)
             print(f"math-word ({options.split}): {fixture['tasks']} tasks x {options.k}, concurrency "
                   f"{options.concurrency}, endpoint latency {options.latency_s}s", flush=True)
-            halves: list[tuple[str, dict[str, Any]]] = []
-            for label, python in [("verihub", sys.executable), *(("verihub", p) for p in options.also_verihub)]:
-                runs = [run_half(python, "verihub", options, url, fixture) for _ in range(max(1, options.repeat))]
-                best = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]  # the median run
-                halves.append((label, best))
-                show(best, options.k, [r["wall_s"] for r in runs])
+            floor = -(-fixture["tasks"] // options.concurrency) * options.latency_s
+            print(f"latency floor for n={options.k} requests: {floor:.2f}s = "
+                  f"{fixture['tasks'] * options.k / floor:.0f} rollouts/s", flush=True)
+            interpreters = [sys.executable, *options.also_verihub]
+            runs: dict[str, list[dict[str, Any]]] = {python: [] for python in interpreters}
+            for _ in range(max(1, options.repeat)):  # interleaved, so a change in the machine's load hits each
+                for python in interpreters:
+                    runs[python].append(run_half(python, "verihub", options, url, fixture))
+            halves = [median_run(runs[python]) for python in interpreters]
+            for python in interpreters:
+                show(median_run(runs[python]), options.k, [r["wall_s"] for r in runs[python]])
             if peer is not None:
-                halves.append(("verifiers", run_half(peer, "verifiers", options, url, fixture)))
-                show(halves[-1][1], options.k)
+                halves.append(run_half(peer, "verifiers", options, url, fixture))
+                show(halves[-1], options.k)
         finally:
             endpoint.terminate()
-    ours = halves[0][1]
+    ours = halves[0]
     ours_rate = ours["rollouts"] / ours["wall_s"]
     if peer is None:
         print(f"verifiers 0.4 not measured: {peer_note}; set it up with: python3.12 -m venv /tmp/vf04 && "
               '/tmp/vf04/bin/pip install "verifiers>=0.4,<0.5" uv, then --verifiers-python /tmp/vf04/bin/python')
         print(f"verihub {ours_rate:.1f} rollouts/s; verifiers 0.4 not installed: no ratio")
         return
-    theirs = halves[-1][1]
+    theirs = halves[-1]
     theirs_rate = theirs["rollouts"] / theirs["wall_s"]
     same = ours["passed"] == theirs["passed"]
     print(f"same completions, same verdicts per task: {'yes' if same else 'NO'} "
@@ -306,11 +321,17 @@ def main() -> None:
           f"ratio {ours_rate / theirs_rate:.2f}x (goal >= 1.5x)")
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return sorted(runs, key=lambda run: run["wall_s"])[len(runs) // 2]
+
+
 def show(half: dict[str, Any], k: int, walls: list[float] | None = None) -> None:
     rate = half["rollouts"] / half["wall_s"]
-    spread = f" (runs: {', '.join(f'{w:.2f}s' for w in walls)})" if walls and len(walls) > 1 else ""
+    spread = f" (median of {', '.join(f'{w:.2f}s' for w in walls)})" if walls and len(walls) > 1 else ""
     print(f"{half['tool']}: {half['rollouts']} rollouts in {half['wall_s']:.2f}s = {rate:.1f} rollouts/s{spread}, "
           f"pass@1 {pass_at_1(half, k):.4f}, faulted {half['faulted']}", flush=True)
+    if half.get("where"):
+        print(f"  {half['where']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,10 @@ class ScriptedChatServer:
     """``POST /v1/chat/completions`` answered by ``respond(request) -> choices``; ``latency_s`` per
     request; the first ``fail_first`` requests get HTTP 503 (to exercise retries). A request with
     ``"stream": true`` gets the same completion as server-sent events (OpenAI's chunk format, one
-    chunk per choice, then ``data: [DONE]``), as clients that stream expect."""
+    chunk per choice, then ``data: [DONE]``), as clients that stream expect. A ``respond`` that
+    returns bytes has them sent as the body as they are (a broken endpoint)."""
 
-    def __init__(self, respond: Callable[[dict[str, Any]], list[Choice]], *, latency_s: float = 0.0,
+    def __init__(self, respond: Callable[[dict[str, Any]], list[Choice] | bytes], *, latency_s: float = 0.0,
                  fail_first: int = 0) -> None:
         self.respond, self.latency_s, self.fail_first = respond, latency_s, fail_first
         self.requests: list[dict[str, Any]] = []
@@ -56,15 +57,17 @@ class ScriptedChatServer:
                     choices = server.respond(body)
                 except Exception as error:  # noqa: BLE001 - a broken script answers 500, like a crashed server
                     return self._send(500, {"error": {"message": f"{type(error).__name__}: {error}"}})
+                if isinstance(choices, bytes):
+                    return self._send(200, choices)
                 completion = _completion(body, choices)
                 if body.get("stream"):
-                    return self._send(200, completion, _events(completion, body))
+                    return self._send(200, _events(completion, body), "text/event-stream")
                 return self._send(200, completion)
 
-            def _send(self, status: int, payload: dict[str, Any], events: bytes | None = None) -> None:
-                data = json.dumps(payload).encode() if events is None else events
+            def _send(self, status: int, payload: dict[str, Any] | bytes, content_type: str = "application/json") -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json" if events is None else "text/event-stream")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
