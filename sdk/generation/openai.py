@@ -16,7 +16,7 @@ import ssl
 from typing import Any
 
 import httpx2
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall
 
@@ -83,7 +83,7 @@ class OpenAIBackend:
             if response.status_code != 200:
                 raise GenerationError(f"{self.base_url} answered HTTP {response.status_code}: {response.text[:300]}")
             try:
-                return _parse(_COMPLETION.validate_json(response.content))
+                return _parse(_Completion.model_validate_json(response.content))
             except ValidationError as error:
                 first = error.errors()[0]
                 problem = (f"not a chat completion ({'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}): "
@@ -129,16 +129,16 @@ class _Completion(BaseModel):
     usage: _Usage | None = None
 
 
-_COMPLETION = TypeAdapter(_Completion)
-
 
 def _parse(payload: _Completion) -> list[Generation]:
     usage = payload.usage or _Usage()
     prompt_tokens = usage.prompt_tokens or 0
     completion_tokens = (usage.completion_tokens or 0) // len(payload.choices)  # per sample, on average
     return [
-        Generation(text=choice.message.content or "", tool_calls=[_tool_call(call) for call in choice.message.tool_calls or []],
-                   finish_reason=choice.finish_reason or "", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        Generation(text=choice.message.content or "",
+                   tool_calls=[_tool_call(call) for call in choice.message.tool_calls or []],
+                   finish_reason=choice.finish_reason or "", prompt_tokens=prompt_tokens,
+                   completion_tokens=completion_tokens)
         for choice in sorted(payload.choices, key=lambda choice: choice.index)
     ]
 
