@@ -287,10 +287,11 @@ def main() -> None:
         endpoint.start()
         try:
             url = urls.get(timeout=120)
-            print(f"math-word ({options.split}): {fixture['tasks']} tasks x {options.k}, concurrency "
-                  f"{options.concurrency}, endpoint latency {options.latency_s}s", flush=True)
+            print(f"math-word ({options.split}): {fixture['tasks']} tasks x {options.k}, concurrency {options.concurrency} "
+                  f"(verihub: requests of n={options.k} in flight; verifiers: rollouts in flight), endpoint latency "
+                  f"{options.latency_s}s", flush=True)
             floor = -(-fixture["tasks"] // options.concurrency) * options.latency_s
-            print(f"latency floor for n={options.k} requests: {floor:.2f}s = "
+            print(f"latency floor (one request a task, {options.concurrency} at a time): {floor:.2f}s = "
                   f"{fixture['tasks'] * options.k / floor:.0f} rollouts/s", flush=True)
             interpreters = [sys.executable, *options.also_verihub]
             runs: dict[str, list[dict[str, Any]]] = {python: [] for python in interpreters}
@@ -319,6 +320,8 @@ def main() -> None:
           f"(pass@1 verihub {pass_at_1(ours, options.k):.4f}, verifiers {pass_at_1(theirs, options.k):.4f})")
     print(f"verihub {ours_rate:.1f} rollouts/s, verifiers 0.4 {theirs_rate:.1f} rollouts/s, "
           f"ratio {ours_rate / theirs_rate:.2f}x (goal >= 1.5x)")
+    if not same or ours["faulted"] or theirs["faulted"]:
+        sys.exit(1)  # the rates are not comparable
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
