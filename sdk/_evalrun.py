@@ -124,9 +124,11 @@ class RunDirectory:
         self._write_metadata({"complete": False})
         return kept
 
-    def append(self, rollout: Rollout) -> None:
+    def append(self, row: Mapping[str, Any]) -> None:
+        """A finished rollout's record (:meth:`Rollout.row`) as the log's next line, flushed (not synced:
+        a killed process loses nothing flushed, and a crash tears at most this line)."""
         assert self._log is not None, "start() first"
-        self._log.write(json.dumps(rollout.row()) + "\n")
+        self._log.write(json.dumps(row) + "\n")
         self._log.flush()
 
     def finish(self, rows: list[dict[str, Any]], summary: Mapping[str, Any]) -> None:

@@ -218,7 +218,7 @@ def eval_command(
         raise typer.BadParameter(f"{adapter} holds no adapter_config.json (a peft adapter directory)",
                                  param_hint="--adapter")
     try:
-        backend = load_backend(model, adapter=str(adapter) if adapter else None)
+        backend = load_backend(model, adapter=str(adapter) if adapter else None, concurrency=concurrency)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--adapter" if adapter else "--model") from None
     options = {"n": n, "k": k, "concurrency": concurrency, "split": split, "temperature": temperature,

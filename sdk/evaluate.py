@@ -160,7 +160,7 @@ async def aevaluate(
     dataset = env.dataset(split)
     tasks = [dataset[i] for i in range(min(n, len(dataset)))]
     task_ids = [str(task["id"]) for task in tasks]
-    backend = load_backend(model) if isinstance(model, str) else model
+    backend = load_backend(model, concurrency=concurrency) if isinstance(model, str) else model
     settings = {**sampling.model_dump(), "n": k}
     run: RunDirectory | None = None
     kept: dict[tuple[str, int], Rollout] = {}
@@ -170,10 +170,12 @@ async def aevaluate(
             kept = run.start({(task_id, index) for task_id in task_ids for index in range(k)}, resume=resume)
         wanted = [(task, index) for task in tasks for index in range(k) if (str(task["id"]), index) not in kept]
         drift = DriftMonitor(env)
+        rows: dict[tuple[str, int], dict[str, Any]] = {}  # each fresh rollout's record, made once for both files
 
         async def record(rollout: Rollout) -> None:
             if run is not None:
-                run.append(rollout)
+                row = rows[(rollout.task_id, rollout.sample)] = rollout.row()
+                run.append(row)
             if on_rollout is not None:
                 on_rollout(rollout)
             await drift.after_grade()
@@ -189,7 +191,8 @@ async def aevaluate(
         if drift.history:
             report.metrics["judge_drift_agreement"] = drift.history
         if run is not None:
-            run.finish([rollout.row() for rollout in rollouts], {"wall_s": report.wall_s, "metrics": report.metrics})
+            run.finish([rows.get((rollout.task_id, rollout.sample)) or rollout.row() for rollout in rollouts],
+                       {"wall_s": report.wall_s, "metrics": report.metrics})
     finally:
         if run is not None:
             run.close()

@@ -100,6 +100,7 @@ class RolloutEngine:
         self.max_turns = interaction.max_turns
         self.tool_names = list(interaction.tools)
         self.sandboxed = interaction.sandboxed
+        self._schemas: list[dict[str, Any]] | None = None  # the tools' JSON schemas, the same for every rollout
 
     async def run(
         self, tasks: Iterable[Task], samples: Iterable[tuple[Task, int]] | None = None,
@@ -160,7 +161,9 @@ class RolloutEngine:
             await finish(_fault(task, index, messages, f"cannot seed the work dir: {error}"))
             return
         functions = self._functions(tools)
-        schemas = [function_schema(function, name) for name, function in functions.items()]
+        if self._schemas is None:  # from the signatures: built once (about a millisecond a tool), not per rollout
+            self._schemas = [function_schema(function, name) for name, function in functions.items()]
+        schemas = self._schemas
         single = self.sampling.model_copy(update={"n": 1})
         prompt_tokens = completion_tokens = 0
         seconds = 0.0

@@ -25,9 +25,12 @@ Choice = dict[str, Any]  # {"content": str} and/or {"tool_calls": [{"name": ...,
 
 class ScriptedChatServer:
     """``POST /v1/chat/completions`` answered by ``respond(request) -> choices``; ``latency_s`` per
-    request; the first ``fail_first`` requests get HTTP 503 (to exercise retries)."""
+    request; the first ``fail_first`` requests get HTTP 503 (to exercise retries). A request with
+    ``"stream": true`` gets the same completion as server-sent events (OpenAI's chunk format, one
+    chunk per choice, then ``data: [DONE]``), as clients that stream expect. A ``respond`` that
+    returns bytes has them sent as the body as they are (a broken endpoint)."""
 
-    def __init__(self, respond: Callable[[dict[str, Any]], list[Choice]], *, latency_s: float = 0.0,
+    def __init__(self, respond: Callable[[dict[str, Any]], list[Choice] | bytes], *, latency_s: float = 0.0,
                  fail_first: int = 0) -> None:
         self.respond, self.latency_s, self.fail_first = respond, latency_s, fail_first
         self.requests: list[dict[str, Any]] = []
@@ -54,12 +57,17 @@ class ScriptedChatServer:
                     choices = server.respond(body)
                 except Exception as error:  # noqa: BLE001 - a broken script answers 500, like a crashed server
                     return self._send(500, {"error": {"message": f"{type(error).__name__}: {error}"}})
-                return self._send(200, _completion(body, choices))
+                if isinstance(choices, bytes):
+                    return self._send(200, choices)
+                completion = _completion(body, choices)
+                if body.get("stream"):
+                    return self._send(200, _events(completion, body), "text/event-stream")
+                return self._send(200, completion)
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any] | bytes, content_type: str = "application/json") -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -101,5 +109,23 @@ def _completion(request: dict[str, Any], choices: list[Choice]) -> dict[str, Any
         out.append({"index": index, "message": message, "finish_reason": "tool_calls" if choice.get("tool_calls") else "stop"})
     prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
     completion_chars = sum(len(str(c.get("content") or "")) for c in choices)
-    return {"id": "scripted", "object": "chat.completion", "model": request.get("model", "scripted"), "choices": out,
-            "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": completion_chars // 4}}
+    usage = {"prompt_tokens": prompt_chars // 4, "completion_tokens": completion_chars // 4}
+    return {"id": "scripted", "object": "chat.completion", "created": int(time.time()),
+            "model": request.get("model", "scripted"), "choices": out, "usage": {**usage, "total_tokens": sum(usage.values())}}
+
+
+def _events(completion: dict[str, Any], request: dict[str, Any]) -> bytes:
+    """``completion`` as the server-sent events of a streamed response: a chunk per choice carrying the
+    whole message as its delta, the usage chunk when ``stream_options.include_usage`` asks, ``[DONE]``."""
+    head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
+            "model": completion["model"]}
+    chunks = [{**head, "choices": [{"index": choice["index"], "delta": _delta(choice["message"]),
+                                    "finish_reason": choice["finish_reason"]}]} for choice in completion["choices"]]
+    if (request.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**head, "choices": [], "usage": completion["usage"]})
+    return b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
+
+
+def _delta(message: dict[str, Any]) -> dict[str, Any]:
+    calls = message.get("tool_calls")
+    return {**message, "tool_calls": [{**call, "index": index} for index, call in enumerate(calls)]} if calls else message

@@ -9,10 +9,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import datasets
+import httpx2
 import pytest
 
 import verihub
@@ -20,7 +22,7 @@ from verihub.evaluate import evaluate, pass_at_k
 from verihub.generation import Sampling
 from verihub.testing import ScriptedChatServer
 
-from conftest import REPO, free_port, wait_until_serving
+from conftest import BASE_SPEC, REPO, free_port, hedging_model, wait_until_serving
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
@@ -37,6 +39,23 @@ def test_pass_at_k() -> None:
     assert pass_at_k(4, 1, 1) == 0.25 and pass_at_k(4, 1, 2) == pytest.approx(0.5)
     assert pass_at_k(2, 1, 5) == 1.0  # fewer samples than k: as many as there are
 
+
+
+def test_the_scripted_endpoint_streams_to_clients_that_ask() -> None:
+    request = {"model": "m", "messages": [{"role": "user", "content": "What is 2 + 3?"}], "n": 2, "stream": True,
+               "stream_options": {"include_usage": True}}
+    with ScriptedChatServer(arithmetic_model) as server, \
+            httpx2.stream("POST", f"{server.url}/chat/completions", json=request) as response:
+        assert response.headers["content-type"] == "text/event-stream"
+        events = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
+    deltas = {choice["index"]: choice for chunk in chunks for choice in chunk["choices"]}
+    assert {index: choice["delta"]["content"] for index, choice in deltas.items()} == {
+        0: "Working... \\boxed{5}", 1: "Working... \\boxed{6}"}
+    assert {choice["finish_reason"] for choice in deltas.values()} == {"stop"}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
 
 def test_eval_cli_end_to_end(tmp_path: Path) -> None:
     with ScriptedChatServer(arithmetic_model) as server:
@@ -86,6 +105,47 @@ def test_endpoint_errors_are_retried_then_env_error_never_wrong(tmp_path: Path) 
         resumed = evaluate(env, f"openai:m@{back.url}", n=2, k=2, out=tmp_path, resume=True)
     assert resumed.rerun == 4 and resumed.metrics["env_error_rate"] == 0.0
 
+
+
+MALFORMED = {  # task -> what a broken endpoint answers its request with
+    "t1": b"[1, 2]",
+    "t2": b'{"choices": [{"message": "hi"}]}',
+    "t3": b'{"choices": [{"message": {"content": 5}}]}',
+    "t4": b'{"choices": []}',
+}
+
+
+def test_a_malformed_endpoint_answer_is_retried_then_env_error_never_a_crash(make_env: Any) -> None:
+    env = verihub.load_env(make_env(BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{eval: 1.0}")))
+    question_to_task = {env.render(task)[-1]["content"]: str(task["id"]) for task in env.dataset("eval")}
+
+    def broken(request: dict[str, Any]) -> list[dict[str, Any]] | bytes:
+        task = question_to_task[request["messages"][-1]["content"]]
+        return MALFORMED.get(task) or hedging_model(request)
+
+    with ScriptedChatServer(broken) as server:
+        report = evaluate(env, f"openai:broken@{server.url}", n=8, k=1)
+        asked = Counter(question_to_task[r["messages"][-1]["content"]] for r in server.requests)
+    by_task = {r.task_id: r for r in report.rollouts}
+    assert {task for task, r in by_task.items() if r.status == "env_error"} == set(MALFORMED)
+    assert all("not a chat completion" in by_task[task].reason for task in MALFORMED)
+    assert all(asked[task] == 5 for task in MALFORMED)  # retried like any endpoint fault
+    assert {r.status for task, r in by_task.items() if task not in MALFORMED} == {"ok"}
+
+
+def test_concurrency_is_the_number_of_requests_in_flight_even_past_256(make_env: Any) -> None:
+    rows = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(300)]
+    env = verihub.load_env(make_env(BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{eval: 1.0}"), rows=rows))
+    answered: list[float] = []
+
+    def slow(request: dict[str, Any]) -> list[dict[str, Any]]:
+        answered.append(time.monotonic())  # after the server's latency: one wave if all 300 were in flight
+        return hedging_model(request)
+
+    with ScriptedChatServer(slow, latency_s=2.0) as server:
+        report = evaluate(env, f"openai:wide@{server.url}", n=300, k=1, concurrency=300)
+    assert report.metrics["env_error_rate"] == 0.0 and len(answered) == 300
+    assert max(answered) - min(answered) < 1.5  # a pool of fewer connections answers in two waves, 2 s apart
 
 def test_resume_after_a_killed_run(tmp_path: Path) -> None:
     with ScriptedChatServer(arithmetic_model, latency_s=0.25) as server:

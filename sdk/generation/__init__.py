@@ -19,11 +19,13 @@ __all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall", "
 _KINDS = ("openai", "hf", "vllm")
 
 
-def load_backend(model: str, *, adapter: str | None = None) -> Backend:
+def load_backend(model: str, *, adapter: str | None = None, concurrency: int | None = None) -> Backend:
     """The backend a model string names; ValueError saying the accepted forms otherwise.
 
     ``adapter`` is a LoRA adapter directory (what ``verihub train --lora`` saves) loaded on top of a local
-    model; an endpoint serves its adapters itself (``vllm serve --lora-modules``).
+    model; an endpoint serves its adapters itself (``vllm serve --lora-modules``). ``concurrency`` is how
+    many requests the caller keeps in flight: an endpoint's backend keeps that many connections open
+    (default 256).
     """
     kind, _, rest = model.partition(":")
     if adapter is not None and kind not in ("hf", "vllm"):
@@ -33,7 +35,8 @@ def load_backend(model: str, *, adapter: str | None = None) -> Backend:
         from verihub.generation.openai import OpenAIBackend
 
         name, _, url = rest.partition("@")
-        return OpenAIBackend(name, url or "https://api.openai.com/v1")
+        pool = {} if concurrency is None else {"max_connections": concurrency}
+        return OpenAIBackend(name, url or "https://api.openai.com/v1", **pool)
     if kind == "hf" and rest:
         from verihub.generation.local import HFBackend
 
