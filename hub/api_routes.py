@@ -405,7 +405,7 @@ def repo_info(hub: HubState, repo: RepoId, revision: str) -> dict[str, Any]:
     tags = [str(tag) for tag in card.get("tags", []) if isinstance(tag, str)] if isinstance(card.get("tags"), list) else []
     return {
         "id": str(repo), "author": repo.owner, "sha": sha, "private": private,
-        "lastModified": _date(hub.storage.history(repo, sha)[0].timestamp), "tags": tags, "cardData": card,
+        "lastModified": _date(hub.storage.commit_time(repo, sha)), "tags": tags, "cardData": card,
         "siblings": [{"rfilename": e.path, "size": e.size} for e in files],
         "downloads": meta.downloads if meta else 0, "likes": 0, "kind": hub.storage.kind_of(repo),
     }

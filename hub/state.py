@@ -60,11 +60,15 @@ class HubState:
                 self.refresh_listing(repo)
         self.leaderboard.start([repo for repo, kind in self.storage.repos("dataset")])
 
-    def card(self, repo: RepoId, sha: str, paths: set[str]) -> tuple[str, dict[str, Any]]:
-        """The README card at ``sha`` and its YAML front-matter ({} when it has none or it is malformed)."""
-        if "README.md" not in paths:
+    def card(self, repo: RepoId, sha: str, paths: set[str] | None = None) -> tuple[str, dict[str, Any]]:
+        """The README card at ``sha`` and its YAML front-matter ({} when it has none or it is malformed);
+        ``paths``, the commit's files, when the caller has them."""
+        if paths is not None and "README.md" not in paths:
             return "", {}
-        text = self.storage.read(repo, "README.md", sha).decode("utf-8", "replace")
+        try:
+            text = self.storage.read(repo, "README.md", sha).decode("utf-8", "replace")
+        except FileNotFoundError:
+            return "", {}
         data: Any = {}
         if text.startswith("---"):
             try:
@@ -82,7 +86,6 @@ class HubState:
             sha = self.storage.resolve(repo, "main")
         except RevisionNotFoundError:
             return
-        text, data = self.card(repo, sha, {entry.path for entry in self.storage.files(repo, sha)})
+        text, data = self.card(repo, sha)
         tags = [str(tag) for tag in data.get("tags", []) if isinstance(tag, str)] if isinstance(data.get("tags"), list) else []
-        self.accounts.update_listing(repo, modified=self.storage.history(repo, sha)[0].timestamp, tags=tags,
-                                     summary=summary(text))
+        self.accounts.update_listing(repo, modified=self.storage.commit_time(repo, sha), tags=tags, summary=summary(text))

@@ -241,12 +241,29 @@ class HubStorage:
         moves, so nothing can shadow it."""
         path = self._path(repo, self._require(repo))
         candidates = [f"refs/tags/{revision}", f"refs/heads/{revision}"] if _REF_NAME.match(revision) else []
+        if candidates:  # both refs in one git call (a ref name has no glob characters: patterns match exactly)
+            found: dict[str, tuple[str, str]] = {}
+            out = _git(path, "for-each-ref", "--format=%(refname)%00%(objecttype)%00%(objectname)", *candidates)
+            for line in out.splitlines():
+                name, kind, sha = line.split("\0")
+                found[name] = kind, sha
+            for ref in candidates:
+                if ref in found and found[ref][0] == "commit":
+                    return found[ref][1]
+                if ref in found:  # an annotated tag: peeled by rev-parse below
+                    break
+            candidates = [ref for ref in candidates if ref in found]
         for candidate in candidates + ([revision] if _HEX.match(revision) else []):
             result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"],
                                     cwd=path, capture_output=True, text=True)
             if result.returncode == 0:
                 return result.stdout.strip()
         raise RevisionNotFoundError(f"{repo} has no revision {revision!r}")
+
+    def commit_time(self, repo: RepoId, revision: str = "main") -> int:
+        """When the commit ``revision`` names was made (one git call, whatever the length of the history)."""
+        path = self._path(repo, self._require(repo))
+        return int(_git(path, "log", "-1", "--format=%ct", self.resolve(repo, revision)).strip())
 
     def tag_target(self, repo: RepoId, tag: str) -> str | None:
         """The commit ``tag`` points at, None if there is no such tag (branches never count)."""
