@@ -5,10 +5,10 @@ The rules, so that results mean what they say:
 
 - A run is pushed only when it finished (``complete: true``), names the environment it is pushed for, and
   that environment has the run's version published (and is visible to the pusher).
-- Results go beside the environment (``OWNER/NAME-results``, private when the environment is) when the
-  pusher may write to its namespace, else into the pusher's own (``USER/OWNER-NAME-results``, public: the
-  environment is public, or the pusher could not see it). Nobody's upload can appear under the owner's
-  namespace, and the leaderboard names the namespace each row came from.
+- Results go beside the environment (``OWNER/NAME-results``) when the pusher may write to its namespace,
+  else into the pusher's own (``USER/OWNER-NAME-results``); either is private when the environment is.
+  Nobody's upload can appear under the owner's namespace, and the leaderboard names the namespace each
+  row came from.
 - Pushing a run that is already there (the same ``metadata.json``) changes nothing.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verihub.errors import VerihubError
-from verihub.hub.errors import CommitConflictError, HubError, PrivacyMismatchError
+from verihub.hub.errors import CommitConflictError, HubError
 from verihub.hub.ids import RepoId
 from verihub.hub.results import (CARD, METADATA, RESULTS, RUNS, CardRun, RunRecord, linked_environment, results_card,
                                  results_repo_for, run_folder, run_of)
@@ -65,10 +65,8 @@ def push_results(hub: Hub, out: Path, environment: RepoId | None = None) -> Resu
         raise VerihubError(f"{environment} has no published version {record.environment_version} (published: "
                            f"{', '.join(versions) or 'none'}): push the environment first, results link to a release")
     dataset = results_repo_for(environment, user, writable)
-    private = env_private and dataset.owner == environment.owner
+    private = env_private  # PrivacyMismatchError if the dataset exists and is public
     hub._ensure_repo(dataset, "dataset", private=private)
-    if env_private and not hub._is_private(dataset, "dataset"):
-        raise PrivacyMismatchError(f"{dataset} is public, and results of the private {environment} must not be")
     for _ in range(ATTEMPTS):
         head, files = hub._files_at_main(dataset, "dataset")
         runs = _runs(hub, dataset, head, files)
