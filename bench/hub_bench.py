@@ -7,9 +7,10 @@
    local file (the floor), each into a fresh virtual environment. One more push, in this process, is timed
    by stage (validation, build, upload and tag).
 2. Search: `GET /api/models?search=...&limit=20` on a hub holding --repos repositories, against the same
-   query on a hub holding a handful; a selective query (env-N) and a broad one (every repository matches).
+   query on a hub holding a handful, both servers up and the requests alternated; a selective query (env-N)
+   and a broad one (every repository matches).
 3. The pip index: `GET /simple/PROJECT/` (PEP 691 JSON and HTML) of a project with --versions versions,
-   against one with a single version, on one server.
+   against one with a single version, on one server, alternated.
 The last line prints the ratios.
 """
 
@@ -70,25 +71,23 @@ def timed(command: list[str], **options: object) -> float:
     return time.perf_counter() - start
 
 
-def p50_search(url: str, rounds: int = 50, query: str | None = None) -> float:
-    times = []
+def p50_pair(first: tuple[str, dict[str, Any]], second: tuple[str, dict[str, Any]],
+             rounds: int = 60) -> tuple[float, float]:
+    """Median latency of two GETs (url, httpx options), alternated so both see the same machine load."""
+    times: tuple[list[float], list[float]] = ([], [])
     with httpx.Client() as client:
         for index in range(rounds):
-            start = time.perf_counter()
-            client.get(f"{url}/api/models", params={"search": query or f"env-{index * 37 % 997}", "limit": 20}
-                       ).raise_for_status()
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+            for side, (url, options) in enumerate((first, second)):
+                params = {key: value(index) if callable(value) else value
+                          for key, value in options.get("params", {}).items()}
+                start = time.perf_counter()
+                client.get(url, **{**options, "params": params}).raise_for_status()
+                times[side].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
-def p50_get(url: str, rounds: int = 40, **options: Any) -> float:
-    times = []
-    with httpx.Client() as client:
-        for _ in range(rounds):
-            start = time.perf_counter()
-            client.get(url, **options).raise_for_status()
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def search(url: str, query: Any) -> tuple[str, dict[str, Any]]:
+    return f"{url}/api/models", {"params": {"search": query, "limit": 20}}
 
 
 def fake_wheel(project: str, version: str) -> tuple[str, bytes]:
@@ -207,19 +206,18 @@ def main() -> None:
             floor_s = statistics.median(floor)
             push_s = statistics.median(p for p, _ in hub)
             install_s = statistics.median(i for _, i in hub)
-            empty_search = p50_search(url)
-            few_broad = p50_search(url, query="arithmetic")
-        finally:
-            process.terminate()
-            process.wait()
-        big = root / "big"
-        big.mkdir()
-        LocalHub(big)
-        populate(big, options.repos)
-        process, url = serve(big)
-        try:
-            big_search = p50_search(url)
-            big_broad = p50_search(url, query="benchmark")
+            big = root / "big"
+            big.mkdir()
+            LocalHub(big)
+            populate(big, options.repos)
+            big_process, big_url = serve(big)
+            try:
+                selective = lambda index: f"env-{index * 37 % 997}"  # noqa: E731 - env-N matches about 11 of 10,000
+                few_search, big_search = p50_pair(search(url, selective), search(big_url, selective))
+                few_broad, big_broad = p50_pair(search(url, "arithmetic"), search(big_url, "benchmark"))
+            finally:
+                big_process.terminate()
+                big_process.wait()
         finally:
             process.terminate()
             process.wait()
@@ -230,21 +228,24 @@ def main() -> None:
         many = publish_versions(pages, RepoId("bench", "many"), options.versions)
         process, url = serve(pages)
         try:
-            json_one, json_many = (p50_get(f"{url}/simple/{p}/", headers={"Accept": JSON_INDEX}) for p in (one, many))
-            html_one, html_many = (p50_get(f"{url}/simple/{p}/") for p in (one, many))
+            as_json = {"headers": {"Accept": JSON_INDEX}}
+            json_one, json_many = p50_pair((f"{url}/simple/{one}/", as_json), (f"{url}/simple/{many}/", as_json))
+            html_one, html_many = p50_pair((f"{url}/simple/{one}/", {}), (f"{url}/simple/{many}/", {}))
         finally:
             process.terminate()
             process.wait()
+        help_s = statistics.median(timed([VERIHUB, "--help"]) for _ in range(3))
     timings = stages()
     print(f"pip install of the wheel from a file (floor): {floor_s * 1000:.0f} ms")
-    print(f"verihub push through the server: {push_s * 1000:.0f} ms; pip install from the server: {install_s * 1000:.0f} ms")
+    print(f"verihub push through the server: {push_s * 1000:.0f} ms; pip install from the server: {install_s * 1000:.0f} ms; "
+          f"`verihub --help` (start-up alone): {help_s * 1000:.0f} ms")
     print("one push in-process, by stage: " + ", ".join(f"{name} {value * 1000:.0f} ms" for name, value in timings.items()))
-    print(f"search p50: {empty_search * 1000:.1f} ms with a handful of repos, {big_search * 1000:.1f} ms with "
+    print(f"search p50: {few_search * 1000:.1f} ms with a handful of repos, {big_search * 1000:.1f} ms with "
           f"{options.repos}; a query every repo matches: {few_broad * 1000:.1f} ms / {big_broad * 1000:.1f} ms")
     print(f"simple-index page p50, 1 version / {options.versions}: JSON {json_one * 1000:.1f} / {json_many * 1000:.1f} ms, "
           f"HTML {html_one * 1000:.1f} / {html_many * 1000:.1f} ms")
     print(f"ratios: install from hub / floor {install_s / floor_s:.2f}x, (push + install) / floor "
-          f"{(push_s + install_s) / floor_s:.2f}x, search {options.repos} repos / few {big_search / empty_search:.2f}x "
+          f"{(push_s + install_s) / floor_s:.2f}x, search {options.repos} repos / few {big_search / few_search:.2f}x "
           f"(broad {big_broad / few_broad:.2f}x), index page {options.versions} versions / 1: JSON "
           f"{json_many / json_one:.2f}x, HTML {html_many / html_one:.2f}x")
 
