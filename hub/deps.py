@@ -72,7 +72,9 @@ def visible_repo(request: Request, owner: str, name: str, who: Identity | None =
 def repo_kinds(request: Request) -> tuple[RepoKind, ...]:
     """The kinds of repository a route serves, from where it is mounted: ``/api/datasets/...`` and
     ``/datasets/...`` serve datasets, every other repository route models (environments, verifiers)."""
-    return DATASET_KINDS if request.url.path.startswith(("/api/datasets/", "/datasets/")) else MODEL_KINDS
+    path, root = request.scope["path"], request.scope.get("root_path", "")
+    path = path[len(root):] if root and path.startswith(root) else path  # the path the router matched
+    return DATASET_KINDS if path.startswith(("/api/datasets/", "/datasets/")) else MODEL_KINDS
 
 
 async def writable_repo(repo: RepoId = Depends(visible_repo), who: Identity | None = Depends(identity)) -> RepoId:

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS results_heads (dataset TEXT PRIMARY KEY, environment 
 _FIELDS = ("dataset", "run", "environment", "version", "model", "k", "tasks", "rollouts", "pass1", "passk", "faulted",
            "tasks_lost", "sampling", "pushed", "blob")
 MAX_ROWS = 500  # shown per environment, best pass@1 first
+MAX_RUNS = 5000  # indexed per results repository
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,13 @@ class Leaderboard:
         except RevisionNotFoundError:
             return self.forget(dataset)
         with self._lock:
-            known = self._db.execute("SELECT head FROM results_heads WHERE dataset = ?", (str(dataset),)).fetchone()
-            earlier = {row[0]: (row[1], row[2]) for row in self._db.execute(
-                "SELECT run, blob, pushed FROM results WHERE dataset = ?", (str(dataset),))}
+            known = self._db.execute("SELECT head, environment FROM results_heads WHERE dataset = ?",
+                                     (str(dataset),)).fetchone()
+            earlier = {row[1]: row for row in self._db.execute(
+                f"SELECT {', '.join(_FIELDS)} FROM results WHERE dataset = ?", (str(dataset),))}
         if known is not None and known[0] == head:
             return None
-        rows, skipped, environment = self._rows(dataset, head, earlier)
+        rows, skipped, environment = self._rows(dataset, head, earlier, known[1] if known else None)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -142,20 +144,28 @@ class Leaderboard:
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _rows(self, dataset: RepoId, head: str,
-              earlier: dict[str, tuple[str, float]]) -> tuple[list[tuple[object, ...]], int, RepoId | None]:
+    def _rows(self, dataset: RepoId, head: str, earlier: dict[str, tuple[object, ...]],
+              linked_before: str | None) -> tuple[list[tuple[object, ...]], int, RepoId | None]:
+        """The rows of ``dataset`` at ``head``, how many runs were not shown, and the environment it links.
+        A run whose metadata did not change keeps its row (nothing is read again), unless the link changed."""
         files = {entry.path: entry for entry in self.storage.files(dataset, head)}
         card = files.get(CARD)
         environment = None
         if card is not None and card.size <= MAX_METADATA_BYTES:
             environment = linked_environment(self.storage.read(dataset, CARD, head).decode("utf-8", "replace"))
+        if str(environment) != linked_before:
+            earlier = {}
         rows, skipped = [], 0
         for path, entry in sorted(files.items()):
             run = run_of(path)
             if run is None:
                 continue
-            if environment is None or entry.size > MAX_METADATA_BYTES:
+            if environment is None or entry.size > MAX_METADATA_BYTES or len(rows) >= MAX_RUNS:
                 skipped += 1
+                continue
+            kept = earlier.get(run)
+            if kept is not None and kept[-1] == entry.blob:
+                rows.append(kept)
                 continue
             try:
                 record = RunRecord.parse(self.storage.read(dataset, path, head))
@@ -166,9 +176,7 @@ class Leaderboard:
             if record.environment != environment.name:  # the metadata names the environment it evaluated
                 skipped += 1
                 continue
-            blob, pushed = earlier.get(run, ("", 0.0))
-            if blob != entry.blob or not pushed:
-                pushed = float(self.storage.added_at(dataset, path, head) or 0)
+            pushed = float(self.storage.added_at(dataset, path, head) or 0)
             metrics = record.metrics
             rows.append((str(dataset), run, str(environment), record.environment_version, record.model, record.k,
                          metrics.tasks, metrics.rollouts, metrics.pass_at_1, record.pass_at_k, metrics.rollouts_faulted,

@@ -81,7 +81,10 @@ class HubState:
         """What search shows of a repository and, for a results dataset, its leaderboard rows: derived from
         its main branch (after each commit to it)."""
         if self.storage.kind_of(repo) == "dataset":
-            self.leaderboard.refresh(repo)
+            try:
+                self.leaderboard.refresh(repo)
+            except Exception as error:  # noqa: BLE001 - derived rows: the commit stands, the next refresh or start redoes them
+                log.warning("leaderboard rows of %s could not be refreshed: %s", repo, error)
         try:
             sha = self.storage.resolve(repo, "main")
         except RevisionNotFoundError:

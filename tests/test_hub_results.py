@@ -298,6 +298,16 @@ def test_the_leaderboard_is_derived_at_start(tmp_path: Path) -> None:
     assert pushed.dataset == RepoId("carol", "offline-results") and pushed.created
     with TestClient(create_app(tmp_path / "hub")) as client:
         assert "delta" in client.get("/carol/offline").text
+    with ScriptedChatServer(alpha) as model:  # a second run: the first keeps its row, the second gets one
+        evaluate(sdk.load_env(package), f"openai:epsilon@{model.url}", n=1, k=1, out=tmp_path / "second")
+    os.environ["VERIHUB_OWNER"] = "carol"
+    try:
+        assert hub.push_results(tmp_path / "second", repo).created
+    finally:
+        del os.environ["VERIHUB_OWNER"]
+    with TestClient(create_app(tmp_path / "hub")) as client:
+        page = client.get("/carol/offline").text
+        assert "delta" in page and "epsilon" in page
     import sqlite3
 
     with sqlite3.connect(tmp_path / "hub" / "hub.db") as db:  # the derived rows lost
