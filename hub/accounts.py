@@ -159,11 +159,26 @@ class Accounts:
                kinds: tuple[str, ...] = (), sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
         """Repositories whose id or summary contains ``text`` (a plain substring, any case), public or in one
         of ``namespaces`` (compared exactly); ``author`` is one exact owner; ``kinds`` (if any) the kinds."""
+        if author is not None:
+            try:
+                author = canonical_name(author, "owner")
+            except ValueError:  # no owner can have that name
+                return []
+        indexed = len(text) >= _TRIGRAM and "\0" not in text  # a NUL cannot be said in an FTS query
+        try:
+            return self._search(text, indexed, author, namespaces, kinds, sort, limit)
+        except sqlite3.OperationalError:  # whatever else the index's query syntax refuses: scan
+            if not indexed:
+                raise
+            return self._search(text, False, author, namespaces, kinds, sort, limit)
+
+    def _search(self, text: str, indexed: bool, author: str | None, namespaces: tuple[str, ...],
+                kinds: tuple[str, ...], sort: str | None, limit: int | None) -> list[RepoMeta]:
         marks = ", ".join("?" * len(namespaces))
         clauses: list[str] = [f"(private = 0 OR owner IN ({marks}))" if namespaces else "private = 0"]
         values: list[str] = list(namespaces)
         rows, order = "repos", "repos.id"
-        if len(text) >= _TRIGRAM:  # matches stream from the index oldest first, so a LIMIT stops early
+        if indexed:  # matches stream from the index oldest first, so a LIMIT stops early
             rows, order = "repos_text JOIN repos ON repos.rowid = repos_text.rowid", "repos_text.rowid"
             clauses.append("repos_text MATCH ?")
             values.append('"' + text.replace('"', '""') + '"')  # one phrase: the substring as it is
@@ -174,12 +189,8 @@ class Accounts:
             clauses.append(f"kind IN ({', '.join('?' * len(kinds))})")
             values += list(kinds)
         if author is not None:
-            try:
-                owner = canonical_name(author, "owner")
-            except ValueError:  # no owner can have that name
-                return []
             clauses.append("owner = ?")
-            values.append(owner)
+            values.append(author)
         order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(sort or "", order)
         query = f"SELECT {_COLUMNS} FROM {rows} WHERE {' AND '.join(clauses)} ORDER BY {order}"
         if limit:

@@ -123,7 +123,7 @@ def test_search_reads_an_index_not_every_row(tmp_path: Path) -> None:
 TEXTS = [("alice/quiz", "Short quiz questions"), ("alice/a_c", "under_score"), ("bob/abc", "100% sure"),
          ("bob/quote", 'say "hi" twice'), ("carol/dots.x-y", "ünïcode ünïverse"), ("carol/lower", "MiXeD CaSe words")]
 QUERIES = ["", "q", "qu", "quiz", "QUIZ", "_", "a_c", "%", "100%", '"hi"', 'say "', "y.x", "dots.x", "ünï", "mixed case",
-           "s q", "nothing like it", "*", "a OR b", "NEAR(quiz)", "alice/", "e/q"]
+           "s q", "nothing like it", "*", "a OR b", "NEAR(quiz)", "alice/", "e/q", "\0quiz", "qu\0iz", "^qui", "x" * 5000]
 
 
 def test_search_finds_exactly_the_substrings(tmp_path: Path) -> None:
