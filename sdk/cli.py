@@ -213,7 +213,7 @@ def eval_command(
     With several environments (or `all`), each is evaluated in turn with the same model and a table
     compares them by domain: the before/after check for general capability around a training run."""
     import asyncio
-    import contextlib
+    import shutil
     import tempfile
 
     from verihub.environment import load_env
@@ -223,6 +223,8 @@ def eval_command(
     if resume and out is None:
         raise typer.BadParameter("--resume needs --out (where the earlier results are)", param_hint="--resume")
     names = sorted(installed_envs()) if envs == ["all"] else envs
+    if results_for is not None and (not push or len(names) > 1):
+        raise typer.BadParameter("takes --push and one environment", param_hint="--results-for")
     environments = [load_env(name, judge_model=judge_model) for name in names]
     if adapter is not None and not (adapter / "adapter_config.json").is_file():
         raise typer.BadParameter(f"{adapter} holds no adapter_config.json (a peft adapter directory)",
@@ -242,17 +244,22 @@ def eval_command(
         finally:
             await backend.aclose()
 
-    if results_for is not None and (not push or len(names) > 1):
-        raise typer.BadParameter("takes --push and one environment", param_hint="--results-for")
-    with contextlib.ExitStack() as scratch:
-        if push and out is None:  # the results are pushed from the files eval writes
-            out = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="verihub-eval-")))
-        reports = asyncio.run(run_all())
-        if len(reports) > 1:
-            _print_domains(reports)
-        if push:
-            assert out is not None
+    scratch = push and out is None  # the results are pushed from the files eval writes
+    if scratch:
+        out = Path(tempfile.mkdtemp(prefix="verihub-eval-"))
+    reports = asyncio.run(run_all())
+    if len(reports) > 1:
+        _print_domains(reports)
+    if push:
+        assert out is not None
+        try:
             _push_results(names, environments, out, results_for, open_hub(hub, token))
+        except VerihubError as error:
+            if not scratch:
+                raise
+            raise VerihubError(f"{error}\n(the results are kept in {out})") from None
+        if scratch:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 def _push_results(names: list[str], environments: list[Any], directory: Path, results_for: str | None,
