@@ -34,6 +34,25 @@ CREATE INDEX IF NOT EXISTS repos_modified ON repos (modified);
 CREATE TABLE IF NOT EXISTS members (org TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (org, user));
 """
 
+# Search: a trigram full-text index over each listing row's id and summary, so a substring query reads the rows
+# that contain it instead of every row. It is derived from `repos`: triggers change it in the same transaction
+# as the row (whoever writes the row, this version or an older one), and the server rebuilds it at start.
+_TEXT_INDEX = """
+CREATE VIRTUAL TABLE IF NOT EXISTS repos_text USING fts5(id, summary, content='repos', content_rowid='rowid',
+                                                         tokenize='trigram');
+CREATE TRIGGER IF NOT EXISTS repos_text_insert AFTER INSERT ON repos BEGIN
+    INSERT INTO repos_text (rowid, id, summary) VALUES (new.rowid, new.id, new.summary);
+END;
+CREATE TRIGGER IF NOT EXISTS repos_text_delete AFTER DELETE ON repos BEGIN
+    INSERT INTO repos_text (repos_text, rowid, id, summary) VALUES ('delete', old.rowid, old.id, old.summary);
+END;
+CREATE TRIGGER IF NOT EXISTS repos_text_update AFTER UPDATE OF id, summary ON repos BEGIN
+    INSERT INTO repos_text (repos_text, rowid, id, summary) VALUES ('delete', old.rowid, old.id, old.summary);
+    INSERT INTO repos_text (rowid, id, summary) VALUES (new.rowid, new.id, new.summary);
+END;
+"""
+_TRIGRAM = 3  # shorter queries cannot use the index: they scan (a two-letter query matches much anyway)
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -78,6 +97,15 @@ class Accounts:
                 self._db.execute("UPDATE repos SET owner = substr(id, 1, instr(id, '/') - 1)")
             self._db.executescript(_SCHEMA)
             self._db.execute("CREATE INDEX IF NOT EXISTS repos_owner ON repos (owner)")
+            created = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'repos_text'").fetchone() is None
+            self._db.executescript(f"BEGIN; {_TEXT_INDEX} COMMIT;")
+        if created:  # a listing from before search had an index
+            self.rebuild_search_index()
+
+    def rebuild_search_index(self) -> None:
+        """Derive the search index from the listing rows again (at server start: nothing can have diverged)."""
+        with self._lock:
+            self._db.execute("INSERT INTO repos_text (repos_text) VALUES ('rebuild')")
 
     def create_token(self, user: str, role: Role = "write") -> str:
         """A new token for ``user``; only its hash is kept, so it is shown once."""
@@ -128,24 +156,43 @@ class Accounts:
                              (modified, json.dumps(tags), summary[:300], str(repo)))
 
     def search(self, *, text: str = "", author: str | None = None, namespaces: tuple[str, ...] = (),
-               sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
-        """Repositories whose id or summary contains ``text`` (a plain substring), public or in one of
-        ``namespaces`` (compared exactly); ``author`` is one exact owner."""
+               kinds: tuple[str, ...] = (), sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
+        """Repositories whose id or summary contains ``text`` (a plain substring, any case), public or in one
+        of ``namespaces`` (compared exactly); ``author`` is one exact owner; ``kinds`` (if any) the kinds."""
+        if author is not None:
+            try:
+                author = canonical_name(author, "owner")
+            except ValueError:  # no owner can have that name
+                return []
+        indexed = len(text) >= _TRIGRAM and "\0" not in text  # a NUL cannot be said in an FTS query
+        try:
+            return self._search(text, indexed, author, namespaces, kinds, sort, limit)
+        except sqlite3.OperationalError:  # whatever else the index's query syntax refuses: scan
+            if not indexed:
+                raise
+            return self._search(text, False, author, namespaces, kinds, sort, limit)
+
+    def _search(self, text: str, indexed: bool, author: str | None, namespaces: tuple[str, ...],
+                kinds: tuple[str, ...], sort: str | None, limit: int | None) -> list[RepoMeta]:
         marks = ", ".join("?" * len(namespaces))
         clauses: list[str] = [f"(private = 0 OR owner IN ({marks}))" if namespaces else "private = 0"]
         values: list[str] = list(namespaces)
-        if text:
-            clauses.append("(instr(lower(id), ?) > 0 OR instr(lower(summary), ?) > 0)")
+        rows, order = "repos", "repos.id"
+        if indexed:  # matches stream from the index oldest first, so a LIMIT stops early
+            rows, order = "repos_text JOIN repos ON repos.rowid = repos_text.rowid", "repos_text.rowid"
+            clauses.append("repos_text MATCH ?")
+            values.append('"' + text.replace('"', '""') + '"')  # one phrase: the substring as it is
+        elif text:
+            clauses.append("(instr(lower(repos.id), ?) > 0 OR instr(lower(repos.summary), ?) > 0)")
             values += [text.lower()] * 2
+        if kinds:
+            clauses.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            values += list(kinds)
         if author is not None:
-            try:
-                owner = canonical_name(author, "owner")
-            except ValueError:  # no owner can have that name
-                return []
             clauses.append("owner = ?")
-            values.append(owner)
-        order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(sort or "", "id")
-        query = f"SELECT {_COLUMNS} FROM repos WHERE {' AND '.join(clauses)} ORDER BY {order}"
+            values.append(author)
+        order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(sort or "", order)
+        query = f"SELECT {_COLUMNS} FROM {rows} WHERE {' AND '.join(clauses)} ORDER BY {order}"
         if limit:
             query += f" LIMIT {int(limit)}"
         with self._lock:
@@ -160,7 +207,8 @@ class Accounts:
             self._db.execute("UPDATE repos SET downloads = downloads + 1 WHERE id = ?", (str(repo),))
 
 
-_COLUMNS = "id, kind, private, created, downloads, modified, tags, summary"
+_COLUMNS = ", ".join(f"repos.{column}" for column in ("id", "kind", "private", "created", "downloads", "modified", "tags",
+                                                      "summary"))
 
 
 def _meta(row: tuple) -> RepoMeta:  # type: ignore[type-arg]

@@ -1,6 +1,8 @@
-"""The Hugging Face Hub API subset that the unmodified ``huggingface_hub`` client uses (model repositories,
-regular uploads, no LFS/Xet). Every route of ``repo_router`` serves one repository and sees it only through
-:func:`~verihub.hub.deps.visible_repo`; the account routes find repositories through the same rule."""
+"""The Hugging Face Hub API subset that the unmodified ``huggingface_hub`` client uses (model and dataset
+repositories, regular uploads, no LFS/Xet). Every route of ``repo_router`` serves one repository and sees it
+only through :func:`~verihub.hub.deps.visible_repo`; the router is mounted at ``/api/models`` (environments
+and verifiers) and at ``/api/datasets`` (eval results), and each mount sees only its own kind. The account
+routes find repositories through the same rule."""
 
 from __future__ import annotations
 
@@ -17,19 +19,23 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from verihub.hub.accounts import Identity
 from verihub.hub.deps import (MAX_COMMIT_BYTES, MAX_JSON_BYTES, Hub, User, Viewer, VisibleRepo, WritableRepo, base_url,
                               check_writer, describe, error_response, identity, json_body, raw_body, raw_segments, user,
                               visible_repo, writable_repo)
 from verihub.hub.errors import (EntryNotFoundError, ErrorCode, ForbiddenError, InvalidRequestError,
                                 RevisionNotFoundError)
 from verihub.hub.ids import RepoId
+from verihub.hub.policy import DATASET_KINDS, MODEL_KINDS
 from verihub.hub.state import HubState
-from verihub.hub.storage import FileEntry
+from verihub.hub.storage import FileEntry, RepoKind
 
-__all__ = ["account_router", "repo_info", "repo_router"]
+__all__ = ["REPO_MOUNTS", "account_router", "repo_info", "repo_router"]
 
 account_router = APIRouter()
-repo_router = APIRouter(prefix="/api/models/{owner}/{name}", dependencies=[Depends(visible_repo)])
+repo_router = APIRouter(prefix="/{owner}/{name}", dependencies=[Depends(visible_repo)])  # at REPO_MOUNTS
+REPO_MOUNTS = ("/api/models", "/api/datasets")
+_KIND_OF_TYPE: dict[str | None, RepoKind] = {None: "env", "model": "env", "verifier": "verifier", "dataset": "dataset"}
 
 
 class _Body(BaseModel):
@@ -47,6 +53,7 @@ class CreateRepo(_Body):
 class DeleteRepo(_Body):
     name: str
     organization: str | None = None
+    type: str | None = None
 
 
 class YamlToCheck(_Body):
@@ -88,11 +95,12 @@ def create_repo(request: Request, who: User, body: Annotated[CreateRepo, Depends
         raise InvalidRequestError(str(error)) from None
     if not who.can_write(repo.owner):
         raise ForbiddenError(f"{who.user} cannot create repositories under {repo.owner}")
-    url = f"{base_url(request)}/{repo}"
-    kind = "verifier" if body.type == "verifier" else "env"
+    kind = _kind_of_type(body.type)
+    url = f"{base_url(request)}/{'datasets/' if kind == 'dataset' else ''}{repo}"
     private = body.visibility == "private" or bool(body.private)
     if not hub.storage.create_repo(repo, kind, private=private, exist_ok=True):  # the client's exist_ok reads the 409
-        return error_response(409, ErrorCode.REPO_EXISTS, "You already created this model repo", extra={"url": url})
+        return error_response(409, ErrorCode.REPO_EXISTS, f"You already created this {body.type or 'model'} repo",
+                              extra={"url": url})
     hub.accounts.add_repo(repo, kind, private)
     return JSONResponse({"url": url, "name": str(repo)})
 
@@ -100,11 +108,20 @@ def create_repo(request: Request, who: User, body: Annotated[CreateRepo, Depends
 @account_router.delete("/api/repos/delete")
 def delete_repo(who: User, body: Annotated[DeleteRepo, Depends(json_body(DeleteRepo, user))],
                 hub: Hub) -> dict[str, str]:
-    repo = hub.visibility.repo(who, body.organization or who.user, body.name)
+    kinds = DATASET_KINDS if _kind_of_type(body.type) == "dataset" else MODEL_KINDS
+    repo = hub.visibility.repo(who, body.organization or who.user, body.name, kinds)
     check_writer(who, repo)
-    hub.accounts.remove_repo(repo)  # the listing first: a crash in between leaves a repository the start lists again
+    hub.accounts.remove_repo(repo)  # derived rows first: a crash in between leaves a repository the start lists again
+    hub.leaderboard.forget(repo)
     hub.storage.delete_repo(repo)
     return {}
+
+
+def _kind_of_type(repo_type: str | None) -> RepoKind:
+    if repo_type not in _KIND_OF_TYPE:
+        raise InvalidRequestError(f"repository type {str(repo_type)[:40]!r}: this hub keeps models (environments, "
+                                  "verifiers) and datasets (eval results)")
+    return _KIND_OF_TYPE[repo_type]
 
 
 @account_router.post("/api/validate-yaml")
@@ -123,9 +140,22 @@ def list_models(who: Viewer, hub: Hub,
                 search: str = "", author: str | None = None, sort: str | None = None,
                 limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
                 filter: Annotated[list[str], Query()] = []) -> list[dict[str, Any]]:  # noqa: A002, B006
+    return _listing(who, hub, MODEL_KINDS, search, author, sort, limit, filter)
+
+
+@account_router.get("/api/datasets")
+def list_datasets(who: Viewer, hub: Hub,
+                  search: str = "", author: str | None = None, sort: str | None = None,
+                  limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+                  filter: Annotated[list[str], Query()] = []) -> list[dict[str, Any]]:  # noqa: A002, B006
+    return _listing(who, hub, DATASET_KINDS, search, author, sort, limit, filter)
+
+
+def _listing(who: Identity | None, hub: HubState, kinds: tuple[RepoKind, ...], search: str, author: str | None,
+             sort: str | None, limit: int | None, filter: list[str]) -> list[dict[str, Any]]:  # noqa: A002
     wanted_tags = set(filter)
-    found = hub.accounts.search(text=search, author=author, namespaces=hub.visibility.namespaces(who), sort=sort,
-                                limit=None if wanted_tags else limit)
+    found = hub.accounts.search(text=search, author=author, namespaces=hub.visibility.namespaces(who), kinds=kinds,
+                                sort=sort, limit=None if wanted_tags else limit)
     items = [{"id": str(meta.repo), "author": meta.repo.owner, "private": meta.private, "tags": list(meta.tags),
               "downloads": meta.downloads, "likes": 0, "lastModified": _date(meta.modified or meta.created),
               "createdAt": _date(meta.created), "kind": meta.kind, "summary": meta.summary}
@@ -233,7 +263,7 @@ def commit(request: Request, revision: str, repo: WritableRepo,
     summary, added, deleted, parent = _parse_commit(raw, existing)
     sha = hub.storage.commit(repo, added, summary or "update", branch=revision, delete=tuple(deleted), parent=parent)
     if revision == "main":
-        hub.refresh_listing(repo)
+        hub.refresh_listing(repo)  # derived from main: the listing, and a results repository's leaderboard rows
     return {"commitOid": sha, "commitUrl": f"{base_url(request)}/{repo}/commit/{sha}", "success": True}
 
 
@@ -375,7 +405,7 @@ def repo_info(hub: HubState, repo: RepoId, revision: str) -> dict[str, Any]:
     tags = [str(tag) for tag in card.get("tags", []) if isinstance(tag, str)] if isinstance(card.get("tags"), list) else []
     return {
         "id": str(repo), "author": repo.owner, "sha": sha, "private": private,
-        "lastModified": _date(hub.storage.history(repo, sha)[0].timestamp), "tags": tags, "cardData": card,
+        "lastModified": _date(hub.storage.commit_time(repo, sha)), "tags": tags, "cardData": card,
         "siblings": [{"rfilename": e.path, "size": e.size} for e in files],
         "downloads": meta.downloads if meta else 0, "likes": 0, "kind": hub.storage.kind_of(repo),
     }

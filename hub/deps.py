@@ -29,11 +29,13 @@ from verihub.hub.accounts import Identity
 from verihub.hub.errors import (BodyTooLargeError, ErrorCode, ForbiddenError, HubError, InvalidRequestError,
                                 UnauthorizedError)
 from verihub.hub.ids import RepoId
+from verihub.hub.policy import DATASET_KINDS, MODEL_KINDS
 from verihub.hub.state import HubState
+from verihub.hub.storage import RepoKind
 
 __all__ = ["MAX_COMMIT_BYTES", "MAX_JSON_BYTES", "Hub", "User", "Viewer", "VisibleRepo", "WritableRepo",
            "base_url", "check_writer", "describe", "error_response", "identity", "install_error_handlers",
-           "json_body", "raw_body", "raw_segments", "state", "user", "visible_project", "visible_repo",
+           "json_body", "raw_body", "raw_segments", "repo_kinds", "state", "user", "visible_project", "visible_repo",
            "writable_repo"]
 
 MAX_JSON_BYTES = 1 << 20
@@ -62,9 +64,17 @@ async def user(who: Identity | None = Depends(identity)) -> Identity:
     return who
 
 
-def visible_repo(owner: str, name: str, who: Identity | None = Depends(identity),
+def visible_repo(request: Request, owner: str, name: str, who: Identity | None = Depends(identity),
                  hub: HubState = Depends(state)) -> RepoId:
-    return hub.visibility.repo(who, owner, name)
+    return hub.visibility.repo(who, owner, name, repo_kinds(request))
+
+
+def repo_kinds(request: Request) -> tuple[RepoKind, ...]:
+    """The kinds of repository a route serves, from where it is mounted: ``/api/datasets/...`` and
+    ``/datasets/...`` serve datasets, every other repository route models (environments, verifiers)."""
+    path, root = request.scope["path"], request.scope.get("root_path", "")
+    path = path[len(root):] if root and path.startswith(root) else path  # the path the router matched
+    return DATASET_KINDS if path.startswith(("/api/datasets/", "/datasets/")) else MODEL_KINDS
 
 
 async def writable_repo(repo: RepoId = Depends(visible_repo), who: Identity | None = Depends(identity)) -> RepoId:

@@ -7,7 +7,8 @@ Layout under the hub's root::
     claims/<project>                  the repository that publishes the distribution <project> (written once)
     files/<project>/<filename>        the file (written once), and <filename>.metadata beside a wheel
     index/<project>/<filename>.json   its index entry: sha256, version, requires-python, upload time
-    simple/                           a static PEP 503 index over them, rewritten whole after each publish
+    simple/<project>/index.html|json  its index pages (PEP 503, PEP 691), rewritten whole after each publish
+    simple/index.html                 the root page (PEP 503)
 
 A file is listed once its entry exists, and its entry is written after the file: a reader never sees an
 entry without its file, and a file whose bytes differ from its entry's sha256 is never served.
@@ -25,16 +26,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import Literal
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from verihub.hub.errors import CorruptFileError, FileConflictError, NameTakenError, NotFoundError
 from verihub.hub.ids import RepoId
-from verihub.hub.index import IndexFile, describe, project_page, root_page
+from verihub.hub.index import IndexFile, describe, project_json, project_page, root_page
 
 __all__ = ["PublishedFiles"]
 
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,250}$")
+_PAGES = {"html": "index.html", "json": "index.json"}  # under simple/<project>/
 
 
 class PublishedFiles:
@@ -88,12 +92,27 @@ class PublishedFiles:
         return entry
 
     def write_static_index(self, project: str) -> None:
-        """Rewrite the static PEP 503 pages (``pip install --index-url file://…/simple/``) from the entries."""
+        """Rewrite the project's index pages (PEP 503 HTML, PEP 691 JSON) and the root page from the entries.
+        Links are relative (``../../files/…``), so the same bytes serve ``pip install --index-url
+        file://…/simple/`` and the server's ``/simple/``, where a request reads one file whatever the
+        number of versions."""
         with self._locked("simple-index"):
+            entries = self.entries(project, "../../files")
+            versions = sorted({entry.version for entry in entries}, key=Version)
             page = self.root / "simple" / project
             page.mkdir(exist_ok=True)
-            _write_atomic(page / "index.html", project_page(project, self.entries(project, "../../files")).encode())
+            _write_atomic(page / _PAGES["json"], json.dumps(project_json(project, entries, versions)).encode())
+            _write_atomic(page / _PAGES["html"], project_page(project, entries).encode())
             _write_atomic(self.root / "simple" / "index.html", root_page(self.projects()).encode())
+
+    def write_missing_pages(self) -> list[str]:
+        """Write the pages of every project that has entries but no pages (a hub directory from before
+        pages were written at publish); returns those projects."""
+        missing = [project for project in self.projects()
+                   if not all((self.root / "simple" / project / name).is_file() for name in _PAGES.values())]
+        for project in missing:
+            self.write_static_index(project)
+        return missing
 
     @contextmanager
     def locked(self, project: str) -> Iterator[None]:
@@ -122,6 +141,15 @@ class PublishedFiles:
 
     def projects(self) -> list[str]:
         return sorted(path.name for path in (self.root / "index").iterdir() if path.is_dir() and any(path.glob("*.json")))
+
+    def page(self, project: str, form: Literal["html", "json"]) -> bytes:
+        """The index page of ``project`` as written at its last publish; NotFoundError if it has none."""
+        if not _valid_project(project):
+            raise NotFoundError(f"no project {project}")
+        try:
+            return (self.root / "simple" / project / _PAGES[form]).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"no project {project}") from None
 
     def read(self, project: str, filename: str) -> bytes:
         """A published file (or a wheel's ``.metadata``), checked against the sha256 recorded at publish."""

@@ -23,10 +23,12 @@ from packaging.version import InvalidVersion, Version
 
 from verihub.hub.errors import VersionNotFoundError
 
-__all__ = ["RepoId", "Requirement", "VersionNotFoundError", "VersionSpec", "canonical_name", "is_release_like",
+__all__ = ["RESERVED_OWNERS", "RepoId", "Requirement", "VersionNotFoundError", "VersionSpec", "canonical_name", "is_release_like",
            "release_version", "release_versions"]
 
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,94}[a-z0-9])?$")
+# Owners the server's routes spell out (/datasets/OWNER/NAME next to /OWNER/NAME): no namespace may take them.
+RESERVED_OWNERS = frozenset({"api", "datasets", "files", "models", "simple", "spaces"})
 
 
 def canonical_name(value: str, part: str = "name", within: str | None = None) -> str:
@@ -36,6 +38,8 @@ def canonical_name(value: str, part: str = "name", within: str | None = None) ->
         where = f" in {within!r}" if within is not None else ""
         raise ValueError(f"repository {part} {value!r}{where}: use letters, digits, '-', '_' and '.', start and end "
                          "with a letter or digit, no '--' or '..', at most 96 characters")
+    if part == "owner" and lowered in RESERVED_OWNERS:
+        raise ValueError(f"repository owner {value!r}: {', '.join(sorted(RESERVED_OWNERS))} are reserved (server routes)")
     return lowered
 
 

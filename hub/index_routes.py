@@ -10,10 +10,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from verihub.hub.deps import Hub, Viewer, base_url, visible_project
-from verihub.hub.errors import NotFoundError
+from verihub.hub.deps import Hub, Viewer, visible_project
 from verihub.hub.ids import RepoId
-from verihub.hub.index import JSON_CONTENT_TYPE, project_json, project_page, root_json, root_page
+from verihub.hub.index import JSON_CONTENT_TYPE, root_json, root_page
 
 __all__ = ["index_router", "project_router"]
 
@@ -31,15 +30,11 @@ def simple_root(request: Request, who: Viewer, hub: Hub) -> Response:
 
 
 @project_router.get("/simple/{project}/")
-def simple_project(request: Request, project: str, _: VisibleProject,
-                   hub: Hub) -> Response:
-    entries = hub.files.entries(project, url_prefix=f"{base_url(request)}/files")
-    if not entries:
-        raise NotFoundError(f"no project {project}")
+def simple_project(request: Request, project: str, _: VisibleProject, hub: Hub) -> Response:
+    """The page written when the project was last published: one file read, whatever its number of versions."""
     if _wants_json(request):
-        versions = sorted({entry.version for entry in entries})
-        return JSONResponse(project_json(project, entries, versions), media_type=JSON_CONTENT_TYPE)
-    return HTMLResponse(project_page(project, entries))
+        return Response(hub.files.page(project, "json"), media_type=JSON_CONTENT_TYPE)
+    return Response(hub.files.page(project, "html"), media_type="text/html; charset=utf-8")
 
 
 @project_router.get("/files/{project}/{filename}")

@@ -15,7 +15,8 @@ from typing import Any
 
 from verihub import settings
 from verihub.hub.build import Bump, dist_name
-from verihub.hub.errors import CorruptFileError, PrivacyMismatchError, VersionExistsError
+from verihub.hub.errors import (CorruptFileError, PrivacyMismatchError, RepoNotFoundError, RevisionNotFoundError,
+                                VersionExistsError)
 from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import RepoId, Requirement, VersionSpec
 from verihub.hub.pipeline import Hub, PushResult, blob_id
@@ -75,7 +76,8 @@ class LocalHub(Hub):
         return settings.hub_owner()
 
     def _ensure_repo(self, repo: RepoId, kind: RepoKind, *, private: bool) -> None:
-        self.files.check_claim(dist_name(repo), repo)  # before building anything
+        if kind != "dataset":  # a package's distribution name, before building anything
+            self.files.check_claim(dist_name(repo), repo)
         created = self.storage.create_repo(repo, kind, private=private, exist_ok=True)
         if not created and private and not self.storage.is_private(repo):
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
@@ -100,6 +102,29 @@ class LocalHub(Hub):
 
     def _pip_index_url(self) -> str:
         return self.index_url
+
+    def _identity(self) -> tuple[str, tuple[str, ...]]:
+        owner = settings.hub_owner()
+        return owner, (owner,)
+
+    def _is_private(self, repo: RepoId, kind: RepoKind) -> bool:
+        if self.storage.kind_of(repo) not in ((kind,) if kind == "dataset" else ("env", "verifier")):
+            raise RepoNotFoundError(f"no repository {repo}")
+        return self.storage.is_private(repo)
+
+    def _files_at_main(self, repo: RepoId, kind: RepoKind) -> tuple[str | None, dict[str, str]]:
+        try:
+            head = self.storage.resolve(repo, "main")
+        except RevisionNotFoundError:
+            return None, {}
+        return head, self._contents(repo, head)
+
+    def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes:
+        return self.storage.read(repo, path, revision)
+
+    def _commit_files(self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *,
+                      parent: str | None) -> str:
+        return self.storage.commit(repo, files, message, parent=parent)
 
 
 def card_body(card: str) -> str:

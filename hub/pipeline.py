@@ -16,12 +16,16 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verihub.hub.build import Bump, prepare
 from verihub.hub.errors import HubError, TagExistsError, VersionExistsError
 from verihub.hub.ids import RepoId, Requirement, release_versions
 from verihub.hub.install import pip_install
 from verihub.hub.storage import RepoKind
+
+if TYPE_CHECKING:
+    from verihub.hub.results_push import ResultsPushed
 
 __all__ = ["Hub", "Published", "PushResult", "blob_id"]
 
@@ -109,6 +113,13 @@ class Hub(ABC):
                     wheel=self._wheel(wanted.repo, version))
         return wanted.repo, version
 
+    def push_results(self, out: str | Path, environment: RepoId | None = None) -> ResultsPushed:
+        """Push the eval results in ``out`` (what ``verihub eval --out`` wrote) to a results dataset linked to
+        ``environment`` (default: the pusher's environment of that id; see :mod:`verihub.hub.results_push`)."""
+        from verihub.hub.results_push import push_results
+
+        return push_results(self, Path(out), environment)
+
     # -- the backend's primitives ----------------------------------------------------------------------
 
     @abstractmethod
@@ -144,6 +155,28 @@ class Hub(ABC):
     @abstractmethod
     def _pip_index_url(self) -> str:
         """The index URL pip installs from, with the credentials it needs."""
+
+    # results datasets (verihub eval --push)
+
+    @abstractmethod
+    def _identity(self) -> tuple[str, tuple[str, ...]]:
+        """Who pushes: their user name and the namespaces they may write to."""
+
+    @abstractmethod
+    def _is_private(self, repo: RepoId, kind: RepoKind) -> bool:
+        """Whether ``repo`` is private; RepoNotFoundError if there is none of ``kind`` that the caller can see."""
+
+    @abstractmethod
+    def _files_at_main(self, repo: RepoId, kind: RepoKind) -> tuple[str | None, dict[str, str]]:
+        """The main branch's commit (None before the first) and its files: path -> git blob id."""
+
+    @abstractmethod
+    def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes: ...
+
+    @abstractmethod
+    def _commit_files(self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *,
+                      parent: str | None) -> str:
+        """Add ``files`` to main in one commit on top of ``parent``; CommitConflictError if main moved."""
 
 
 def blob_id(content: bytes) -> str:

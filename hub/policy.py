@@ -1,6 +1,7 @@
 """Who may see what: the one visibility rule, for every route that can reveal a repository or its files.
 
-A repository is visible when it exists and is public, or when the viewer owns its namespace (their user or
+A repository is visible when it exists as the kind the route serves (a model route never shows a dataset,
+nor the reverse) and is public, or when the viewer owns its namespace (their user or
 one of their organizations, compared exactly). A distribution in the pip index is visible when the
 repository that publishes it is. Whatever is not visible does not exist, as far as the viewer can tell:
 the same 404 as for a name nobody uses.
@@ -14,9 +15,12 @@ from verihub.hub.accounts import Identity, RepoMeta
 from verihub.hub.errors import NotFoundError, RepoNotFoundError
 from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import RepoId
-from verihub.hub.storage import HubStorage
+from verihub.hub.storage import HubStorage, RepoKind
 
-__all__ = ["Visibility", "can_see"]
+__all__ = ["DATASET_KINDS", "MODEL_KINDS", "Visibility", "can_see"]
+
+MODEL_KINDS: tuple[RepoKind, ...] = ("env", "verifier")  # what the Hugging Face API calls models
+DATASET_KINDS: tuple[RepoKind, ...] = ("dataset",)  # eval results
 
 
 def can_see(viewer: Identity | None, owner: str, private: bool) -> bool:
@@ -28,13 +32,14 @@ class Visibility:
     def __init__(self, storage: HubStorage, files: PublishedFiles) -> None:
         self.storage, self.files = storage, files
 
-    def repo(self, viewer: Identity | None, owner: str, name: str) -> RepoId:
-        """The repository ``owner/name`` if ``viewer`` may see it; RepoNotFoundError otherwise."""
+    def repo(self, viewer: Identity | None, owner: str, name: str, kinds: tuple[RepoKind, ...] = MODEL_KINDS) -> RepoId:
+        """The repository ``owner/name`` if it is one of ``kinds`` (the route's repository type: models or
+        datasets) and ``viewer`` may see it; RepoNotFoundError otherwise."""
         try:
             repo = RepoId(owner, name)
         except ValueError as error:
             raise RepoNotFoundError(str(error)) from None
-        if self.storage.kind_of(repo) is None or not can_see(viewer, repo.owner, self.storage.is_private(repo)):
+        if self.storage.kind_of(repo) not in kinds or not can_see(viewer, repo.owner, self.storage.is_private(repo)):
             raise RepoNotFoundError(f"Repository {repo} not found")
         return repo
 

@@ -62,15 +62,16 @@ class Releases:
                     self._check_unpublished_or_same(project, name, data)
                 self._journal_add(repo, tag)
             created = self.storage.tag(repo, tag, sha)  # from here on the version exists
-            self.complete(repo, tag)
+            self.complete(repo, tag, (sha, dists))
         return created
 
-    def complete(self, repo: RepoId, tag: str) -> None:
-        """Publish what the release tag ``tag`` holds, where it is not published yet (idempotent)."""
+    def complete(self, repo: RepoId, tag: str, known: tuple[str, dict[str, bytes]] | None = None) -> None:
+        """Publish what the release tag ``tag`` holds, where it is not published yet (idempotent). ``known``:
+        the commit the caller just tagged and its release files, so they are not read twice."""
         sha = self.storage.tag_target(repo, tag)
         version = release_version(tag)
         if sha is not None and version is not None:
-            dists = self._release_files(repo, sha, version)
+            dists = known[1] if known is not None and known[0] == sha else self._release_files(repo, sha, version)
             if dists:
                 project = dist_name(repo)
                 with self.files.locked(project):
@@ -127,6 +128,8 @@ class Releases:
     def _release_files(self, repo: RepoId, sha: str, version: str) -> dict[str, bytes]:
         """The wheel and sdist of ``version`` in the commit's ``dist/``; InvalidReleaseError if ``dist/``
         holds another project's files or an archive with paths leaving it."""
+        if self.storage.kind_of(repo) == "dataset":  # eval results: their tags publish nothing to the index
+            return {}
         project = dist_name(repo)
         wanted = Version(version)
         own: dict[str, bytes] = {}

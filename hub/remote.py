@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 from verihub.hub.build import dist_name
 from verihub.hub.errors import (CommitConflictError, CorruptFileError, EntryNotFoundError, HubError,
@@ -70,11 +70,11 @@ class RemoteHub(Hub):
 
     def _ensure_repo(self, repo: RepoId, kind: RepoKind, *, private: bool) -> None:
         try:  # not the client's exist_ok: it turns a refused write into a lookup that fails on a custom endpoint
-            self._call(self.api.create_repo, str(repo), private=private)
+            self._call(self.api.create_repo, str(repo), private=private, repo_type=_repo_type(kind))
             return
         except RepoExistsError:
             pass
-        if private and not self._call(self.api.model_info, str(repo)).private:
+        if private and not self._is_private(repo, kind):
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
 
     def _tag_target(self, repo: RepoId, tag: str) -> str | None:
@@ -117,13 +117,14 @@ class RemoteHub(Hub):
 
         project = dist_name(repo)
         headers = {"Accept": JSON_CONTENT_TYPE, **({"Authorization": f"Bearer {self.token}"} if self.token else {})}
-        page = httpx.get(f"{self.index_url}{project}/", headers=headers, timeout=60)
+        page_url = f"{self.index_url}{project}/"
+        page = httpx.get(page_url, headers=headers, timeout=60)
         if page.status_code != 200:
             return None
         prefix = f"{project.replace('-', '_')}-{version}-"
         for entry in page.json().get("files", []):
             if entry["filename"].startswith(prefix) and entry["filename"].endswith(".whl"):
-                response = httpx.get(entry["url"], headers=headers, timeout=300)
+                response = httpx.get(urljoin(page_url, entry["url"]), headers=headers, timeout=300)  # links are relative
                 if response.status_code != 200:
                     raise error_from_response(response)
                 if hashlib.sha256(response.content).hexdigest() != entry["hashes"]["sha256"]:
@@ -137,11 +138,51 @@ class RemoteHub(Hub):
         parts = urlsplit(self.index_url)  # pip sends the password as HTTP Basic auth, and redacts it in its logs
         return urlunsplit(parts._replace(netloc=f"__token__:{quote(self.token, safe='')}@{parts.netloc}"))
 
+    def _identity(self) -> tuple[str, tuple[str, ...]]:
+        me = self._call(self.api.whoami)
+        namespaces = (me["name"], *(org["name"] for org in me.get("orgs", [])))
+        role = ((me.get("auth") or {}).get("accessToken") or {}).get("role", "write")
+        return str(me["name"]), tuple(namespaces) if role == "write" else ()
+
+    def _is_private(self, repo: RepoId, kind: RepoKind) -> bool:
+        return bool(self._call(self.api.repo_info, str(repo), repo_type=_repo_type(kind)).private)
+
+    def _files_at_main(self, repo: RepoId, kind: RepoKind) -> tuple[str | None, dict[str, str]]:
+        refs = self._call(self.api.list_repo_refs, str(repo), repo_type=_repo_type(kind))
+        head = next((ref.target_commit for ref in refs.branches if ref.name == "main"), None)
+        if head is None:
+            return None, {}
+        tree = self._call(lambda: list(self.api.list_repo_tree(str(repo), revision=head, recursive=True,
+                                                                repo_type=_repo_type(kind))))
+        return head, {entry.path: entry.blob_id for entry in tree if hasattr(entry, "blob_id")}
+
+    def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes:
+        import tempfile
+
+        from huggingface_hub import hf_hub_download
+
+        with tempfile.TemporaryDirectory(prefix="verihub-read-") as scratch:
+            local = self._call(hf_hub_download, str(repo), path, repo_type=_repo_type(kind), revision=revision,
+                               endpoint=self.url, token=self.token or False, cache_dir=scratch)
+            return Path(local).read_bytes()
+
+    def _commit_files(self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *,
+                      parent: str | None) -> str:
+        from huggingface_hub import CommitOperationAdd
+
+        operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]
+        return str(self._call(self.api.create_commit, str(repo), operations, commit_message=message,
+                              repo_type=_repo_type(kind), parent_commit=parent).oid)
+
     # -- translation at the seam -----------------------------------------------------------------------
 
     def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with _translated():
             return function(*args, **kwargs)
+
+
+def _repo_type(kind: RepoKind) -> str | None:
+    return "dataset" if kind == "dataset" else None  # environments and verifiers are models to the client
 
 
 @contextmanager

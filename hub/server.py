@@ -15,18 +15,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
-from verihub.hub.api_routes import account_router, repo_router
+from verihub.hub.api_routes import REPO_MOUNTS, account_router, repo_router
 from verihub.hub.deps import install_error_handlers
 from verihub.hub.index_routes import index_router, project_router
-from verihub.hub.page_routes import listing_router, repo_page_router
+from verihub.hub.page_routes import PAGE_MOUNTS, listing_router, repo_page_router
 from verihub.hub.state import HubState
 
-__all__ = ["ROUTERS", "create_app"]
+__all__ = ["MOUNTS", "ROUTERS", "create_app"]
 
-# In this order: /{owner}/{name} (the package page) must not shadow the API.
-ROUTERS = (account_router, repo_router, index_router, project_router, listing_router, repo_page_router)
+# (router, prefix), in this order: /{owner}/{name} (the package page) must not shadow the API or /datasets/...
+MOUNTS: tuple[tuple[APIRouter, str], ...] = (
+    (account_router, ""), *((repo_router, prefix) for prefix in REPO_MOUNTS), (index_router, ""), (project_router, ""),
+    (listing_router, ""), *((repo_page_router, prefix) for prefix in PAGE_MOUNTS))
+ROUTERS = tuple({id(router): router for router, _ in MOUNTS}.values())
 
 
 def create_app(data: str | Path) -> FastAPI:
@@ -36,6 +39,6 @@ def create_app(data: str | Path) -> FastAPI:
     app = FastAPI(title="verihub hub", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.hub = hub
     install_error_handlers(app)
-    for router in ROUTERS:
-        app.include_router(router)
+    for router, prefix in MOUNTS:
+        app.include_router(router, prefix=prefix)
     return app

@@ -35,8 +35,8 @@ from verihub.hub.ids import RepoId, is_release_like, release_version
 __all__ = ["Commit", "FileEntry", "HubStorage", "RepoExistsError", "RepoNotFoundError", "RevisionNotFoundError",
            "TagExistsError"]
 
-RepoKind = Literal["env", "verifier"]
-KINDS: tuple[RepoKind, ...] = ("env", "verifier")
+RepoKind = Literal["env", "verifier", "dataset"]
+KINDS: tuple[RepoKind, ...] = ("env", "verifier", "dataset")  # one namespace: a name is one kind of repository
 _AUTHOR = {"GIT_AUTHOR_NAME": "verihub", "GIT_AUTHOR_EMAIL": "hub@verihub.invalid",
            "GIT_COMMITTER_NAME": "verihub", "GIT_COMMITTER_EMAIL": "hub@verihub.invalid"}
 _SETTINGS = "verihub.json"  # inside the bare repository: {"private": bool}
@@ -219,17 +219,51 @@ class HubStorage:
             found["branches" if kind == "heads" else "tags"][short] = sha
         return found
 
+    def tag_times(self, repo: RepoId) -> dict[str, tuple[str, int]]:
+        """``{tag: (commit, commit time)}``: what a version history shows, in one git call."""
+        path = self._path(repo, self._require(repo))
+        out = _git(path, "for-each-ref", "--format=%(refname:strip=2)%00%(objectname)%00%(committerdate:unix)", "refs/tags")
+        found = {}
+        for line in out.splitlines():
+            name, sha, stamp = line.split("\0")
+            found[name] = (sha, int(stamp or 0))
+        return found
+
+    def added_at(self, repo: RepoId, name: str, revision: str = "main") -> int | None:
+        """When the commit that added the file ``name`` (as of ``revision``) was made."""
+        path = self._path(repo, self._require(repo))
+        _check_path(name)
+        out = _git(path, "log", "--diff-filter=A", "--format=%ct", "-1", self.resolve(repo, revision), "--", name)
+        return int(out.strip()) if out.strip() else None
+
     def resolve(self, repo: RepoId, revision: str = "main") -> str:
         """The commit id of a tag, a branch or an (abbreviated) hex commit id, in that order: a tag never
         moves, so nothing can shadow it."""
         path = self._path(repo, self._require(repo))
         candidates = [f"refs/tags/{revision}", f"refs/heads/{revision}"] if _REF_NAME.match(revision) else []
+        if candidates:  # both refs in one git call (a ref name has no glob characters: patterns match exactly)
+            found: dict[str, tuple[str, str]] = {}
+            out = _git(path, "for-each-ref", "--format=%(refname)%00%(objecttype)%00%(objectname)", *candidates)
+            for line in out.splitlines():
+                name, kind, sha = line.split("\0")
+                found[name] = kind, sha
+            for ref in candidates:
+                if ref in found and found[ref][0] == "commit":
+                    return found[ref][1]
+                if ref in found:  # an annotated tag: peeled by rev-parse below
+                    break
+            candidates = [ref for ref in candidates if ref in found]
         for candidate in candidates + ([revision] if _HEX.match(revision) else []):
             result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"],
                                     cwd=path, capture_output=True, text=True)
             if result.returncode == 0:
                 return result.stdout.strip()
         raise RevisionNotFoundError(f"{repo} has no revision {revision!r}")
+
+    def commit_time(self, repo: RepoId, revision: str = "main") -> int:
+        """When the commit ``revision`` names was made (one git call, whatever the length of the history)."""
+        path = self._path(repo, self._require(repo))
+        return int(_git(path, "log", "-1", "--format=%ct", self.resolve(repo, revision)).strip())
 
     def tag_target(self, repo: RepoId, tag: str) -> str | None:
         """The commit ``tag`` points at, None if there is no such tag (branches never count)."""
@@ -246,6 +280,17 @@ class HubStorage:
         if result.returncode != 0:
             raise FileNotFoundError(f"{repo}@{revision[:12]} has no file {name!r}")
         return result.stdout
+
+    def read_prefix(self, repo: RepoId, name: str, revision: str, limit: int) -> bytes:
+        """At most the first ``limit`` bytes of a file (a preview of a file that may be large)."""
+        path = self._path(repo, self._require(repo))
+        sha = self.resolve(repo, revision)
+        with subprocess.Popen(["git", "cat-file", "blob", f"{sha}:{name}"], cwd=path, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL) as process:
+            assert process.stdout is not None
+            data = process.stdout.read(limit)
+            process.kill()
+        return data
 
     def history(self, repo: RepoId, revision: str = "main") -> list[Commit]:
         path = self._path(repo, self._require(repo))

@@ -199,12 +199,22 @@ def eval_command(
     judge_model: Annotated[str | None, typer.Option(help="Model for judge layers, overriding the spec.")] = None,
     adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (from `verihub train --lora`) "
                                                  "on top of an hf: or vllm: model.")] = None,
+    push: Annotated[bool, typer.Option("--push", help="Upload the results (results.parquet, metadata.json) to the "
+                                       "hub as a dataset linked to the environment's version: a row of its "
+                                       "leaderboard.")] = False,
+    results_for: Annotated[str | None, typer.Option(help="With --push: the environment's hub repository OWNER/NAME "
+                                                    "(default: the ENV argument when it is one, else "
+                                                    "YOUR_NAMESPACE/ENV_ID).")] = None,
+    hub: HubOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Evaluate environments against a model: rollouts, grades, pass@k, saved results.
 
     With several environments (or `all`), each is evaluated in turn with the same model and a table
     compares them by domain: the before/after check for general capability around a training run."""
     import asyncio
+    import shutil
+    import tempfile
 
     from verihub.environment import load_env
     from verihub.generation import load_backend
@@ -213,6 +223,8 @@ def eval_command(
     if resume and out is None:
         raise typer.BadParameter("--resume needs --out (where the earlier results are)", param_hint="--resume")
     names = sorted(installed_envs()) if envs == ["all"] else envs
+    if results_for is not None and (not push or len(names) > 1):
+        raise typer.BadParameter("takes --push and one environment", param_hint="--results-for")
     environments = [load_env(name, judge_model=judge_model) for name in names]
     if adapter is not None and not (adapter / "adapter_config.json").is_file():
         raise typer.BadParameter(f"{adapter} holds no adapter_config.json (a peft adapter directory)",
@@ -232,9 +244,36 @@ def eval_command(
         finally:
             await backend.aclose()
 
+    scratch = push and out is None  # the results are pushed from the files eval writes
+    if scratch:
+        out = Path(tempfile.mkdtemp(prefix="verihub-eval-"))
     reports = asyncio.run(run_all())
     if len(reports) > 1:
         _print_domains(reports)
+    if push:
+        assert out is not None
+        try:
+            _push_results(names, environments, out, results_for, open_hub(hub, token))
+        except VerihubError as error:
+            if not scratch:
+                raise
+            raise VerihubError(f"{error}\n(the results are kept in {out})") from None
+        if scratch:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _push_results(names: list[str], environments: list[Any], directory: Path, results_for: str | None,
+                  hub: Any) -> None:
+    from verihub.hub.ids import RepoId
+
+    for name, environment in zip(names, environments, strict=True):
+        target = results_for or (name if "/" in name and not Path(name).exists() else None)
+        pushed = hub.push_results(directory / environment.id if len(environments) > 1 else directory,
+                                  RepoId.parse(target) if target else None)
+        where = f"{hub.url}/{pushed.environment}" if hasattr(hub, "url") else str(pushed.environment)
+        done = "pushed" if pushed.created else "already on the hub:"
+        out.print(f"{done} results of {pushed.environment}@{pushed.version} to the dataset {pushed.dataset} "
+                  f"(run {pushed.run}{', private' if pushed.private else ''}); leaderboard: {where}", highlight=False)
 
 
 async def _evaluate_one(environment: Any, backend: Any, model: str, out: Path | None, options: dict[str, Any]) -> Any:

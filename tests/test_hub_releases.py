@@ -13,6 +13,7 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -232,7 +233,8 @@ def test_a_server_restart_completes_a_release_cut_short(tmp_path: Path, monkeypa
         index = httpx.get(f"{url}/simple/alice-restarted/", headers=JSON_INDEX).json()
         assert index["versions"] == ["0.1.0"] and len(index["files"]) == 2
         for entry in index["files"]:
-            assert hashlib.sha256(httpx.get(entry["url"]).content).hexdigest() == entry["hashes"]["sha256"]
+            served = httpx.get(urljoin(f"{url}/simple/alice-restarted/", entry["url"])).content  # links are relative
+            assert hashlib.sha256(served).hexdigest() == entry["hashes"]["sha256"]
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -287,7 +289,7 @@ def test_concurrent_pushes_through_the_server_end_consistent(hub_server: HubServ
     for entry in index["files"]:
         version = entry["filename"].split("-")[1].removesuffix(".tar.gz")
         tagged = httpx.get(f"{hub_server.url}/alice/racing/resolve/{tags['v' + version]}/dist/{entry['filename']}")
-        served = httpx.get(entry["url"]).content
+        served = httpx.get(urljoin(f"{hub_server.url}/simple/alice-racing/", entry["url"])).content
         assert served == tagged.content and hashlib.sha256(served).hexdigest() == entry["hashes"]["sha256"]
 
 

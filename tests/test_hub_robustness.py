@@ -200,12 +200,20 @@ def test_garbage_never_gets_a_500(hub_server: HubServer, repo: str) -> None:
     import random
 
     rng = random.Random(12)
+    httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "sturdy-data", "type": "dataset"},
+               headers=alice(hub_server))
     routes = [("POST", "/api/repos/create"), ("DELETE", "/api/repos/delete"), ("POST", "/api/validate-yaml"),
               ("POST", "/api/models/alice/sturdy/tag/main"), ("POST", "/api/models/alice/sturdy/branch/x"),
               ("POST", "/api/models/alice/sturdy/preupload/main"), ("POST", "/api/models/alice/sturdy/commit/main"),
               ("POST", "/api/models/alice/sturdy/paths-info/main"), ("GET", "/api/models/alice/sturdy/tree/main"),
-              ("GET", "/simple/"), ("GET", "/api/models")]
-    for _ in range(120):
+              ("GET", "/simple/"), ("GET", "/api/models"), ("GET", "/api/datasets"), ("GET", "/"),
+              ("POST", "/api/datasets/alice/sturdy-data/commit/main"), ("GET", "/api/datasets/alice/sturdy-data/tree/main"),
+              ("GET", "/datasets/alice/sturdy-data"), ("GET", "/alice/sturdy")]
+    for query in ("\0abc", "ab\0c", '"\0"', "NEAR(a", "*" * 300):  # what a search index's query syntax would choke on
+        for path in ("/api/models", "/api/datasets", "/"):
+            response = httpx.get(f"{hub_server.url}{path}", params={"search" if path != "/" else "q": query})
+            assert response.status_code == 200, (path, query, response.text[:200])
+    for _ in range(160):
         method, path = rng.choice(routes)
         body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 300)))
         params = {rng.choice(["limit", "search", "recursive", "author", "filter"]): body[:20].decode("latin-1")}

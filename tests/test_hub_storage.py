@@ -87,3 +87,23 @@ def test_listing_and_deleting(storage: HubStorage) -> None:
     assert storage.repos("verifier") == [(RepoId("acme", "rules"), "verifier")]
     storage.delete_repo(REPO)
     assert storage.kind_of(REPO) is None
+
+
+def test_revisions_resolve_tags_first_in_one_lookup(storage: HubStorage, tmp_path: Path) -> None:
+    """Tags, then branches, then hex ids; an annotated tag (a repository pushed into the directory with git)
+    peels to its commit; nothing else resolves."""
+    import subprocess
+
+    first = storage.commit(REPO, {"a": b"1"}, "one")
+    second = storage.commit(REPO, {"a": b"2"}, "two")
+    git = storage.root / "repos" / "env" / REPO.owner / f"{REPO.name}.git"
+    env = {"GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "tag", "-a", "-m", "annotated", "v0.9.0", first], cwd=git, check=True, env=env)
+    subprocess.run(["git", "update-ref", "refs/heads/shadow", second], cwd=git, check=True)
+    subprocess.run(["git", "update-ref", "refs/tags/shadow", first], cwd=git, check=True)  # from before the rule
+    assert storage.resolve(REPO, "v0.9.0") == first and storage.resolve(REPO, "shadow") == first
+    assert storage.resolve(REPO, "main") == second and storage.resolve(REPO, second[:8]) == second
+    assert storage.resolve(REPO, first) == first and storage.commit_time(REPO, first) > 0
+    for missing in ("v9", "refs/heads/main", "0" * 40, "sha*", "main^", "-h"):
+        with pytest.raises(RevisionNotFoundError):
+            storage.resolve(REPO, missing)

@@ -248,7 +248,8 @@ def test_every_route_goes_through_the_visibility_rule() -> None:
 
     scoped = {deps.visible_repo, deps.visible_project}
     unscoped = {("GET", "/api/whoami-v2"), ("POST", "/api/repos/create"), ("DELETE", "/api/repos/delete"),
-                ("POST", "/api/validate-yaml"), ("GET", "/api/models"), ("GET", "/simple/"), ("GET", "/")}
+                ("POST", "/api/validate-yaml"), ("GET", "/api/models"), ("GET", "/api/datasets"), ("GET", "/simple/"),
+                ("GET", "/")}
     seen = set()
     for router in ROUTERS:
         guards = {dependency.dependency for dependency in router.dependencies if isinstance(dependency, Depends)}
