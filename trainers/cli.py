@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 import yaml
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from verihub.trainers.display import DisplayMode
 
 __all__ = ["plot_command", "sft_command", "train_command"]
 
@@ -103,11 +106,11 @@ def plot_command(
         out.print(f"wrote {path}")
 
 
-def _display(quiet: bool, log_format: str) -> str:
+def _display(quiet: bool, log_format: str) -> DisplayMode:
     if quiet and log_format != "rich":
         raise typer.BadParameter("--quiet shows the summary only; --log-format json prints every step: use one",
                                  param_hint="--quiet")
-    return "quiet" if quiet else log_format
+    return "quiet" if quiet else "json" if log_format == "json" else "rich"
 
 
 def _said(display: str, message: str) -> None:
