@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUNDLED = ("compare", "sums")
 MIX = {"demo/compare@^1.0": 0.75, "demo/sums@^1.0": 0.25}  # what SFT and GRPO train on
 
-console = Console()
+console = Console(soft_wrap=True)  # paths stay whole, even in a narrow terminal or a log
 
 
 def publish_and_install(hub_dir: Path, python: str) -> None:
@@ -125,20 +125,21 @@ def train(out: Path, args: argparse.Namespace) -> None:
     from verihub.trainers.heldout import heldout_split
     from verihub.trainers.plot import plot_run
 
-    table = Table(box=box.SIMPLE_HEAD)
-    for column in ("environment", "tasks", "decoding", "SFT", "SFT + GRPO", "change", "faulted"):
-        table.add_column(column, justify="left" if column in ("environment", "decoding") else "right")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fits 80 columns
+    for column in ("environment", "tasks", "decoding", "SFT", "SFT+GRPO", "change", "faulted"):
+        table.add_column(column, justify="left" if column in ("environment", "decoding") else "right",
+                         no_wrap=column in ("environment", "decoding"))
     for item in mix:
         held = str(min(args.heldout_tasks, len(item.env.dataset(heldout_split(item)))))
         for row, mode in enumerate(mode for mode in before if item.name in before[mode]):
             first, last = before[mode][item.name], after[mode][item.name]
             change = last.pass_rate - first.pass_rate
             table.add_row(item.name if row == 0 else "", held if row == 0 else "", mode, f"{first.pass_rate:.1%}",
-                          f"{last.pass_rate:.1%}", f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f} pts[/]",
+                          f"{last.pass_rate:.1%}", f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f}[/]",
                           f"{first.faulted}/{last.faulted} of {first.samples}")
     console.print(table)
-    console.print("tasks: held-out tasks per environment; faulted: samples whose grade faulted (SFT/SFT + GRPO), "
-                  "counted as failed in these rates", highlight=False)
+    console.print("tasks: held-out tasks per environment; change: points of pass@1; faulted: samples whose grade "
+                  "faulted (SFT/SFT+GRPO), counted as failed in these rates", highlight=False)
     curves = plot_run(out / "grpo")
     if curves:
         console.print(f"curves in {curves[0].parent}: {', '.join(path.name for path in curves)}", highlight=False)

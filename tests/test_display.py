@@ -23,14 +23,16 @@ LOGS: dict[str, Any] = {
 }
 
 
-def drive(display: RunDisplay, steps: int, *, main: bool = True, logs: dict[str, Any] = LOGS) -> None:
-    """What TRL's trainer calls: begin, then per step its end and a log, then the end of training."""
+def drive(display: RunDisplay, steps: int, *, main: bool = True, logs: dict[str, Any] = LOGS,
+          log_every: int = 1) -> None:
+    """What TRL's trainer calls: begin, then per step its end (and every log_every steps a log), then the end."""
     state = SimpleNamespace(is_world_process_zero=main, max_steps=steps, global_step=0)
     display.on_train_begin(None, state, None)
     for step in range(1, steps + 1):
         state.global_step = step
         display.on_step_end(None, state, None)
-        display.on_log(None, state, None, logs=dict(logs))
+        if step % log_every == 0:
+            display.on_log(None, state, None, logs=dict(logs))
     display.on_train_end(None, state, None)
 
 
@@ -68,6 +70,10 @@ def test_without_a_terminal_a_few_plain_lines_however_many_steps() -> None:
                                                            "GRPO 300/400 (75%)"]
     assert "compare: reward 0.62, pass rate 61.2%, held-out 58.0%, faults 0, curriculum 71%" in lines[4]
     assert "\x1b" not in out.file.getvalue()
+
+    out = console(terminal=False)
+    drive(RunDisplay("SFT", console=out), 8, log_every=8)  # one log, at the end: no quarter line, the summary
+    assert [line.split(" · ")[0] for line in out.file.getvalue().splitlines()] == ["SFT: 8 steps", "SFT: 8 steps in 0:00"]
 
 
 def test_quiet_prints_the_summary_only() -> None:

@@ -213,12 +213,12 @@ class RunDisplay(TrainerCallback):
                           if isinstance(state.latest.get(key), (int, float)))
 
     def _quarter_reached(self, step: int) -> bool:
-        """True once per quarter of the run (a plain line then), the last quarter being the summary's."""
+        """True once per quarter of the run (a plain line then); the end is the summary's."""
         reached = False
         while self._next_quarter < QUARTERS and step >= self._state.max_steps * self._next_quarter / QUARTERS:
             self._next_quarter += 1
             reached = True
-        return reached
+        return reached and step < self._state.max_steps
 
     def _is_live(self) -> bool:
         console = self.console
