@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,16 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = ("compare", "sums")
 MIX = {"demo/compare@^1.0": 0.75, "demo/sums@^1.0": 0.25}  # what SFT and GRPO train on
 
-console = Console()
+console = Console(soft_wrap=True)  # paths stay whole, even in a narrow terminal or a log
 
 
 def publish_and_install(hub_dir: Path, python: str) -> None:
@@ -47,26 +45,33 @@ def publish_and_install(hub_dir: Path, python: str) -> None:
     for name in BUNDLED:
         result = hub.push(REPO / "envs" / name, owner="demo")
         state = "published" if result.created else "already published"
-        console.print(f"hub: {state} {result.repo}@{result.version} ({', '.join(result.files)})")
+        console.print(f"hub: {state} {result.repo}@{result.version} ({len(result.files)} files) in {hub_dir}",
+                      highlight=False)
     for name in BUNDLED:
         repo, version = hub.install(f"demo/{name}@^1.0", python=python)
-        console.print(f"pip: installed {repo}@{version} from {hub.index_url} into {python}")
+        console.print(f"pip: installed {repo}@{version} from the hub's index into {Path(python).parents[1]}",
+                      highlight=False)
 
 
-def measure(model: str, adapter: str | None, mix: list, tasks: int) -> dict[str, dict[str, Any]]:
+def measure(model: str, adapter: str | None, mix: list, tasks: int, what: str) -> dict[str, dict[str, Any]]:
     """Held-out pass@1 of every environment (a HeldoutRate, faults counted as failed and counted):
     greedy, and with the environment's own eval sampling."""
     from verihub.generation import Sampling
     from verihub.trainers.heldout import heldout_pass_rates
 
-    rates = {"greedy": heldout_pass_rates(model, mix, adapter=adapter, tasks=tasks,
-                                          sampling=Sampling(temperature=0.0, max_tokens=32))}
-    for item in mix:
-        spec = item.env.spec.eval
-        mode = f"T={spec.temperature:g}, {spec.k} samples"
-        sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=tasks, samples=spec.k,
-                                     sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0))
-        rates.setdefault(mode, {}).update(sampled)
+    began = time.perf_counter()
+    with console.status(f"held-out pass@1 of {what}: {tasks} tasks per environment..."):
+        rates = {"greedy": heldout_pass_rates(model, mix, adapter=adapter, tasks=tasks,
+                                              sampling=Sampling(temperature=0.0, max_tokens=32))}
+        for item in mix:
+            spec = item.env.spec.eval
+            mode = f"T={spec.temperature:g}, {spec.k} samples"
+            sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=tasks, samples=spec.k,
+                                         sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0))
+            rates.setdefault(mode, {}).update(sampled)
+    greedy = ", ".join(f"{env} {rate.pass_rate:.1%}" for env, rate in rates["greedy"].items())
+    console.print(f"held-out pass@1 of {what} (greedy): {greedy} ({time.perf_counter() - began:.0f}s)",
+                  highlight=False)
     return rates
 
 
@@ -110,29 +115,64 @@ def train(out: Path, args: argparse.Namespace) -> None:
         shutil.rmtree(out / stale, ignore_errors=True)
     start = time.perf_counter()
 
-    import datasets
-    from transformers.utils import logging as hf_logging
+    from verihub.trainers.runlog import TRL_LOG, RunLog
 
-    from verihub.trainers import GRPOTrainer, SFTTrainer
+    # what transformers and TRL print outside the trainers (model loads, the tiny model's save) goes here
+    with RunLog(out / TRL_LOG):
+        mix, before, after, sft_s = _stages(out, args, seed)
+
+    console.rule("4. held-out pass@1, SFT checkpoint vs SFT + GRPO adapter")
     from verihub.trainers.heldout import heldout_split
-    from verihub.trainers.mixture import resolve_envs
     from verihub.trainers.plot import plot_run
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fits 80 columns
+    for column in ("environment", "tasks", "decoding", "SFT", "SFT+GRPO", "change", "faulted"):
+        table.add_column(column, justify="left" if column in ("environment", "decoding") else "right",
+                         no_wrap=column in ("environment", "decoding"))
+    for item in mix:
+        held = str(min(args.heldout_tasks, len(item.env.dataset(heldout_split(item)))))
+        for row, mode in enumerate(mode for mode in before if item.name in before[mode]):
+            first, last = before[mode][item.name], after[mode][item.name]
+            change = last.pass_rate - first.pass_rate
+            table.add_row(item.name if row == 0 else "", held if row == 0 else "", mode, f"{first.pass_rate:.1%}",
+                          f"{last.pass_rate:.1%}", f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f}[/]",
+                          f"{first.faulted}/{last.faulted} of {first.samples}")
+    console.print(table)
+    console.print("tasks: held-out tasks per environment; change: points of pass@1; faulted: samples whose grade "
+                  "faulted (SFT/SFT+GRPO), counted as failed in these rates", highlight=False)
+    curves = plot_run(out / "grpo")
+    if curves:
+        console.print(f"curves in {curves[0].parent}: {', '.join(path.name for path in curves)}", highlight=False)
+    summary = {**_by_stage(before, after, "pass_rate"), "faulted": _by_stage(before, after, "faulted"),
+               "sft_s": round(sft_s, 1),
+               "total_s": round(time.perf_counter() - start, 1)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(f"done in {summary['total_s']:.0f}s; {out / 'summary.json'}, metrics in "
+                  f"{out / 'grpo' / 'metrics.jsonl'}", highlight=False)
+
+
+Rates = dict[str, dict[str, Any]]  # decoding mode -> environment -> HeldoutRate
+
+
+def _stages(out: Path, args: argparse.Namespace, seed: int) -> tuple[list[Any], Rates, Rates, float]:
+    """Stages 2 and 3: the mix, the tiny model, SFT, held-out before, GRPO, held-out after."""
+    start = time.perf_counter()
+    from verihub.trainers import GRPOTrainer, SFTTrainer
+    from verihub.trainers.mixture import resolve_envs
     from verihub.trainers.tiny import make_tiny_model
 
-    hf_logging.set_verbosity_error()
-    datasets.disable_progress_bars()
     mix = resolve_envs(MIX)  # installed now: loads them from the demo venv's site-packages
-    for item in mix:
-        console.print(f"{item.name}: {item.env!r}, weight {item.weight:.2f}")
+    console.print("mix: " + ", ".join(f"{item.env.id}@{item.env.version} (weight {item.weight:.2f})" for item in mix)
+                  + f", loaded from {out / 'venv'}", highlight=False)
 
     console.rule("2. tiny model, SFT warm start")
     model = make_tiny_model(out / "model", seed=seed, hidden_size=128, layers=2, heads=4)
-    cpu = {"gradient_checkpointing": False, "disable_tqdm": True}  # a tiny model: recomputing activations buys nothing
+    cpu = {"activation_checkpointing": False}  # a tiny model: recomputing activations buys nothing
     SFTTrainer(str(model), MIX, demos=args.sft_demos or None, output_dir=out / "sft", seed=seed,
                max_steps=args.sft_steps, learning_rate=1e-3, per_device_train_batch_size=32,
-               lr_scheduler_type="cosine", warmup_steps=20, logging_steps=50, **cpu).train()
+               lr_scheduler_type="cosine", warmup_steps=20, logging_steps=10, **cpu).train()
     sft_s = time.perf_counter() - start
-    before = measure(f"hf:{out / 'sft'}", None, mix, args.heldout_tasks)
+    before = measure(f"hf:{out / 'sft'}", None, mix, args.heldout_tasks, "the SFT checkpoint")
 
     console.rule("3. GRPO with LoRA on the mix, adaptive curriculum")
     GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=100,
@@ -140,29 +180,8 @@ def train(out: Path, args: argparse.Namespace) -> None:
                 max_steps=args.grpo_steps, learning_rate=1e-3, beta=0.04, lr_scheduler_type="constant",
                 num_generations=8, per_device_train_batch_size=64, max_completion_length=20, logging_steps=5,
                 **cpu).train()
-    after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix, args.heldout_tasks)
-
-    console.rule("4. held-out pass@1, SFT checkpoint vs SFT + GRPO adapter")
-    table = Table()
-    for column in ("environment", "held-out tasks", "decoding", "SFT", "SFT + GRPO", "change", "faulted samples"):
-        table.add_column(column, justify="left" if column in ("environment", "decoding") else "right")
-    for item in mix:
-        held = str(min(args.heldout_tasks, len(item.env.dataset(heldout_split(item)))))
-        for mode in (mode for mode in before if item.name in before[mode]):
-            first, last = before[mode][item.name], after[mode][item.name]
-            change = last.pass_rate - first.pass_rate
-            table.add_row(item.name, held, mode, f"{first.pass_rate:.1%}", f"{last.pass_rate:.1%}",
-                          f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f} pts[/]",
-                          f"{first.faulted} / {last.faulted} of {first.samples}")
-    console.print(table)
-    console.print("a faulted sample counts as failed in these rates")
-    for path in plot_run(out / "grpo"):
-        console.print(f"curve: {path}")
-    summary = {**_by_stage(before, after, "pass_rate"), "faulted": _by_stage(before, after, "faulted"),
-               "sft_s": round(sft_s, 1),
-               "total_s": round(time.perf_counter() - start, 1)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    console.print(f"done in {summary['total_s']:.0f}s; {out / 'summary.json'}, metrics in {out / 'grpo' / 'metrics.jsonl'}")
+    after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix, args.heldout_tasks, "SFT + the GRPO adapter")
+    return mix, before, after, sft_s
 
 
 def _by_stage(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], field: str) -> dict[str, Any]:

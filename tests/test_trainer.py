@@ -204,3 +204,87 @@ def test_grpo_with_vllm_colocate_on_gpu(tiny_model: Path, tmp_path: Path) -> Non
     trainer.train()
     assert (tmp_path / "run" / "adapter_config.json").is_file()
     assert metrics(tmp_path / "run")[-1]["step"] == 2
+
+
+CRASHING_SPEC = """\
+id: crashing
+version: 0.1.0
+domain: math
+description: Sums, graded by a check that always crashes.
+dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
+prompt:
+  user: "What is {question}?"
+verifier:
+  - {name: correct, layer: check, use: "crashing_check:score"}
+gold:
+  reference: '{answer}'
+"""
+
+
+def strict_json(line: str) -> dict[str, Any]:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    record = json.loads(line, parse_constant=refuse)
+    assert isinstance(record, dict)
+    return record
+
+
+def test_train_log_format_json_is_all_stdout_holds_and_trl_lines_go_to_the_run_dir(
+        tiny_model: Path, tmp_path: Path, make_env: Any) -> None:
+    crashing = make_env(CRASHING_SPEC, files={"crashing_check.py": "def score(completion, task):\n"
+                                              "    raise RuntimeError('the checker crashed')\n"}, name="crashing")
+    out = tmp_path / "grpo"
+    trained = run("train", "--model", str(tiny_model), "--env", "envs/arithmetic", "--env", str(crashing),
+                  "--max-steps", "3", "--output-dir", str(out), "--log-format", "json", *FAST)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    records = [strict_json(line) for line in trained.stdout.splitlines()]  # every line, nothing else
+    steps = [record for record in records if "loss" in record]
+    assert [(r["stage"], r["step"], r["max_steps"]) for r in steps] == [("grpo", 1, 3), ("grpo", 2, 3), ("grpo", 3, 3)]
+    assert {"verihub/arithmetic/pass_rate", "verihub/arithmetic/reward", "verihub/crashing/fault_rate",
+            "verihub/curriculum/arithmetic/1"} <= set(steps[0])
+    assert "train_runtime" in records[-1]  # TRL's closing log is a record like the others
+    trl_log = (out / "trl.log").read_text()
+    assert trl_log.count("{'step': ") == len(records) and "{'step': 1, 'loss': " in trl_log
+    assert "{'" not in trained.stdout + trained.stderr  # TRL's printer is gone from the terminal
+    # TRL's notice about rows that no reward function scored: in the run log, not on the terminal
+    assert "All reward functions returned None" in trl_log and "All reward functions" not in trained.stderr
+    assert "Warning" not in trained.stderr and "deprecated" not in trained.stderr  # the dependencies' warnings
+    assert "environment fault in crashing (no reward, not scored as wrong)" in trained.stderr  # ours still shows
+    assert f"saved the model and metrics.jsonl to {out}" in trained.stderr
+
+
+def test_sft_quiet_prints_the_summary_only_and_without_a_terminal_a_few_lines(tiny_model: Path, tmp_path: Path) -> None:
+    quiet = run("sft", "--model", str(tiny_model), "--env", "envs/arithmetic", "--max-steps", "12", "--quiet",
+                "--output-dir", str(tmp_path / "quiet"), "--set", "logging_steps=1")
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    lines = quiet.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("SFT: 12 steps in ") and " · loss " in lines[0]
+    assert lines[1:] == [f"TRL's log lines: {tmp_path / 'quiet' / 'trl.log'}", f"saved the model to {tmp_path / 'quiet'}"]
+    assert (tmp_path / "quiet" / "trl.log").read_text().count("{'step': ") == 13  # 12 steps and TRL's closing line
+    assert "Warning" not in quiet.stderr and "deprecated" not in quiet.stderr
+
+    piped = run("sft", "--model", str(tiny_model), "--env", "envs/arithmetic", "--max-steps", "12",
+                "--output-dir", str(tmp_path / "piped"), "--set", "logging_steps=1")  # stdout is a pipe
+    assert piped.returncode == 0, piped.stderr[-3000:]
+    lines = piped.stdout.splitlines()
+    assert len(lines) == 7, piped.stdout  # the start, three quarters, the summary, the log file, saved
+    assert [line.split(",")[0] for line in lines[1:4]] == ["SFT 3/12 (25%)", "SFT 6/12 (50%)", "SFT 9/12 (75%)"]
+    assert "\x1b" not in piped.stdout and "{'" not in piped.stdout + piped.stderr
+
+    both = run("sft", "--model", str(tiny_model), "--env", "envs/arithmetic", "--quiet", "--log-format", "json")
+    assert both.returncode == 2 and "use one" in flat(both.stderr)
+
+
+def test_a_multi_process_run_displays_on_the_main_process_only(tiny_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sft"
+    launched = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                               "-m", "verihub.cli", "sft", "--model", str(tiny_model), "--env", "envs/arithmetic",
+                               "--max-steps", "3", "--log-format", "json", "--output-dir", str(out),
+                               "--set", "logging_steps=1", "--set", "ddp_backend=gloo"],
+                              capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    records = [strict_json(line) for line in launched.stdout.splitlines()]
+    assert [record["step"] for record in records] == [1, 2, 3, 3]  # once each (and TRL's closing line), not twice
+    assert launched.stderr.count("saved the model to") == 1
+    assert (out / "trl.log").read_text().count("{'step': ") == 4 and (out / "trl.rank1.log").is_file()

@@ -1,15 +1,21 @@
 """``verihub train``, ``verihub sft`` and ``verihub plot``: the trainers from the command line.
 
-Registered on the main CLI (:mod:`verihub.cli`); torch and TRL load only when a command runs.
+Registered on the main CLI (:mod:`verihub.cli`); torch and TRL load only when a command runs. Both
+trainers show the run display (:mod:`verihub.trainers.display`): ``--quiet`` for the summary only,
+``--log-format json`` for a JSON object per logging step on stdout (and nothing else there).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from verihub.trainers.display import DisplayMode
 
 __all__ = ["plot_command", "sft_command", "train_command"]
 
@@ -23,6 +29,11 @@ StepsOption = Annotated[int, typer.Option("--max-steps", help="Optimizer steps (
 HubOption = Annotated[str | None, typer.Option("--hub", help="Hub URL or directory to install OWNER/NAME envs from.")]
 SetOption = Annotated[list[str], typer.Option("--set", help="KEY=VALUE for the TRL config, repeatable "
                                                "(e.g. --set learning_rate=5e-6 --set num_generations=8).")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No live display: only the summary at the end.")]
+LogFormatOption = Annotated[Literal["rich", "json"], typer.Option(
+    "--log-format", help="rich: the live display (plain lines when stdout is not a terminal); json: one JSON "
+                         "object per logging step on stdout, nothing else there. TRL's raw log lines go to "
+                         "OUTPUT_DIR/trl.log either way.")]
 
 
 def train_command(
@@ -36,6 +47,8 @@ def train_command(
     heldout_every: Annotated[int, typer.Option(help="Evaluate held-out tasks every N steps (0: never).")] = 0,
     hub: HubOption = None,
     overrides: SetOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    quiet: QuietOption = False,
+    log_format: LogFormatOption = "rich",
 ) -> None:
     """GRPO (TRL) on a weighted mix of environments; rewards from their verifiers, faults never scored 0."""
     from verihub.trainers.grpo import GRPOTrainer
@@ -43,11 +56,13 @@ def train_command(
 
     if curriculum not in ("none", "adaptive"):
         raise typer.BadParameter("use none or adaptive", param_hint="--curriculum")
+    display = _display(quiet, log_format)
     trainer = GRPOTrainer(model, dict(parse_env_option(option) for option in env), lora=lora or None,
                           use_vllm=use_vllm, curriculum=curriculum, hub=hub, heldout_every=heldout_every,
-                          output_dir=output_dir, max_steps=max_steps, **_overrides(overrides))
+                          output_dir=output_dir, max_steps=max_steps, display=display, **_overrides(overrides))
     trainer.train()
-    out.print(f"saved {'the LoRA adapter' if lora else 'the model'} and metrics.jsonl to {output_dir}")
+    if trainer.main_process:
+        _said(display, f"saved {'the LoRA adapter' if lora else 'the model'} and metrics.jsonl to {output_dir}")
 
 
 def sft_command(
@@ -59,16 +74,20 @@ def sft_command(
     output_dir: Annotated[Path, typer.Option("--output-dir", help="Where the model (or adapter) goes.")] = Path("runs/sft"),
     hub: HubOption = None,
     overrides: SetOption = [],  # noqa: B006
+    quiet: QuietOption = False,
+    log_format: LogFormatOption = "rich",
 ) -> None:
     """Supervised warm start (TRL SFTTrainer) on the environments' reference answers and shipped trajectories."""
     from verihub.trainers.mixture import parse_env_option
     from verihub.trainers.sft import SFTTrainer
 
+    display = _display(quiet, log_format)
     trainer = SFTTrainer(model, dict(parse_env_option(option) for option in env), lora=lora or None,
                          trajectories=trajectories, hub=hub, output_dir=output_dir, max_steps=max_steps,
-                         **_overrides(overrides))
+                         display=display, **_overrides(overrides))
     trainer.train()
-    out.print(f"saved {'the LoRA adapter' if lora else 'the model'} to {output_dir}")
+    if trainer.main_process:
+        _said(display, f"saved {'the LoRA adapter' if lora else 'the model'} to {output_dir}")
 
 
 def plot_command(
@@ -84,6 +103,21 @@ def plot_command(
         raise typer.BadParameter(str(error), param_hint="RUN_DIR") from None
     for path in written:
         out.print(f"wrote {path}")
+
+
+def _display(quiet: bool, log_format: str) -> DisplayMode:
+    if quiet and log_format != "rich":
+        raise typer.BadParameter("--quiet shows the summary only; --log-format json prints every step: use one",
+                                 param_hint="--quiet")
+    return "quiet" if quiet else "json" if log_format == "json" else "rich"
+
+
+def _said(display: str, message: str) -> None:
+    """The command's last word: on stderr under --log-format json, whose stdout holds only JSON lines."""
+    if display == "json":
+        print(message, file=sys.stderr)
+    else:
+        out.print(message, highlight=False, soft_wrap=True)
 
 
 def _overrides(pairs: list[str]) -> dict[str, Any]:

@@ -30,9 +30,11 @@ from verihub.generation import Sampling
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
 from verihub.trainers.heldout import heldout_pass_rates
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
-from verihub.trainers.models import TrainerRun, load_tokenizer, lora_config, precision_defaults, require_vllm
+from verihub.trainers.display import DisplayMode, check_display, finite
+from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config, require_vllm
 from verihub.trainers.monitors import MonitorKnobs, RunMonitor
 from verihub.trainers.rewards import EnvReward, GradeLedger
+from verihub.trainers.runlog import TRL_LOG, RunLog
 from verihub.trainers.toolenv import environment_class
 
 __all__ = ["METRICS_FILE", "GRPOTrainer"]
@@ -54,7 +56,9 @@ class GRPOTrainer(TrainerRun):
     ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
     for the held-out alerts and curves (0: never): pass@1 over ``heldout_samples`` samples per task at
     ``heldout_temperature`` (default greedy), a faulted sample counting as failed, the faults logged
-    beside it. The rest goes to ``trl.GRPOConfig``.
+    beside it. ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"``
+    (the summary only) or ``"json"`` (a JSON object per logging step on stdout), see
+    :mod:`.display`; TRL's own log lines go to ``output_dir/trl.log``. The rest goes to ``trl.GRPOConfig``.
     """
 
     def __init__(
@@ -73,45 +77,51 @@ class GRPOTrainer(TrainerRun):
         heldout_temperature: float = 0.0,
         monitor: MonitorKnobs | None = None,
         callbacks: Sequence[TrainerCallback] = (),
+        display: DisplayMode = "rich",
         output_dir: str | Path = "runs/grpo",
         **grpo_config_overrides: Any,
     ) -> None:
+        check_display(display)
         if use_vllm:
             require_vllm()
-        self.mix = resolve_envs(envs, hub=hub)
-        self.tokenizer = load_tokenizer(model, tokenizer)
-        self.config = trl.GRPOConfig(**{**self._defaults(), "output_dir": str(output_dir), "use_vllm": use_vllm,
-                                        **grpo_config_overrides})
-        self.curriculum = make_curriculum(curriculum)
-        self.ledger = GradeLedger()
-        self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
-        self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
-        self.heldout_temperature = heldout_temperature
-        self.alerts: list[str] = []
-        dataset = mixed_dataset(self.mix, "train")
-        sizes: dict[tuple[str, str], int] = {}
-        for env, difficulty in zip(dataset["environment"], dataset["difficulty"], strict=True):
-            sizes[(env, difficulty)] = sizes.get((env, difficulty), 0) + 1
-        self.curriculum.bind(sizes, {item.name: item.weight for item in self.mix})
-        self.trl = _TRLTrainer(
-            run=self,
-            model=model,
-            reward_funcs=[EnvReward(item, self.ledger) for item in self.mix],
-            args=self.config,
-            train_dataset=dataset,
-            processing_class=self.tokenizer,
-            peft_config=lora_config(lora),
-            environment_factory=self._environment_factories(),
-            callbacks=[_MetricsFile(self), *([_Heldout(self)] if heldout_every else []), *callbacks],
-        )
+        self.run_log = RunLog(Path(output_dir) / TRL_LOG)
+        with self.run_log:  # the dependencies' notices while TRL sets up (model loading, config) go there too
+            self.mix = resolve_envs(envs, hub=hub)
+            self.tokenizer = load_tokenizer(model, tokenizer)
+            self.config = trl.GRPOConfig(**{**self._defaults(), "output_dir": str(output_dir), "use_vllm": use_vllm,
+                                            **grpo_config_overrides})
+            self.curriculum = make_curriculum(curriculum)
+            self.ledger = GradeLedger()
+            self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
+            self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
+            self.heldout_temperature = heldout_temperature
+            self.alerts: list[str] = []
+            dataset = mixed_dataset(self.mix, "train")
+            sizes: dict[tuple[str, str], int] = {}
+            for env, difficulty in zip(dataset["environment"], dataset["difficulty"], strict=True):
+                sizes[(env, difficulty)] = sizes.get((env, difficulty), 0) + 1
+            self.curriculum.bind(sizes, {item.name: item.weight for item in self.mix})
+            self.trl = _TRLTrainer(
+                run=self,
+                model=model,
+                reward_funcs=[EnvReward(item, self.ledger) for item in self.mix],
+                args=self.config,
+                train_dataset=dataset,
+                processing_class=self.tokenizer,
+                peft_config=lora_config(lora),
+                environment_factory=self._environment_factories(),
+                callbacks=[*self._shown("GRPO", display), _MetricsFile(self),
+                           *([_Heldout(self)] if heldout_every else []), *callbacks],
+            )
+            self._drop_printers()
 
     @property
     def metrics_path(self) -> Path:
         return Path(self.config.output_dir) / METRICS_FILE
 
     def _defaults(self) -> dict[str, Any]:
-        """What differs from TRL's defaults: precision that works on CPU, per-step logs, tool turns by spec."""
-        defaults: dict[str, Any] = {**precision_defaults(), "logging_steps": 1, "save_strategy": "no",
+        """What differs from TRL's defaults: settings that work on CPU, per-step logs, tool turns by spec."""
+        defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no",
                                     "report_to": "none"}
         turns = [item.env.spec.interaction.max_turns for item in self.mix if item.multi_turn]
         if turns:
@@ -192,7 +202,7 @@ class _MetricsFile(TrainerCallback):
         if self.run.alerts:
             record["alerts"] = self.run.alerts
         with self.run.metrics_path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json.dumps(finite(record)) + "\n")
 
 
 class _Heldout(TrainerCallback):

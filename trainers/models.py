@@ -1,4 +1,4 @@
-"""What both trainers need before TRL starts: the tokenizer, the LoRA config, precision, vLLM."""
+"""What both trainers need around TRL's: the tokenizer, the LoRA config, device defaults, vLLM, the display."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from verihub.errors import MissingDependencyError
+from verihub.trainers.display import DisplayMode, RunDisplay
+from verihub.trainers.runlog import RunLog, TRLLogLines
 
-__all__ = ["LORA_DEFAULTS", "TrainerRun", "load_tokenizer", "lora_config", "precision_defaults", "require_vllm"]
+__all__ = ["LORA_DEFAULTS", "TrainerRun", "device_defaults", "load_tokenizer", "lora_config", "require_vllm"]
 
 LORA_DEFAULTS: dict[str, Any] = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear",
                                  "task_type": "CAUSAL_LM"}
@@ -52,11 +54,13 @@ def load_tokenizer(model: Any, tokenizer: Any = None) -> Any:
     return loaded
 
 
-def precision_defaults() -> dict[str, Any]:
-    """bf16 where a GPU supports it; float32 on CPU (TRL's bf16 default refuses to start there)."""
+def device_defaults() -> dict[str, Any]:
+    """bf16 where a GPU supports it, float32 on CPU (TRL's bf16 default refuses to start there); pinned
+    memory only with a GPU (on CPU it buys nothing, and torch warns at every data loader)."""
     import torch
 
-    return {"bf16": bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())}
+    cuda = torch.cuda.is_available()
+    return {"bf16": bool(cuda and torch.cuda.is_bf16_supported()), "dataloader_pin_memory": cuda}
 
 
 def require_vllm() -> None:
@@ -71,20 +75,48 @@ def require_vllm() -> None:
 
 
 class TrainerRun:
-    """What both trainers do around TRL's: train, then save weights (only the adapter, with LoRA) and tokenizer."""
+    """What both trainers do around TRL's: a display in place of TRL's printer, the dependencies' output
+    in the run's ``trl.log`` (:mod:`.runlog`), train, then save weights (only the adapter, with LoRA) and
+    tokenizer."""
 
     trl: Any  # the TRL trainer
     tokenizer: Any
     config: Any  # its TRL config
+    run_log: RunLog
+    display: RunDisplay
 
     def train(self, **kwargs: Any) -> Any:
         """TRL's ``train()``; then the model (or the LoRA adapter) and tokenizer are saved to ``output_dir``."""
-        result = self.trl.train(**kwargs)
-        self.save()
+        with self.run_log:
+            try:
+                result = self.trl.train(**kwargs)
+            finally:
+                self.display.close()
+            self.save()
         return result
 
     def save(self, output_dir: str | Path | None = None) -> Path:
         target = Path(output_dir or self.config.output_dir)
-        self.trl.save_model(str(target))
-        self.tokenizer.save_pretrained(str(target))
+        with self.run_log:
+            self.trl.save_model(str(target))  # TRL's: the process that should save does
+            if self.trl.args.should_save:
+                self.tokenizer.save_pretrained(str(target))
         return target
+
+    @property
+    def main_process(self) -> bool:
+        """Whether this is the process that displays and saves (the only one, unless accelerate/torchrun)."""
+        return bool(self.trl.is_world_process_zero())
+
+    def _shown(self, stage: str, display: DisplayMode) -> list[Any]:
+        """The callbacks that show the run (first, so the display is up before anything slow at the start)."""
+        self.display = RunDisplay(stage, display, log_path=self.run_log.path)
+        return [TRLLogLines(self.run_log), self.display]
+
+    def _drop_printers(self) -> None:
+        """TRL's trainer adds its printer or progress bar; our display and log file take their place."""
+        from transformers import trainer as hf_trainer
+        from transformers.trainer_callback import PrinterCallback
+
+        for printer in {PrinterCallback, hf_trainer.DEFAULT_PROGRESS_CALLBACK}:
+            self.trl.remove_callback(printer)

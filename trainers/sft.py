@@ -8,8 +8,10 @@ the spec's gold ``reference`` (so the model learns the format the verifier expec
 completion only). ``trajectories=`` adds shipped conversations instead (JSONL files, one
 ``{"messages": [...]}`` per line, tool calls included): the messages up to the first assistant turn are
 the prompt, the rest the completion. ``demos=N`` keeps the first N tasks' references per environment
-(demonstrations are scarce; RL then trains on every task). Environments are interleaved by weight. Keyword arguments that
-are not this class's go to ``trl.SFTConfig`` (``max_steps``, ``learning_rate``, ``num_train_epochs``, ...).
+(demonstrations are scarce; RL then trains on every task). Environments are interleaved by weight.
+``display`` is the GRPO trainer's (:mod:`.display`: "rich", "quiet" or "json"; TRL's log lines go to
+``output_dir/trl.log``). Keyword arguments that are not this class's go to ``trl.SFTConfig``
+(``max_steps``, ``learning_rate``, ``num_train_epochs``, ...).
 """
 
 from __future__ import annotations
@@ -21,13 +23,10 @@ from typing import Any
 
 import trl
 
+from verihub.trainers.display import DisplayMode, check_display
 from verihub.trainers.mixture import EnvRef, MixedEnv, resolve_envs
-from verihub.trainers.models import (
-    TrainerRun,
-    load_tokenizer,
-    lora_config,
-    precision_defaults,
-)
+from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config
+from verihub.trainers.runlog import TRL_LOG, RunLog
 
 __all__ = ["SFTTrainer", "reference_pairs", "trajectory_pairs"]
 
@@ -44,29 +43,35 @@ class SFTTrainer(TrainerRun):
         tokenizer: Any = None,
         hub: str | None = None,
         seed: int = 0,
+        display: DisplayMode = "rich",
         output_dir: str | Path = "runs/sft",
         **sft_config_overrides: Any,
     ) -> None:
         from datasets import Dataset, interleave_datasets
 
-        self.mix = resolve_envs(envs, hub=hub)
-        self.tokenizer = load_tokenizer(model, tokenizer)
-        parts = [Dataset.from_list(reference_pairs(item)[:demos]) for item in self.mix]
-        weights = [item.weight for item in self.mix]
-        paths = [trajectories] if isinstance(trajectories, (str, Path)) else list(trajectories)
-        if paths:
-            parts.append(Dataset.from_list([pair for path in paths for pair in trajectory_pairs(Path(path))]))
-            weights = [w * len(self.mix) / (len(self.mix) + 1) for w in weights] + [1 / (len(self.mix) + 1)]
-        empty = [item.name for item, part in zip(self.mix, parts, strict=False) if len(part) == 0]
-        if empty:
-            raise ValueError(f"no reference answers to learn from in {', '.join(empty)} (its train split is empty)")
-        self.dataset = parts[0] if len(parts) == 1 else interleave_datasets(
-            parts, probabilities=weights, seed=seed, stopping_strategy="all_exhausted")
-        self.config = trl.SFTConfig(**{**precision_defaults(), "logging_steps": 10, "save_strategy": "no",
-                                       "report_to": "none", "seed": seed, "output_dir": str(output_dir),
-                                       **sft_config_overrides})
-        self.trl = trl.SFTTrainer(model=model, args=self.config, train_dataset=self.dataset,
-                                  processing_class=self.tokenizer, peft_config=lora_config(lora))
+        check_display(display)
+        self.run_log = RunLog(Path(output_dir) / TRL_LOG)
+        with self.run_log:  # the dependencies' notices while TRL sets up (tokenizing, model loading) go there too
+            self.mix = resolve_envs(envs, hub=hub)
+            self.tokenizer = load_tokenizer(model, tokenizer)
+            parts = [Dataset.from_list(reference_pairs(item)[:demos]) for item in self.mix]
+            weights = [item.weight for item in self.mix]
+            paths = [trajectories] if isinstance(trajectories, (str, Path)) else list(trajectories)
+            if paths:
+                parts.append(Dataset.from_list([pair for path in paths for pair in trajectory_pairs(Path(path))]))
+                weights = [w * len(self.mix) / (len(self.mix) + 1) for w in weights] + [1 / (len(self.mix) + 1)]
+            empty = [item.name for item, part in zip(self.mix, parts, strict=False) if len(part) == 0]
+            if empty:
+                raise ValueError(f"no reference answers to learn from in {', '.join(empty)} (its train split is empty)")
+            self.dataset = parts[0] if len(parts) == 1 else interleave_datasets(
+                parts, probabilities=weights, seed=seed, stopping_strategy="all_exhausted")
+            self.config = trl.SFTConfig(**{**device_defaults(), "logging_steps": 10, "save_strategy": "no",
+                                           "report_to": "none", "seed": seed, "output_dir": str(output_dir),
+                                           **sft_config_overrides})
+            self.trl = trl.SFTTrainer(model=model, args=self.config, train_dataset=self.dataset,
+                                      processing_class=self.tokenizer, peft_config=lora_config(lora),
+                                      callbacks=self._shown("SFT", display))
+            self._drop_printers()
 
 
 def reference_pairs(item: MixedEnv, split: str = "train") -> list[dict[str, Any]]:
