@@ -64,6 +64,7 @@ class BoundLayer:
     rubric: str = ""  # judge layers: the rubric text
     columns: frozenset[str] = frozenset()  # dataset columns the check declares (the loader checks they exist)
     reads: frozenset[str] | None = None  # every task column the grade can depend on; None: unknown
+    prescreen: BoundCheck | None = None  # an offloaded check's cheap first step, run on the grading thread
 
     @classmethod
     def from_spec(cls, spec: LayerSpec, root: Path, sandbox: SandboxSpec | None = None) -> BoundLayer:
@@ -75,7 +76,8 @@ class BoundLayer:
         columns = frozenset(params.columns() if params is not None else ())
         # Built-in checks read exactly the columns they declare; another check may read any column.
         reads = columns if BUILTIN_CHECKS.get(check.name) is check else None
-        return cls(spec, run, check.mode, columns=columns, reads=reads)
+        prescreen = check.bind_prescreen(spec.args, params) if check.mode in ("thread", "process") else None
+        return cls(spec, run, check.mode, columns=columns, reads=reads, prescreen=prescreen)
 
 
 class Verifier:
@@ -273,6 +275,8 @@ class Verifier:
             if self.on_missing_judge == "skip":
                 return None, "no judge configured", 0.0, _SKIPPED
             return None, "no judge configured for this judge layer", 0.0, _ERROR
+        if layer.prescreen is not None and (decided := _run_prescreen(layer.prescreen, completion, task, timeout)):
+            return decided
         start = perf_counter()
         try:
             if layer.mode in ("thread", "process"):
@@ -348,6 +352,22 @@ def _run_inline(run: BoundCheck, completion: str, task: Task, timeout: float) ->
     seconds = perf_counter() - start
     if seconds > timeout:
         return None, f"ran past {timeout:g}s (an inline check, measured after it returned)", seconds, _TIMEOUT
+    return score, detail, seconds, None
+
+
+def _run_prescreen(run: BoundCheck, completion: str, task: Task, timeout: float) -> Outcome | None:
+    """An offloaded check's first step, run inline: its outcome, or None when it did not decide."""
+    start = perf_counter()
+    try:
+        output = run(completion, task)
+        if output is None:
+            return None
+        score, detail = _as_score(output)
+    except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
+        return None, _describe(error), perf_counter() - start, _ERROR
+    seconds = perf_counter() - start
+    if seconds > timeout:
+        return None, f"ran past {timeout:g}s (measured after its inline first step returned)", seconds, _TIMEOUT
     return score, detail, seconds, None
 
 

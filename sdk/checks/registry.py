@@ -25,9 +25,10 @@ ENTRY_POINT_GROUP = "verihub.checks"
 
 
 def _builtin(fn: Callable[..., Any], params: type[CheckParams], mode: Mode, name: str | None = None,
-             exploits: tuple[Exploit, ...] = ()) -> Check:
+             exploits: tuple[Exploit, ...] = (), prescreen: Callable[..., Any] | None = None) -> Check:
     summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-    return Check(name=name or fn.__name__, fn=fn, params=params, mode=mode, description=summary, exploits=exploits)
+    return Check(name=name or fn.__name__, fn=fn, params=params, mode=mode, description=summary, exploits=exploits,
+                 prescreen=prescreen)
 
 
 # Every built-in check with the exploits known against it (verihub.checks.attacks); `verihub validate` runs them.
@@ -38,7 +39,8 @@ BUILTIN_CHECKS: dict[str, Check] = {
     for check in (
         _builtin(text.exact, text.ExactParams, "inline", exploits=answers.EXACT),
         _builtin(numeric.numeric, numeric.NumericParams, "inline", exploits=answers.NUMERIC),
-        _builtin(symbolic.math_equivalent, symbolic.MathParams, "process", name="math", exploits=answers.MATH),
+        _builtin(symbolic.math_equivalent, symbolic.MathParams, "process", name="math", exploits=answers.MATH,
+                 prescreen=symbolic.math_prescreen),
         _builtin(text.regex, text.RegexParams, "inline"),
         _builtin(text.multiple_choice, text.MultipleChoiceParams, "inline", exploits=answers.MULTIPLE_CHOICE),
         _builtin(structured.json_schema, structured.JsonSchemaParams, "inline", exploits=json_attacks.JSON_SCHEMA),
