@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from verihub import CheckResult, GradeStatus, LayerStatus, _pools, check, load_env
-from verihub.checks.base import as_check
+from verihub.checks.base import Check, as_check
 from verihub.checks.registry import BUILTIN_CHECKS
 from verihub.judge import JudgeVerdict
 from verihub.spec import LayerSpec
@@ -269,6 +269,24 @@ def dies(completion: str, task: Mapping[str, Any]) -> bool:
     import os
 
     os._exit(3)
+
+
+def decides_easy_ones(completion: str, task: Mapping[str, Any]) -> CheckResult | None:
+    if completion == "raise":
+        raise RuntimeError("the first step failed")
+    return CheckResult(1.0, "decided on the grading thread") if completion == "easy" else None
+
+
+# A process check whose worker dies: only what its first step leaves undecided ever reaches one.
+PRESCREENED = Check(name="prescreened", fn=dies, mode="process", prescreen=decides_easy_ones)
+
+
+async def test_a_checks_first_step_decides_on_the_grading_thread_and_leaves_the_rest_to_a_worker() -> None:
+    verifier = Verifier([layer("first", "check", here("PRESCREENED"), timeout_s=20)])
+    easy, hard, broken = await verifier.agrade_many([TASK] * 3, ["easy", "hard", "raise"])
+    assert easy.passed and easy.layers[0].detail == "decided on the grading thread"
+    assert hard.status is GradeStatus.ENV_ERROR and "worker process died" in hard.reason
+    assert broken.status is GradeStatus.ENV_ERROR and "the first step failed" in broken.reason
 
 
 def test_an_inline_check_past_its_limit_is_a_timeout_on_both_paths() -> None:

@@ -61,6 +61,10 @@ class Check:
     mode: Mode = "thread"
     description: str = ""
     exploits: tuple[Exploit, ...] = ()
+    prescreen: Callable[..., Any] | None = None
+    """For a thread or process check: a cheap first step with ``fn``'s signature that the engine runs on
+    the grading thread; it returns the result when it can decide without the costly work, or None,
+    and only then is ``fn`` sent to a worker (``fn`` must decide the same way when called alone)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exploits", _exploits(self.name, self.exploits))
@@ -77,6 +81,14 @@ class Check:
         signature = inspect.signature(self.fn)
         signature.bind("completion", {}, **args)  # raises TypeError for unknown or missing arguments
         return (functools.partial(self.fn, **args) if args else self.fn), None
+
+    def bind_prescreen(self, args: Mapping[str, Any], params: CheckParams | None) -> BoundCheck | None:
+        """:attr:`prescreen` bound like :meth:`bind` bound ``fn`` (to its validated ``params``, or ``args``)."""
+        if self.prescreen is None:
+            return None
+        if params is not None:
+            return functools.partial(self.prescreen, params=params)
+        return functools.partial(self.prescreen, **args) if args else self.prescreen
 
 
 _ATTRIBUTE = "__verihub_check__"

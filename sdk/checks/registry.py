@@ -37,6 +37,8 @@ _BUILTINS: dict[str, tuple[str, str, str, Mode, str | None]] = {
     "forbidden": ("text", "forbidden", "PatternsParams", "inline", None),
     "python_tests": ("code", "python_tests", "PythonTestsParams", "thread", "code:PYTHON_TESTS"),
 }
+# Cheap first steps the engine runs on the grading thread before sending a check to a worker (Check.prescreen).
+_PRESCREENS: dict[str, str] = {"math": "math_prescreen"}
 
 
 def _builtin(name: str) -> Check:
@@ -48,7 +50,9 @@ def _builtin(name: str) -> Check:
         attacks, _, attribute = exploits.partition(":")
         known = getattr(importlib.import_module(f"verihub.checks.attacks.{attacks}"), attribute)
     summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-    return Check(name=name, fn=fn, params=getattr(module, params), mode=mode, description=summary, exploits=known)
+    prescreen = getattr(module, _PRESCREENS[name]) if name in _PRESCREENS else None
+    return Check(name=name, fn=fn, params=getattr(module, params), mode=mode, description=summary, exploits=known,
+                 prescreen=prescreen)
 
 
 class _BuiltinChecks(Mapping[str, Check]):
