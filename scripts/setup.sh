@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Create or refresh .venv: verihub (editable) with its test tools, and the bundled environments.
-# Run as root, it also installs the Debian runtime libraries the sandbox needs.
+# Create or refresh .venv from uv.lock: verihub (editable) with its dev and train extras at the locked
+# versions, then the bundled environments as regular packages. Run as root, it also installs the Debian
+# runtime libraries the sandbox needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium build-essential)  # nsjail's libraries; the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
 VENV=.venv
+UV_HOME=.tools/uv  # uv itself, apart from .venv (which uv may recreate while it runs)
 
 find_python() {
   local candidate
@@ -30,11 +32,24 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
 fi
 
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
-  rm -rf "$VENV"
-  "$(find_python)" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
+# uv from PyPI at the version uv.lock pins for the dev extra (one number: `uv lock --upgrade-package uv`),
+# installed by the interpreter's own pip into a folder of its own: no root, no user site, no PATH change.
+uv_version=$(sed -n '/^name = "uv"$/{n;s/^version = "\(.*\)"$/\1/p;}' uv.lock)
+uv="$UV_HOME/bin/uv"
+if [ "$("$uv" --version 2>/dev/null | cut -d' ' -f2)" != "$uv_version" ]; then
+  rm -rf "$UV_HOME"
+  "$(find_python)" -m pip install -q --disable-pip-version-check --no-warn-script-location --target "$UV_HOME" \
+    "uv==$uv_version"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,train]"
-# Environments install as regular packages, as users get them; hatchling is already in the venv.
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall envs/*/
+
+# An existing .venv on Python >= 3.12 keeps its interpreter; otherwise uv makes one (never downloading one).
+python=()
+if ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+  python=(--python "$(find_python)")
+  echo "setup: installing uv.lock's packages into $VENV (about 3 GB to download, torch's CUDA libraries among them)"
+fi
+# --locked: a pyproject.toml changed without `uv lock` is an error here, not a silent re-resolution.
+"$uv" sync -q --locked --no-python-downloads "${python[@]}" --extra dev --extra train
+# Environments install as regular packages, as users get them (rebuilt each time: their data may have
+# changed); hatchling is in the venv.
+"$uv" pip install -q --python "$VENV/bin/python" --no-deps --no-build-isolation --reinstall envs/*/
