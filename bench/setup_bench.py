@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,7 +116,7 @@ def main() -> None:
         if args.keep:
             print(f"kept {root}")
         else:
-            shutil.rmtree(root, ignore_errors=True)
+            subprocess.run(["rm", "-rf", str(root)], check=False)  # faster than shutil.rmtree on 20 GB
 
     print(f"\n{'path':<9} {'set-up':>8} {'refresh':>8} {'1st import':>11} {'.venv':>8} {'cache':>8}")
     for r in results.values():

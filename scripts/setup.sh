@@ -35,17 +35,22 @@ fi
 # uv from PyPI at the version uv.lock pins for the dev extra (one number: `uv lock --upgrade-package uv`),
 # installed by the interpreter's own pip into a folder of its own: no root, no user site, no PATH change.
 uv_version=$(sed -n '/^name = "uv"$/{n;s/^version = "\(.*\)"$/\1/p;}' uv.lock)
+[ -n "$uv_version" ] || { echo "error: uv.lock pins no uv (the dev extra must list it)" >&2; exit 1; }
 uv="$UV_HOME/bin/uv"
 if [ "$("$uv" --version 2>/dev/null | cut -d' ' -f2)" != "$uv_version" ]; then
+  base=$(find_python)
   rm -rf "$UV_HOME"
-  "$(find_python)" -m pip install -q --disable-pip-version-check --no-warn-script-location --target "$UV_HOME" \
-    "uv==$uv_version"
+  PIP_ROOT_USER_ACTION=ignore "$base" -m pip install -q --disable-pip-version-check --no-warn-script-location \
+    --target "$UV_HOME" "uv==$uv_version"
 fi
 
-# An existing .venv on Python >= 3.12 keeps its interpreter; otherwise uv makes one (never downloading one).
+# An existing .venv on Python >= 3.12 keeps its interpreter; otherwise uv makes a new one (never downloading
+# an interpreter).
 python=()
 if ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
-  python=(--python "$(find_python)")
+  base=$(find_python)
+  rm -rf "$VENV"
+  python=(--python "$base")
   echo "setup: installing uv.lock's packages into $VENV (about 3 GB to download, torch's CUDA libraries among them)"
 fi
 # --locked: a pyproject.toml changed without `uv lock` is an error here, not a silent re-resolution.
