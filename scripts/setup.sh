@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Create or refresh .venv: verihub (editable) with its test tools, and the bundled environments.
-# Run as root, it also installs the Debian runtime libraries the sandbox needs.
+# Create or refresh .venv from uv.lock: verihub (editable) with its dev and train extras at the locked
+# versions, then the bundled environments as regular packages. Run as root, it also installs the Debian
+# runtime libraries the sandbox needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium build-essential)  # nsjail's libraries; the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
 VENV=.venv
+UV_DIR=.tools/uv  # uv itself, apart from .venv (which uv may recreate while it runs)
+export UV_PROJECT_ENVIRONMENT=$VENV  # whatever the caller's environment says
 
 find_python() {
   local candidate
@@ -30,11 +33,32 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
 fi
 
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
-  rm -rf "$VENV"
-  "$(find_python)" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
+# uv from PyPI at the version uv.lock pins for the dev extra (one number: `uv lock --upgrade-package uv`),
+# installed by the interpreter's own pip into a folder of its own: no root, no user site, no PATH change.
+uv_version=$(sed -n '/^name = "uv"$/{n;s/^version = "\(.*\)"$/\1/p;}' uv.lock)
+[ -n "$uv_version" ] || { echo "error: uv.lock pins no uv (the dev extra must list it)" >&2; exit 1; }
+uv="$UV_DIR/bin/uv"
+if [ "$("$uv" --version 2>/dev/null | cut -d' ' -f2)" != "$uv_version" ]; then
+  base=$(find_python)
+  rm -rf "$UV_DIR"
+  PIP_ROOT_USER_ACTION=ignore PIP_REQUIRE_VIRTUALENV=0 "$base" -m pip install -q --disable-pip-version-check \
+    --no-warn-script-location --target "$UV_DIR" "uv==$uv_version"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,train]"
-# Environments install as regular packages, as users get them; hatchling is already in the venv.
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall envs/*/
+
+# An existing .venv on Python >= 3.12 keeps its interpreter; otherwise uv makes a new one (never downloading
+# an interpreter).
+python=()
+if ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+  base=$(find_python)
+  rm -rf "$VENV"
+  python=(--python "$base")
+  echo "setup: installing uv.lock's packages into $VENV (about 3 GB to download, torch's CUDA libraries among them)"
+fi
+# --locked: a pyproject.toml changed without `uv lock` is an error here, not a silent re-resolution.
+# --compile-bytecode, as pip does: where Python writes no bytecode (PYTHONDONTWRITEBYTECODE, read-only
+# venvs), every process would compile torch and sympy again (4 s per import of math-verify, past the
+# 1.5 s layer limits some tests set); once compiled, a refresh checks the files in 2 s.
+"$uv" sync -q --locked --no-python-downloads --compile-bytecode "${python[@]}" --extra dev --extra train
+# Environments install as regular packages, as users get them (rebuilt each time: their data may have
+# changed); hatchling is in the venv.
+"$uv" pip install -q --python "$VENV/bin/python" --no-deps --no-build-isolation --reinstall --compile-bytecode envs/*/
