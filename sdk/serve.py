@@ -372,6 +372,7 @@ def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int,
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
+    listener.listen(2048)  # connections wait in the backlog from the moment the address is printed
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     print(f"verihub serve: {', '.join(env.id for env in envs)} on http://{shown}:{bound} "
