@@ -241,7 +241,7 @@ def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_time
         sessions.add(holder.placeholder)
         try:
             await _converse(websocket, catalog, holder, idle_timeout_s, sessions)
-        except WebSocketDisconnect:
+        except (WebSocketDisconnect, OSError):  # the client went away mid-reply (uvicorn's ClientDisconnected)
             pass
         finally:
             holder.close(sessions)

@@ -164,6 +164,8 @@ def test_sessions_past_the_limit_are_refused_and_slots_come_back(server: str) ->
     with connect(ws_url(server)) as raw:  # one that vanishes mid-episode, without a close frame, frees it too
         raw.send(json.dumps({"type": "reset", "data": {"env": "shell-task", "index": 0}}))
         assert json.loads(raw.recv(timeout=30))["type"] == "observation"
+        raw.send(json.dumps({"type": "step", "data": {"tool_calls": [{"name": "bash", "arguments": {"command": "touch x"}}]}}))
+        assert json.loads(raw.recv(timeout=30))["data"]["done"] is False  # a work dir now lives on the server
         assert active(server) == 3
         raw.socket.shutdown(2)
         eventually(lambda: active(server) == 2)
