@@ -42,6 +42,25 @@ verifier:
 gold: {reference: '\\boxed{{1}}', negatives: ['none']}
 """
 
+FRAGILE_SPEC = """\
+id: fragile
+version: 0.1.0
+domain: math
+description: A check that raises on one answer.
+dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
+prompt: {user: "Say {answer}."}
+verifier:
+  - {name: says, layer: check, use: "fragile_check:says"}
+gold: {reference: '{answer}', negatives: ['no']}
+"""
+
+FRAGILE_CHECK = """\
+def says(completion, task):
+    if completion == "boom":
+        raise RuntimeError("the check broke")
+    return completion == task["answer"]
+"""
+
 
 def start(*arguments: str) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen([VERIHUB, "serve", *arguments, "--port", "0"], cwd=REPO, stdout=subprocess.PIPE,
@@ -69,7 +88,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (broken / "environment.yaml").write_text(BROKEN_SPEC)
     (broken / "data" / "tasks.jsonl").write_text("".join(json.dumps({"id": f"b{i}", "files": "{oops"}) + "\n"
                                                          for i in range(4)))
-    process, url = start("envs/sums", "envs/compare", "envs/shell-task", str(broken), "--max-sessions", "3")
+    fragile = broken.parent / "fragile"
+    (fragile / "data").mkdir(parents=True)
+    (fragile / "environment.yaml").write_text(FRAGILE_SPEC)
+    (fragile / "fragile_check.py").write_text(FRAGILE_CHECK)
+    (fragile / "data" / "tasks.jsonl").write_text("".join(json.dumps({"id": f"f{i}", "answer": str(i)}) + "\n"
+                                                          for i in range(4)))
+    process, url = start("envs/sums", "envs/compare", "envs/shell-task", str(broken), str(fragile),
+                         "--max-sessions", "3")
     yield url
     stop(process)
 
@@ -233,6 +259,13 @@ def test_batch_grading_matches_in_process_grades(server: str) -> None:
     assert {g["status"] for g in grades} == {"ok", "wrong"}
 
 
+def test_a_check_that_raises_costs_only_its_own_pair_its_reward(server: str) -> None:
+    items = [{"env": "fragile", "task_id": "f1", "completion": text} for text in ("1", "boom", "2")]
+    grades = httpx.post(f"{server}/grade", json={"items": items}).json()["grades"]
+    assert [(g["status"], g["reward"]) for g in grades] == [("ok", 1.0), ("env_error", None), ("wrong", 0.0)]
+    assert "the check broke" in grades[1]["reason"] + json.dumps(grades[1]["layers"])
+
+
 def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
     sums = verihub.load_env(REPO / "envs" / "sums")
     task_id = first_task(sums)["id"]
@@ -261,10 +294,10 @@ def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
 def test_health_metadata_schema_and_the_task_api(server: str) -> None:
     assert httpx.get(f"{server}/health").json()["status"] == "healthy"
     metadata = httpx.get(f"{server}/metadata").json()
-    assert [env["name"] for env in metadata["environments"]] == ["sums", "compare", "shell-task", "broken-files"]
+    assert [env["name"] for env in metadata["environments"]] == ["sums", "compare", "shell-task", "broken-files", "fragile"]
     schema = httpx.get(f"{server}/schema").json()
     assert {"action", "observation", "state"} <= set(schema) and "tool_calls" in schema["action"]["properties"]
-    assert httpx.get(f"{server}/list_environments").json() == ["sums", "compare", "shell-task", "broken-files"]
+    assert httpx.get(f"{server}/list_environments").json() == ["sums", "compare", "shell-task", "broken-files", "fragile"]
     splits = httpx.get(f"{server}/shell-task/splits").json()
     assert [split["name"] for split in splits] == ["train", "eval"]
     shell = verihub.load_env(REPO / "envs" / "shell-task")
