@@ -370,6 +370,8 @@ def serve_command(
                                               "CAPACITY_REACHED.")] = 64,
     idle_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds without a frame before a session is "
                                                 "closed and its work dir dropped.")] = 300.0,
+    token: Annotated[str | None, typer.Option(envvar="VERIHUB_SERVE_TOKEN", show_default=False,
+                                              help="Require 'Authorization: Bearer TOKEN' (all but /health).")] = None,
 ) -> None:
     """Serve environments over OpenEnv's HTTP/WebSocket protocol (WS /ws, POST /reset|/step), plus POST /grade."""
     try:
@@ -382,7 +384,8 @@ def serve_command(
     from verihub.environment import load_env
     from verihub.serve import run
 
-    run([load_env(env) for env in envs], host=host, port=port, max_sessions=max_sessions, idle_timeout_s=idle_timeout)
+    run([load_env(env) for env in envs], host=host, port=port, max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout, token=token)
 
 
 @app.command()

@@ -14,6 +14,7 @@ session's work dir is dropped when its connection ends. A fault is ``reward: nul
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import random
 import socket
@@ -28,9 +29,10 @@ from verihub._serve_wire import (MAX_BODY, MAX_FRAME, MAX_LISTED, ActionSchema, 
                                  ObservationSchema, RangeBody, ResetParams, SplitBody, StepBody, TaskBody, error_frame,
                                  observation_frame, step_body)
 from verihub.environment import Environment
+from verihub.errors import VerihubError
 from verihub.session import Session, SessionError, StepResult, grade_detail
 
-__all__ = ["TaskNotFound", "create_app", "run"]
+__all__ = ["ListenError", "TaskNotFound", "create_app", "run"]
 
 GRADES_IN_FLIGHT = 8  # chunks of POST /grade graded at once, over all requests
 _CHUNK = 64  # pairs per chunk: inline checks run as a plain loop, so the loop yields between chunks
@@ -38,6 +40,10 @@ _CHUNK = 64  # pairs per chunk: inline checks run as a plain loop, so the loop y
 
 class TaskNotFound(LookupError):
     pass
+
+
+class ListenError(VerihubError, OSError):
+    """The address is taken or not ours to bind."""
 
 
 class _Catalog:
@@ -89,9 +95,11 @@ class _Catalog:
         raise TaskNotFound(f"{env.id} has no task {task_id!r}" + (f" in split {split!r}" if split else ""))
 
 
-def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_timeout_s: float = 300.0) -> FastAPI:
+def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_timeout_s: float = 300.0,
+               token: str | None = None) -> FastAPI:
     """The service for ``envs``; at most ``max_sessions`` WebSocket sessions, each closed after
-    ``idle_timeout_s`` without a frame."""
+    ``idle_timeout_s`` without a frame. With ``token``, every route but ``/health`` wants
+    ``Authorization: Bearer <token>``, checked before anything is parsed."""
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     catalog = _Catalog(envs)
@@ -99,6 +107,8 @@ def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_time
     sessions: set[Session] = set()
     grading = asyncio.Semaphore(GRADES_IN_FLIGHT)
     app.state.sessions = sessions
+    if token:
+        app.add_middleware(_BearerToken, token=token)
 
     def problem(status: int, code: str, message: str) -> JSONResponse:
         return JSONResponse({"error": code, "message": message[:2000]}, status_code=status)
@@ -266,6 +276,28 @@ def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_time
     return app
 
 
+class _BearerToken:
+    """Refuses a request or WebSocket without the token before the app sees a byte of it."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
+            return await self.app(scope, receive, send)
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        if hmac.compare_digest(given, self.expected):
+            return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":  # closing before accept: the handshake gets HTTP 403
+            await send({"type": "websocket.close", "code": 1008})
+            return None
+        body = json.dumps({"error": "UNAUTHORIZED", "message": "send Authorization: Bearer <token>"}).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+        return None
+
+
 class _Refused(Exception):
     def __init__(self, response: JSONResponse) -> None:
         self.response = response
@@ -385,15 +417,21 @@ def _validation(error: ValidationError) -> str:
     return f"invalid frame data: {describe(error)}"
 
 
-def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int, idle_timeout_s: float) -> None:
-    """Serve until interrupted; prints the address it listens on (``port`` 0 takes a free one)."""
+def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int, idle_timeout_s: float,
+        token: str | None = None) -> None:
+    """Serve until interrupted; prints the address it listens on (``port`` 0 takes a free one). Raises
+    :class:`ListenError` if it cannot listen there."""
     import uvicorn
 
-    app = create_app(envs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
+    app = create_app(envs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, token=token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, port))
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
     listener.listen(2048)  # connections wait in the backlog from the moment the address is printed
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host

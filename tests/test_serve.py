@@ -100,10 +100,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     stop(process)
 
 
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
 @pytest.fixture(scope="module")
 def quick_server() -> Iterator[str]:
-    """One session at most, closed after a second without a frame."""
-    process, url = start("envs/sums", "--max-sessions", "1", "--idle-timeout", "1")
+    """One session at most, closed after a second without a frame; a token wanted."""
+    process, url = start("envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--token", TOKEN)
     yield url
     stop(process)
 
@@ -201,13 +205,33 @@ def test_sessions_past_the_limit_are_refused_and_slots_come_back(server: str) ->
 
 
 def test_idle_sessions_are_reaped(quick_server: str) -> None:
-    client = GenericEnvClient(base_url=quick_server).sync()
+    client = GenericEnvClient(base_url=quick_server, headers=AUTH).sync()
     client.reset(index=0)
     assert active(quick_server) == 1
     eventually(lambda: active(quick_server) == 0, seconds=5)  # after a second without a frame
-    with GenericEnvClient(base_url=quick_server).sync() as fresh:  # the one slot is free again
+    with GenericEnvClient(base_url=quick_server, headers=AUTH).sync() as fresh:  # the one slot is free again
         assert fresh.reset(index=0).observation["messages"]
     client.close()
+
+
+def test_a_token_is_wanted_before_anything_is_parsed(quick_server: str) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        with pytest.raises(ConnectionError, match="HTTP 403"), \
+                GenericEnvClient(base_url=quick_server, headers=headers).sync() as client:
+            client.reset(index=0)
+        refused = httpx.post(f"{quick_server}/grade", content=b"{not even json", headers=headers)
+        assert refused.status_code == 401 and refused.json()["error"] == "UNAUTHORIZED"
+        assert httpx.get(f"{quick_server}/metadata", headers=headers).status_code == 401
+    assert httpx.get(f"{quick_server}/health").status_code == 200  # probes need no token
+    assert httpx.get(f"{quick_server}/metadata", headers=AUTH).json()["name"] == "sums"
+
+
+def test_a_taken_port_is_a_clear_error(quick_server: str) -> None:
+    port = quick_server.rsplit(":", 1)[1]
+    result = subprocess.run([VERIHUB, "serve", "envs/sums", "--port", port], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # -- hostile frames and bodies ------------------------------------------------------------------------
