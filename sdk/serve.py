@@ -341,8 +341,8 @@ async def _converse(websocket: WebSocket, catalog: _Catalog, holder: _Holder, id
             continue
         try:
             frame = json.loads(text)
-        except json.JSONDecodeError as error:
-            await websocket.send_text(error_frame(ErrorCode.INVALID_JSON, f"invalid JSON: {error}"))
+        except (ValueError, RecursionError) as error:  # and past int_max_str_digits, or nested too deep
+            await websocket.send_text(error_frame(ErrorCode.INVALID_JSON, f"invalid JSON: {str(error)[:200]}"))
             continue
         kind = frame.get("type") if isinstance(frame, dict) else None
         data = frame.get("data", {}) if isinstance(frame, dict) else None

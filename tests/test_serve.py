@@ -245,6 +245,8 @@ def test_malformed_frames_get_error_frames_and_the_session_goes_on(server: str) 
             return reply["data"] if reply["type"] == "error" else {"ok": reply}
 
         assert answer("{not json")["code"] == "INVALID_JSON"
+        assert answer("[" * 100_000 + "]" * 100_000)["code"] == "INVALID_JSON"  # nested past the recursion limit
+        assert answer('{"type": "reset", "data": {"seed": ' + "9" * 5000 + "}}")["code"] == "INVALID_JSON"
         assert answer(b"\x00\x01binary")["code"] == "INVALID_JSON"
         assert answer(json.dumps({"type": "launch"}))["code"] == "UNKNOWN_TYPE"
         assert answer(json.dumps(["reset"]))["code"] == "UNKNOWN_TYPE"
@@ -308,6 +310,9 @@ def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
     assert post({"items": [{"env": "sums", "task_id": task_id}]}).status_code == 422
     bad_json = httpx.post(f"{server}/grade", content=b"{items: [", headers={"content-type": "application/json"})
     assert bad_json.status_code == 422 and bad_json.json()["error"] == "VALIDATION_ERROR"
+    for hostile in (b"[" * 100_000, b'{"items": [{"task_id": ' + b"9" * 5000 + b"}]}"):
+        refused = httpx.post(f"{server}/grade", content=hostile, headers={"content-type": "application/json"})
+        assert refused.status_code == 422 and refused.json()["error"] == "VALIDATION_ERROR"
     huge = httpx.post(f"{server}/grade", content=b"x" * (17 << 20), timeout=60)
     assert huge.status_code == 413 and huge.json()["error"] == "BODY_TOO_LARGE"
 
