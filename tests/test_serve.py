@@ -28,6 +28,7 @@ from websockets.sync.client import connect  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
+BUNDLED = sorted(path.name for path in (REPO / "envs").iterdir() if (path / "environment.yaml").is_file())
 
 BROKEN_SPEC = """\
 id: broken-files
@@ -94,8 +95,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (fragile / "fragile_check.py").write_text(FRAGILE_CHECK)
     (fragile / "data" / "tasks.jsonl").write_text("".join(json.dumps({"id": f"f{i}", "answer": str(i)}) + "\n"
                                                           for i in range(4)))
-    process, url = start("envs/sums", "envs/compare", "envs/shell-task", str(broken), str(fragile),
-                         "--max-sessions", "3")
+    process, url = start(*(f"envs/{name}" for name in BUNDLED), str(broken), str(fragile), "--max-sessions", "3")
     yield url
     stop(process)
 
@@ -169,6 +169,37 @@ def test_openenv_client_plays_a_tool_environment_in_the_sandbox(server: str, nsj
     with GenericEnvClient(base_url=server).sync() as client:  # words alone: graded on the untouched files
         client.reset(env="shell-task", task_id=task["id"], split="train")
         assert client.step({"content": f"done, I ran {task['solution']}"}).reward == 0.0
+
+
+def opening_turns(name: str, task: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tool call before the answer, for the environments that have tools."""
+    if name == "shell-task":
+        return [{"content": "", "tool_calls": [{"id": "1", "function": {"name": "bash",
+                                                                          "arguments": {"command": task["solution"]}}}]}]
+    if name == "code-repair":
+        return [{"content": "", "tool_calls": [{"id": "1", "function": {"name": "python",
+                                                                          "arguments": {"code": "print(6 * 7)"}}}]}]
+    return []
+
+
+@pytest.mark.nsjail
+@pytest.mark.parametrize("name", BUNDLED)
+def test_openenv_client_plays_every_bundled_environment(server: str, name: str, nsjail_path: str) -> None:
+    env = verihub.load_env(REPO / "envs" / name)
+    task = first_task(env)
+    with GenericEnvClient(base_url=server).sync() as client:
+        result = client.reset(env=name, task_id=task["id"], split="eval")
+        assert result.observation["messages"] == env.render(task)
+        for turn in opening_turns(name, task):
+            result = client.step(turn)
+            assert not result.done and "error" not in result.observation["messages"][0]["content"]
+        final = "done" if name == "shell-task" else env.reference(task)
+        result = client.step({"content": final})
+    assert result.done
+    if name == "report":  # a judge layer and no judge model here: a fault, never a zero
+        assert result.reward is None and "no judge configured" in result.metadata["reason"]
+    else:
+        assert (result.reward, result.metadata["status"]) == (1.0, "ok"), result.metadata
 
 
 def test_a_fault_is_reward_null_with_a_reason(server: str) -> None:
@@ -323,10 +354,10 @@ def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
 def test_health_metadata_schema_and_the_task_api(server: str) -> None:
     assert httpx.get(f"{server}/health").json()["status"] == "healthy"
     metadata = httpx.get(f"{server}/metadata").json()
-    assert [env["name"] for env in metadata["environments"]] == ["sums", "compare", "shell-task", "broken-files", "fragile"]
+    assert [env["name"] for env in metadata["environments"]] == [*BUNDLED, "broken-files", "fragile"]
     schema = httpx.get(f"{server}/schema").json()
     assert {"action", "observation", "state"} <= set(schema) and "tool_calls" in schema["action"]["properties"]
-    assert httpx.get(f"{server}/list_environments").json() == ["sums", "compare", "shell-task", "broken-files", "fragile"]
+    assert httpx.get(f"{server}/list_environments").json() == [*BUNDLED, "broken-files", "fragile"]
     splits = httpx.get(f"{server}/shell-task/splits").json()
     assert [split["name"] for split in splits] == ["train", "eval"]
     shell = verihub.load_env(REPO / "envs" / "shell-task")
