@@ -77,8 +77,15 @@ class Session:
         self.multi_turn = interaction.kind == "multi_turn"
         self.max_turns = interaction.max_turns if self.multi_turn else 1
         self.sandboxed = self.multi_turn and interaction.sandboxed
-        self.id = uuid.uuid4().hex
+        self._id: str | None = None
         self._start()
+
+    @property
+    def id(self) -> str:
+        """The episode's id (made when first asked for: a uuid costs more than a cheap grade's bookkeeping)."""
+        if self._id is None:
+            self._id = uuid.uuid4().hex
+        return self._id
 
     def _start(self) -> None:
         self.messages: list[Message] = []
@@ -100,6 +107,7 @@ class Session:
         """Start over: the prompt, and the schemas of the tools the model may call."""
         self.close()
         self._start()
+        self._id = None  # a new episode
         self.messages = list(self.env.render(self.task))
         return {"env": self.env.id, "task_id": str(self.task.get("id", "")), "messages": list(self.messages),
                 "tools": self.tool_schemas}
@@ -243,7 +251,7 @@ def grade_detail(grade: Grade) -> dict[str, Any]:
 def _assistant_message(action: Action) -> Message:
     if isinstance(action, str):
         return {"role": "assistant", "content": action}
-    if not isinstance(action, Mapping):
+    if not isinstance(action, dict | Mapping):  # dict first: an ABC check costs microseconds
         raise SessionError(f"an action is the model's text or an assistant message, not {type(action).__name__}")
     content = action.get("content") or ""
     if not isinstance(content, str):
