@@ -172,7 +172,10 @@ class Session:
         session (reward None) and says so to the model."""
         if self.fault is not None:
             return f"error: {self.fault}; this rollout will not be scored"
-        function = self._function(name)
+        try:
+            function = self._function(name)  # the first sandboxed call makes the sandbox, which can fail
+        except (SandboxInfraError, SandboxUnavailable) as error:
+            return self._sandbox_failed(name, error)
         if function is None:
             return f"error: no tool named {name!r}; tools: {', '.join(_toolset(self.env).names)}"
         if arguments is None:
@@ -182,11 +185,14 @@ class Session:
         except TypeError as error:
             return f"error: bad arguments for {name}: {error}"
         except (SandboxInfraError, SandboxUnavailable) as error:
-            self._end(fault=f"tool failed: {name}: {error}")
-            return f"error: the sandbox failed ({error}); this rollout will not be scored"
+            return self._sandbox_failed(name, error)
         except Exception as error:  # noqa: BLE001 - a tool's failure is reported to the model
             return f"error: {type(error).__name__}: {error}"
         return output if isinstance(output, str) else json.dumps(output, default=str)
+
+    def _sandbox_failed(self, name: str, error: Exception) -> str:
+        self._end(fault=f"tool failed: {name}: {error}")
+        return f"error: the sandbox failed ({error}); this rollout will not be scored"
 
     async def acall_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
         return await asyncio.to_thread(self.call_tool, name, arguments)

@@ -176,6 +176,19 @@ def test_faults_end_the_session_with_no_reward(files_env: verihub.Environment) -
     assert (reward, done, info["status"]) == (None, True, "env_error") and info["reason"].startswith("tool failed")
 
 
+def test_no_sandbox_here_is_a_fault_not_a_crash(files_env: verihub.Environment, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verihub.errors import SandboxUnavailable
+
+    def unavailable() -> None:
+        raise SandboxUnavailable("nsjail cannot run here")
+
+    monkeypatch.setattr("verihub.sandbox.session.default_sandbox", unavailable)
+    session = files_env.session(task_of(files_env, "f1"))
+    session.reset()
+    _, reward, done, info = session.step(bash("echo 1 > answer.txt"))
+    assert (reward, done, info["status"]) == (None, True, "env_error") and "nsjail cannot run here" in info["reason"]
+
+
 def test_a_verifier_that_raises_is_a_fault_not_a_zero(files_env: verihub.Environment) -> None:
     task = {k: v for k, v in task_of(files_env, "f1").items() if k != "answer"}  # the check reads task["answer"]
     session = files_env.session(task)
