@@ -361,6 +361,33 @@ TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (def
                                                  "then the one `verihub login` stored).")]
 
 
+@app.command("serve")
+def serve_command(
+    envs: Annotated[list[str], typer.Argument(help="Environments to serve (directories or installed names).")],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: a free one, printed at start).")] = 8000,
+    max_sessions: Annotated[int, typer.Option(min=1, help="WebSocket sessions held at once; past it, "
+                                              "CAPACITY_REACHED.")] = 64,
+    idle_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds without a frame before a session is "
+                                                "closed and its work dir dropped.")] = 300.0,
+    token: Annotated[str | None, typer.Option(envvar="VERIHUB_SERVE_TOKEN", show_default=False,
+                                              help="Require 'Authorization: Bearer TOKEN' (all but /health).")] = None,
+) -> None:
+    """Serve environments over OpenEnv's HTTP/WebSocket protocol (WS /ws, POST /reset|/step), plus POST /grade."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+        import websockets  # noqa: F401
+    except ImportError as error:
+        err.print(f"verihub serve needs {error.name}: pip install 'verihub[hub]'")
+        raise typer.Exit(2) from None
+    from verihub.environment import load_env
+    from verihub.serve import run
+
+    run([load_env(env) for env in envs], host=host, port=port, max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout, token=token)
+
+
 @app.command()
 def login(token: Annotated[str, typer.Option(prompt=True, hide_input=True, help="A hub token.")]) -> None:
     """Store a hub token for later commands (in $VERIHUB_HOME/token, readable by you only)."""

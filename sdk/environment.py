@@ -19,6 +19,9 @@ from verihub.verifier import BoundLayer, Verifier
 if TYPE_CHECKING:
     from datasets import Dataset
 
+    from verihub.sandbox import Sandbox
+    from verihub.session import Session
+
 __all__ = ["Completion", "Environment", "load_env"]
 
 Task = Mapping[str, Any]
@@ -112,6 +115,12 @@ class Environment:
 
     async def agrade(self, task: Task, completion: Completion) -> Grade:
         return await self.verifier.agrade(task, completion_text(completion))
+
+    def session(self, task: Task, *, sandbox: Sandbox | None = None) -> Session:
+        """One episode on ``task`` (:mod:`verihub.session`): ``reset()``, then ``step(action)`` until done."""
+        from verihub.session import Session
+
+        return Session(self, task, sandbox=sandbox)
 
     def _check_columns(self) -> None:
         """Every placeholder and every column a check reads must exist in every split."""

@@ -5,13 +5,13 @@ overlaps with the generation of the others. A backend that fails after its retri
 sandbox fails, or a verifier fault ends a rollout as ``env_error`` with the reason; a model mistake
 (bad tool arguments, a wrong answer) is ``wrong``. A multi-turn rollout with sandboxed tools starts from
 the task's ``files`` column and is graded on its terminal state: the verifier gets the task with the final
-work dir under ``verihub.tools.WORKDIR``.
+work dir under ``verihub.tools.WORKDIR``. Each rollout drives one :class:`verihub.session.Session`: the
+tool loop and the terminal-state grading are the session's, shared with the trainer and ``verihub serve``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -21,11 +21,9 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from verihub.environment import Environment
-from verihub.errors import SandboxInfraError
 from verihub.generation import Backend, Generation, GenerationError, Sampling
 from verihub.grade import Grade, GradeStatus, LayerStatus
-from verihub.spec import SANDBOX_TOOLS
-from verihub.toolschema import function_schema
+from verihub.session import Session
 
 __all__ = ["Rollout", "RolloutEngine"]
 
@@ -95,12 +93,7 @@ class RolloutEngine:
         self.env, self.backend, self.sampling = env, backend, sampling
         self.concurrency = concurrency
         self.sandbox = sandbox  # for tool runs; None: the default sandbox
-        interaction = env.spec.interaction
-        self.multi_turn = interaction.kind == "multi_turn"
-        self.max_turns = interaction.max_turns
-        self.tool_names = list(interaction.tools)
-        self.sandboxed = interaction.sandboxed
-        self._schemas: list[dict[str, Any]] | None = None  # the tools' JSON schemas, the same for every rollout
+        self.multi_turn = env.spec.interaction.kind == "multi_turn"  # each rollout drives a verihub.session.Session
 
     async def run(
         self, tasks: Iterable[Task], samples: Iterable[tuple[Task, int]] | None = None,
@@ -143,96 +136,56 @@ class RolloutEngine:
                 return
         seconds = time.perf_counter() - start
         short = f"generation failed: the backend returned {len(generations)} of the {len(indexes)} samples asked for"
-        await asyncio.gather(*(
-            self._grade(task, index, [*prompt, generation.message()], generation.text, 1,
-                        generation.prompt_tokens, generation.completion_tokens, seconds, finish)
-            for index, generation in zip(indexes, generations, strict=False)
-        ), *(finish(_fault(task, index, prompt, short)) for index in indexes[len(generations):]))
+
+        async def grade(index: int, generation: Generation) -> None:
+            session = self.env.session(task)  # a session of one step: the completion
+            session.reset()
+            began = time.perf_counter()
+            await session.astep(generation.message())
+            await finish(_rollout(session, index, generation.text, generation.prompt_tokens,
+                                  generation.completion_tokens, seconds, time.perf_counter() - began))
+
+        await asyncio.gather(*(grade(index, generation) for index, generation in zip(indexes, generations, strict=False)),
+                             *(finish(_fault(task, index, prompt, short)) for index in indexes[len(generations):]))
 
     async def _multi_turn(self, task: Task, index: int, limit: asyncio.Semaphore,
                           finish: Callable[[Rollout], Awaitable[None]]) -> None:
-        from verihub.tools import SandboxTools, task_files, with_workdir
-
-        messages: list[Message] = self.env.render(task)
-        try:  # the task's `files` column seeds the work dir
-            tools = (SandboxTools(files=task_files(task), limits=self.env.spec.sandbox, sandbox=self.sandbox)
-                     if self.sandboxed else None)
-        except ValueError as error:
-            await finish(_fault(task, index, messages, f"cannot seed the work dir: {error}"))
-            return
-        functions = self._functions(tools)
-        if self._schemas is None:  # from the signatures: built once (about a millisecond a tool), not per rollout
-            self._schemas = [function_schema(function, name) for name, function in functions.items()]
-        schemas = self._schemas
+        session = self.env.session(task, sandbox=self.sandbox)
+        schemas = session.reset()["tools"] or None
         single = self.sampling.model_copy(update={"n": 1})
         prompt_tokens = completion_tokens = 0
-        seconds = 0.0
+        seconds = grading_s = 0.0
         last: Generation | None = None
-        turns = 0
-        try:
-            while turns < self.max_turns:
-                turns += 1
-                start = time.perf_counter()
-                async with limit:
-                    last = (await self.backend.generate(messages, single, schemas or None))[0]
-                seconds += time.perf_counter() - start
-                prompt_tokens += last.prompt_tokens
-                completion_tokens += last.completion_tokens
-                messages.append(last.message())
-                if not last.tool_calls:
-                    break  # the model answered: terminal state
-                for call in last.tool_calls:
-                    messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                                     "content": await _call_tool(functions, call.name, call.arguments)})
-        except GenerationError as error:
-            await finish(_fault(task, index, messages, f"generation failed: {error}", turns))
-            return
-        except SandboxInfraError as error:
-            await finish(_fault(task, index, messages, f"tool failed: {error}", turns))
-            return
-        # Terminal state: with a sandbox, the verifier also sees the final work dir (task[WORKDIR]).
-        graded = with_workdir(task, tools.session.snapshot()) if tools is not None else task
-        await self._grade(graded, index, messages, last.text if last else "", turns, prompt_tokens,
-                          completion_tokens, seconds, finish)
-
-    def _functions(self, tools: Any) -> dict[str, Callable[..., Any]]:
-        functions: dict[str, Callable[..., Any]] = {}
-        for name in self.tool_names:
-            if name in SANDBOX_TOOLS:
-                functions[name] = getattr(tools, name)
-            else:
-                module, _, attribute = name.partition(":")
-                function = getattr(importlib.import_module(module), attribute)
-                functions[attribute] = function
-        return functions
-
-    async def _grade(self, task: Task, index: int, messages: list[Message], completion: str, turns: int,
-                     prompt_tokens: int, completion_tokens: int, generation_s: float,
-                     finish: Callable[[Rollout], Awaitable[None]]) -> None:
-        start = time.perf_counter()
-        grade = await self.env.agrade(task, messages)
-        rollout = _graded(task, index, messages, completion, grade)
-        rollout.turns, rollout.generation_s, rollout.grading_s = turns, generation_s, time.perf_counter() - start
-        rollout.prompt_tokens, rollout.completion_tokens = prompt_tokens, completion_tokens
-        await finish(rollout)
+        while not session.done:  # the session ends on an answer, the last turn allowed, or a fault
+            start = time.perf_counter()
+            async with limit:
+                try:
+                    last = (await self.backend.generate(session.messages, single, schemas))[0]
+                except GenerationError as error:
+                    session.close()
+                    await finish(_fault(task, index, session.messages, f"generation failed: {error}", session.turns))
+                    return
+            seconds += time.perf_counter() - start
+            prompt_tokens += last.prompt_tokens
+            completion_tokens += last.completion_tokens
+            began = time.perf_counter()
+            await session.astep(last.message())
+            grading_s = time.perf_counter() - began  # the last step's: the one that graded
+        session.close()
+        await finish(_rollout(session, index, last.text if last else "", prompt_tokens, completion_tokens, seconds,
+                              grading_s))
 
 
-async def _call_tool(functions: Mapping[str, Callable[..., Any]], name: str, arguments: dict[str, Any] | None) -> str:
-    """The tool's output, or an error message for the model (its own mistakes stay in the transcript)."""
-    function = functions.get(name)
-    if function is None:
-        return f"error: no tool named {name!r}; tools: {', '.join(functions)}"
-    if arguments is None:
-        return "error: the arguments must be a JSON object"
-    try:
-        output = await asyncio.to_thread(function, **arguments)
-    except TypeError as error:
-        return f"error: bad arguments for {name}: {error}"
-    except SandboxInfraError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a tool's failure is reported to the model
-        return f"error: {type(error).__name__}: {error}"
-    return output if isinstance(output, str) else json.dumps(output, default=str)
+def _rollout(session: Session, index: int, completion: str, prompt_tokens: int, completion_tokens: int,
+             generation_s: float, grading_s: float) -> Rollout:
+    """The rollout a finished session makes: its grade, or its fault (reward None)."""
+    if session.grade is None:
+        return _fault(session.task, index, session.messages, session.fault or "the session ended ungraded",
+                      session.turns)
+    rollout = _graded(session.task, index, session.messages, completion, session.grade)
+    rollout.turns, rollout.generation_s, rollout.grading_s = session.turns, generation_s, grading_s
+    rollout.prompt_tokens, rollout.completion_tokens = prompt_tokens, completion_tokens
+    return rollout
 
 
 def _graded(task: Task, index: int, messages: list[Message], completion: str, grade: Grade) -> Rollout:

@@ -2,9 +2,9 @@
 
 TRL exposes an environment class's public methods as the tools of a rollout and calls ``reset`` with
 the row before generating. For a multi-turn environment the class carries the tools its spec lists:
-``python`` and ``bash`` run in a :class:`~verihub.sandbox.session.SandboxSession` fresh for each
-rollout (under the environment's ``sandbox:`` limits), ``module:function`` tools are the functions
-themselves. A task's ``files`` column seeds the work dir. The rollout ends when the model answers without
+``python`` and ``bash`` are calls in the rollout's own :class:`~verihub.session.Session` (the one tool
+loop the eval and ``verihub serve`` drive too), run in its sandbox under the environment's ``sandbox:``
+limits; ``module:function`` tools are the functions themselves. A task's ``files`` column seeds the work dir. The rollout ends when the model answers without
 a tool call; the verifier grades that final state, the answer and the work dir, as the reward
 (:mod:`verihub.trainers.rewards`). A sandbox that fails marks the rollout as
 an environment fault, so it gets no reward rather than a zero. Single-turn environments in a run that
@@ -16,51 +16,62 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verihub.errors import SandboxInfraError
 from verihub.sandbox.types import Limits, Snapshot
 from verihub.tools import SandboxTools, task_files
 from verihub.trainers.mixture import MixedEnv
+
+if TYPE_CHECKING:
+    from verihub.environment import Environment
+    from verihub.session import Session
 
 __all__ = ["ToolEnvironment", "environment_class"]
 
 
 class ToolEnvironment:
-    """One rollout's state. Subclasses (see :func:`environment_class`) add the tools as methods."""
+    """One rollout's state: a :class:`~verihub.session.Session` on its task. Subclasses (see
+    :func:`environment_class`) add the tools as methods, each one call in the session."""
 
+    env: Environment | None = None
     limits: Limits = Limits()
 
     def __init__(self) -> None:
         self.task: dict[str, Any] = {}
-        self.fault: str | None = None
-        self._sandbox: SandboxTools | None = None
+        self.session: Session | None = None
 
     def reset(self, **row: Any) -> None:
         self.task = json.loads(row["task"]) if "task" in row else {}
-        self.fault = None
-        self._sandbox = None  # made on the first sandboxed call: a rollout without one never starts a jail
+        # TRL renders the prompt itself; the session only runs the tools (a jail starts on the first call)
+        self.session = self.env.session(self.task) if self.env is not None else None
+
+    @property
+    def fault(self) -> str | None:
+        """Why the rollout cannot be scored (a sandbox that failed, malformed task files), or None."""
+        return self.session.fault if self.session is not None else None
 
     @property
     def workdir(self) -> Snapshot:
         """The work dir the rollout left: its session's, or the task's initial files if it ran no tool.
         (A property, not a method: TRL would offer a public method to the model as a tool.)"""
-        if self._sandbox is None:
+        if self.session is None:
             return Snapshot.of(task_files(self.task))
-        return self._sandbox.session.snapshot()
+        return self.session.workdir
+
+    @property
+    def _sandbox(self) -> SandboxTools | None:
+        return self.session.tools if self.session is not None else None
+
+    @_sandbox.setter
+    def _sandbox(self, tools: SandboxTools | None) -> None:  # tests put a failing sandbox in
+        if self.session is not None:
+            self.session.tools = tools
 
     def _run(self, tool: str, argument: str) -> str:
-        if self._sandbox is None:
-            try:  # the task's `files` column seeds the work dir
-                self._sandbox = SandboxTools(files=task_files(self.task), limits=self.limits)
-            except ValueError as error:
-                self.fault = f"cannot seed the work dir: {error}"
-                return f"error: the task's files are malformed ({error}); this rollout will not be scored"
-        try:
-            return getattr(self._sandbox, tool)(argument)
-        except SandboxInfraError as error:
-            self.fault = f"tool {tool} failed: {error}"
-            return f"error: the sandbox failed ({error}); this rollout will not be scored"
+        if self.session is None:
+            raise RuntimeError("reset() starts a rollout: TRL calls it before the tools")
+        parameter = "code" if tool == "python" else "command"
+        return self.session.call_tool(tool, {parameter: argument})
 
 
 class _Tool:
@@ -93,7 +104,7 @@ _BUILTIN: dict[str, type] = {"python": _Python, "bash": _Bash}
 
 def environment_class(item: MixedEnv) -> type[ToolEnvironment]:
     """A ``ToolEnvironment`` subclass with exactly the tools ``item``'s spec lists (none when single-turn)."""
-    members: dict[str, Any] = {"limits": item.env.spec.sandbox, "__doc__": f"Tools of {item.name}."}
+    members: dict[str, Any] = {"env": item.env, "limits": item.env.spec.sandbox, "__doc__": f"Tools of {item.name}."}
     bases: list[type] = [ToolEnvironment]
     for tool in item.env.spec.interaction.tools if item.multi_turn else []:
         if tool in _BUILTIN:

@@ -1,0 +1,120 @@
+"""``verihub serve``'s ``WS /ws``: one :class:`~verihub.session.Session` per connection, OpenEnv's frames."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from verihub._serve_state import ServeState, TaskNotFound
+from verihub._serve_wire import MAX_FRAME, ErrorCode, ResetParams, error_frame, observation_frame
+from verihub.session import Session, SessionError, StepResult
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.websocket("/ws")
+async def ws(websocket: WebSocket) -> None:
+    state: ServeState = websocket.app.state.serve
+    await websocket.accept()
+    held = len(state.sessions)
+    if held >= state.max_sessions:  # one event loop: this check and the add below cannot interleave
+        await websocket.send_text(error_frame(
+            ErrorCode.CAPACITY_REACHED, f"the server holds {held} of {state.max_sessions} sessions: try later",
+            active_sessions=held, max_sessions=state.max_sessions))
+        await websocket.close(code=1013)  # try again later
+        return
+    slot = _Slot(state.sessions)
+    try:
+        await _converse(websocket, state, slot)
+    except (WebSocketDisconnect, OSError):  # the client went away mid-reply (uvicorn's ClientDisconnected)
+        pass
+    finally:
+        slot.release()
+        try:
+            await websocket.close()
+        except RuntimeError:  # already closed
+            pass
+
+
+class _Slot:
+    """A connection's place among the sessions, and its session once a reset picked the task."""
+
+    def __init__(self, sessions: set[Any]) -> None:
+        self.sessions = sessions
+        self.session: Session | None = None
+        self.episode_id: str | None = None
+        sessions.add(self)
+
+    def start(self, session: Session, episode_id: str | None) -> None:
+        if self.session is not None:
+            self.session.close()
+        self.session, self.episode_id = session, episode_id
+
+    def release(self) -> None:
+        if self.session is not None:
+            self.session.close()  # drops the work dir: nothing outlives the connection
+        self.sessions.discard(self)
+
+
+async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> None:
+    while True:
+        try:
+            message = await asyncio.wait_for(websocket.receive(), state.idle_timeout_s)
+        except TimeoutError:
+            await websocket.send_text(error_frame(ErrorCode.SESSION_ERROR,
+                                                  f"no frame for {state.idle_timeout_s:g}s: the session is closed"))
+            return
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is None or len(text) > MAX_FRAME:
+            await websocket.send_text(error_frame(ErrorCode.INVALID_JSON,
+                                                  f"frames are JSON text of at most {MAX_FRAME} bytes"))
+            continue
+        try:
+            frame = json.loads(text)
+        except (ValueError, RecursionError) as error:  # also past int_max_str_digits, or nested too deep
+            await websocket.send_text(error_frame(ErrorCode.INVALID_JSON, f"invalid JSON: {str(error)[:200]}"))
+            continue
+        kind = frame.get("type") if isinstance(frame, dict) else None
+        if kind == "close":
+            return
+        try:
+            reply = await _answer(kind, frame.get("data", {}) if isinstance(frame, dict) else None, state, slot)
+        except ValidationError as error:
+            from verihub.hub.deps import describe
+
+            reply = error_frame(ErrorCode.VALIDATION_ERROR, f"invalid frame data: {describe(error)}")
+        except (SessionError, TaskNotFound) as error:
+            reply = error_frame(ErrorCode.VALIDATION_ERROR, str(error))
+        except Exception as error:  # noqa: BLE001 - a bug answers this frame; the server and session go on
+            reply = error_frame(ErrorCode.EXECUTION_ERROR, f"{type(error).__name__}: {error}")
+        await websocket.send_text(reply)
+
+
+async def _answer(kind: Any, data: Any, state: ServeState, slot: _Slot) -> str:
+    if kind == "reset":
+        params = ResetParams.model_validate(data if data is not None else {})
+        env, row = state.catalog.task(params)
+        session = env.session(row)
+        slot.start(session, params.episode_id)
+        observation = await session.areset()
+        return observation_frame(StepResult(observation, None, session.done, session.info()))
+    if kind == "step":
+        if slot.session is None:
+            raise SessionError("send a reset frame first: it picks the task")
+        return observation_frame(await slot.session.astep(data))
+    if kind == "state":
+        if slot.session is None:
+            return json.dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}})
+        shown = slot.session.state()
+        if slot.episode_id is not None:
+            shown["episode_id"] = slot.episode_id
+        return json.dumps({"type": "state", "data": shown})
+    return error_frame(ErrorCode.UNKNOWN_TYPE, f"unknown frame type {kind!r}: use reset, step, state or close")

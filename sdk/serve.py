@@ -1,0 +1,109 @@
+"""``verihub serve``: environments as an OpenEnv-compatible HTTP/WebSocket service.
+
+``WS /ws`` holds one :class:`~verihub.session.Session` per connection (reset picks the task, step takes a
+turn, state, close; :mod:`verihub._serve_ws`); ``POST /reset`` and ``POST /step`` are OpenEnv's
+stateless forms (single-turn only); ``GET /health``, ``/metadata``, ``/schema`` and the task API
+(``/list_environments``, ``/{env}/splits``, ``/{env}/tasks``, ...) describe what is served; ``POST /grade``
+grades many task+completion pairs at once (:mod:`verihub._serve_http`).
+
+Every frame and body is bounded, bad input gets an error frame or a 4xx with a code (never a crash or a
+500), sessions past ``max_sessions`` are refused with ``CAPACITY_REACHED``, an idle session is closed, and a
+session's work dir is dropped when its connection ends. A fault is ``reward: null`` with the reason in
+``metadata``; never 0. Task listings carry ids and rendered prompts, never the reference columns.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from verihub._serve_http import Refused, problem
+from verihub._serve_http import router as http_router
+from verihub._serve_state import Catalog, ServeState, TaskNotFound
+from verihub._serve_wire import MAX_FRAME
+from verihub._serve_ws import router as ws_router
+from verihub.environment import Environment
+from verihub.errors import VerihubError
+
+__all__ = ["ListenError", "TaskNotFound", "create_app", "run"]
+
+
+class ListenError(VerihubError, OSError):
+    """The address is taken or not ours to bind."""
+
+
+def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_timeout_s: float = 300.0,
+               token: str | None = None) -> FastAPI:
+    """The service for ``envs``; at most ``max_sessions`` WebSocket sessions, each closed after
+    ``idle_timeout_s`` without a frame. With ``token``, every route but ``/health`` wants
+    ``Authorization: Bearer <token>``, checked before anything is parsed."""
+    if max_sessions < 1:
+        raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+    app = FastAPI(title="verihub serve", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.serve = ServeState(Catalog(envs), max_sessions, idle_timeout_s)
+    app.include_router(http_router)
+    app.include_router(ws_router)
+
+    @app.exception_handler(Refused)
+    async def refused(_request: Request, error: Refused) -> JSONResponse:
+        return error.response
+
+    @app.exception_handler(TaskNotFound)
+    async def not_found(_request: Request, error: TaskNotFound) -> JSONResponse:
+        return problem(404, "NOT_FOUND", str(error))
+
+    if token:
+        app.add_middleware(_BearerToken, token=token)
+    return app
+
+
+class _BearerToken:
+    """Refuses a request or WebSocket without the token before the app sees a byte of it."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
+            return await self.app(scope, receive, send)
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        if hmac.compare_digest(given, self.expected):
+            return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":  # closing before accept: the handshake gets HTTP 403
+            await send({"type": "websocket.close", "code": 1008})
+            return None
+        body = json.dumps({"error": "UNAUTHORIZED", "message": "send Authorization: Bearer <token>"}).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+        return None
+
+
+def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int, idle_timeout_s: float,
+        token: str | None = None) -> None:
+    """Serve until interrupted; prints the address it listens on (``port`` 0 takes a free one). Raises
+    :class:`ListenError` if it cannot listen there."""
+    import uvicorn
+
+    app = create_app(envs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, token=token)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    listener.listen(2048)  # connections wait in the backlog from the moment the address is printed
+    bound = listener.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    print(f"verihub serve: {', '.join(env.id for env in envs)} on http://{shown}:{bound} "
+          f"(ws://{shown}:{bound}/ws, at most {max_sessions} sessions)", flush=True)
+    config = uvicorn.Config(app, ws="websockets-sansio", ws_max_size=MAX_FRAME + 1024, log_level="warning")
+    uvicorn.Server(config).run(sockets=[listener])
