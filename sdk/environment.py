@@ -155,7 +155,10 @@ def load_env(
     from a reasoning-gym dataset: ``load_env("reasoning-gym:basic_arithmetic", size=200, seed=1,
     difficulty=2, max_digits=3)``. Only ``reasoning-gym:`` refs take ``size`` (default 500), ``seed``
     (default 0), ``difficulty`` (curriculum levels), ``config`` and other keyword arguments (the
-    dataset's settings); see :mod:`verihub.adapters.reasoning_gym`.
+    dataset's settings); see :mod:`verihub.adapters.reasoning_gym`. ``openenv:URL`` (or ``openenv:owner/space``)
+    loads an OpenEnv server's environment: tasks are seeded episodes, rewards the remote's; ``size``,
+    ``seed`` and ``action_field``, ``timeout_s``, ``max_reply_bytes``, ``reward_range``; see
+    :mod:`verihub.adapters.openenv`.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
     Judge layers use ``judge``; else a :class:`~verihub.judge.ModelJudge` for ``judge_model`` (which
@@ -164,6 +167,13 @@ def load_env(
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
     """
+    if str(ref).startswith("openenv:"):
+        from verihub.adapters.openenv import load_openenv
+
+        if difficulty is not None:
+            raise TypeError("load_env() got an unexpected keyword argument difficulty (openenv: environments take none)")
+        return load_openenv(str(ref), size=size, seed=seed, config=config, judge=judge,
+                            on_missing_judge=on_missing_judge, **settings)
     if str(ref).startswith("reasoning-gym:"):
         from verihub.adapters.reasoning_gym import reasoning_gym_spec
 

@@ -1,0 +1,486 @@
+"""OpenEnv environments (a server speaking OpenEnv's protocol, or a Hugging Face Space) as verihub ones.
+
+>>> env = verihub.load_env("openenv:http://127.0.0.1:8000", size=50, seed=1)  # doctest: +SKIP
+>>> env = verihub.load_env("openenv:openenv/echo-env")  # a Space: https://openenv-echo-env.hf.space  # doctest: +SKIP
+
+- **tasks**: episode seeds. Task ``i`` is the episode ``reset(seed=seed + i)`` starts (``size`` tasks,
+  default 100, split 0.8/0.2 into ``train`` and ``eval``); its ``prompt`` column is that reset's
+  observation as text (the observation's only string field, else its JSON without ``metadata``).
+  Loading checks that the remote reproduces an episode from its seed: verihub poses a task and grades
+  it in two sessions, so an environment that ignores the seed cannot be graded and is refused.
+- **prompt**: the observation text as the user turn.
+- **verifier**: one check layer: a fresh WebSocket session resets to the task's seed (the observation
+  must still be the prompt), steps once with the completion as the action and scores the remote's
+  reward. The completion fills the action's only field (``action_field=`` names one when there are
+  several); a field that is not a string takes the completion parsed as JSON.
+- **sessions**: ``env.session(task)`` drives a multi-turn remote episode turn by turn.
+
+The remote is untrusted (TRUST.md): every reply is bounded (``max_reply_bytes``, default 1 MiB), every
+request has a deadline (``timeout_s``, default 30), and anything but a finite reward inside
+``reward_range`` (default ``[0, 1]``, rescaled to [0, 1]) is a fault: connection refused, timeouts,
+malformed replies, the server's error frames, no reward, a reward out of range are ``env_error`` with
+a reason, never a 0. Only the server refusing the action itself (its ``VALIDATION_ERROR``) or a
+completion that is no valid action is the answer's fault (``wrong``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+import threading
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from pydantic import Field
+
+from verihub.checks.base import CheckParams, CheckResult, check
+from verihub.environment import Environment
+from verihub.errors import MissingDependencyError, SpecError, SpecProblem, VerihubError
+
+__all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "TaskSession", "base_url", "load_openenv",
+           "openenv_spec", "remote_step", "tasks"]
+
+PREFIX = "openenv:"
+DEFAULT_SIZE = 100
+SPLIT = {"train": 0.8, "eval": 0.2}
+INSTALL_HINT = "pip install openenv"
+MAX_REPLY_BYTES = 1 << 20
+_SPACE_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+
+
+class RemoteEnvError(VerihubError):
+    """The remote environment failed: unreachable, slow, a malformed reply or an error frame (``code``)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ActionRefusedError(RemoteEnvError):
+    """The server refused the action as invalid (its ``VALIDATION_ERROR``): the answer's fault."""
+
+
+def base_url(ref: str) -> str:
+    """The server's HTTP address for ``openenv:URL`` or ``openenv:owner/space`` (a Hugging Face Space)."""
+    body = ref.removeprefix(PREFIX).strip().rstrip("/")
+    if body.startswith(("ws://", "wss://")):
+        body = "http" + body.removeprefix("ws")
+    if body.startswith(("http://", "https://")):
+        return body
+    if _SPACE_ID.match(body):
+        owner, name = body.split("/")
+        return f"https://{owner}-{name}".lower().replace("_", "-").replace(".", "-") + ".hf.space"
+    raise VerihubError(f"{ref!r}: expected openenv:http(s)://HOST[:PORT] or openenv:OWNER/SPACE")
+
+
+def _ws_url(url: str) -> str:
+    return "ws" + url.removeprefix("http") + "/ws"
+
+
+# -- one remote session over OpenEnv's WebSocket protocol ------------------------------------------------
+
+
+def _websockets() -> Any:
+    try:
+        from websockets.asyncio.client import connect
+    except ImportError as error:
+        raise MissingDependencyError(f"openenv: environments need the websockets package ({error}): {INSTALL_HINT}") from error
+    return connect
+
+
+Result = tuple[dict[str, Any], float | None, bool]
+
+
+class RemoteSession:
+    """One episode on the remote (one WebSocket connection): ``reset``, ``step``, ``state``, ``close``.
+
+    Every failure raises :class:`RemoteEnvError` with a reason; rewards are checked and rescaled."""
+
+    def __init__(self, url: str, *, timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
+                 reward_range: tuple[float, float] = (0.0, 1.0)) -> None:
+        self.url, self.timeout_s, self.max_reply_bytes, self.reward_range = url, timeout_s, max_reply_bytes, reward_range
+        self._ws: Any = None
+
+    async def __aenter__(self) -> RemoteSession:
+        connect = _websockets()
+        try:
+            self._ws = await connect(_ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes,
+                                     close_timeout=1)
+        except (OSError, TimeoutError) as error:
+            raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {_describe(error)}") from error
+        except Exception as error:  # noqa: BLE001 - handshake refusals (InvalidStatus, InvalidURI, ...)
+            raise RemoteEnvError(f"the OpenEnv server at {self.url} refused the connection: {_describe(error)}") from error
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            try:
+                await asyncio.wait_for(ws.send(json.dumps({"type": "close"})), 1)
+            except Exception:  # noqa: BLE001, S110 - closing a dead connection is done already
+                pass
+            try:
+                await asyncio.wait_for(ws.close(), 2)
+            except Exception:  # noqa: BLE001, S110
+                pass
+
+    async def reset(self, **options: Any) -> Result:
+        return self._result(await self._request("reset", options), "reset")
+
+    async def step(self, action: dict[str, Any]) -> Result:
+        return self._result(await self._request("step", action), "step")
+
+    async def state(self) -> dict[str, Any]:
+        return await self._request("state", None)
+
+    async def _request(self, kind: str, data: dict[str, Any] | None) -> dict[str, Any]:
+        if self._ws is None:
+            raise RemoteEnvError(f"the session with {self.url} is closed")
+        message = {"type": kind} if data is None else {"type": kind, "data": data}
+        try:
+            await asyncio.wait_for(self._ws.send(json.dumps(message)), self.timeout_s)
+            raw = await asyncio.wait_for(self._ws.recv(), self.timeout_s)
+        except TimeoutError as error:
+            await self.close()  # a late reply must not answer the next request
+            raise RemoteEnvError(f"{self.url} sent no reply to {kind} within {self.timeout_s:g}s") from error
+        except Exception as error:  # noqa: BLE001 - ConnectionClosed (server died, reply over max_size), OSError
+            await self.close()
+            raise RemoteEnvError(f"the connection to {self.url} broke during {kind}: {_describe(error)}") from error
+        try:
+            frame = json.loads(raw)
+        except (ValueError, RecursionError) as error:
+            raise RemoteEnvError(f"{self.url} answered {kind} with malformed JSON: {_describe(error)}") from error
+        if not isinstance(frame, dict) or not isinstance(frame.get("data"), dict):
+            raise RemoteEnvError(f"{self.url} answered {kind} with a frame that is not {{type, data: {{...}}}}")
+        data: dict[str, Any] = frame["data"]
+        if frame.get("type") == "error":
+            code = str(data.get("code", "UNKNOWN"))[:40]
+            text = f"{self.url} answered {kind} with error {code}: {str(data.get('message', ''))[:300]}"
+            raise (ActionRefusedError if kind == "step" and code == "VALIDATION_ERROR" else RemoteEnvError)(text, code)
+        wanted = "state" if kind == "state" else "observation"
+        if frame.get("type") != wanted:
+            raise RemoteEnvError(f"{self.url} answered {kind} with a {str(frame.get('type'))[:40]!r} frame, not {wanted!r}")
+        return data
+
+    def _result(self, data: dict[str, Any], kind: str) -> Result:
+        observation, reward, done = data.get("observation"), data.get("reward"), data.get("done", False)
+        if not isinstance(observation, dict) or not isinstance(done, bool):
+            raise RemoteEnvError(f"{self.url} answered {kind} with no observation object or a non-boolean done")
+        return observation, None if reward is None else self._reward(reward, kind), done
+
+    def _reward(self, reward: Any, kind: str) -> float:
+        low, high = self.reward_range
+        if isinstance(reward, bool):
+            reward = float(reward)
+        if not isinstance(reward, int | float) or not math.isfinite(reward) or not low <= reward <= high:
+            raise RemoteEnvError(f"{self.url} answered {kind} with reward {str(reward)[:40]}, not a finite number "
+                                 f"in [{low:g}, {high:g}]")
+        return (reward - low) / (high - low)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:300] if str(error) else type(error).__name__
+
+
+def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` to completion from sync code, also when an event loop is running in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="verihub-openenv")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def prompt_text(observation: Mapping[str, Any]) -> str:
+    """An observation as the model reads it: its only string field, else its JSON (without metadata)."""
+    fields = {key: value for key, value in observation.items() if key != "metadata"}
+    texts = [value for value in fields.values() if isinstance(value, str)]
+    if len(texts) == 1 and all(value is None or isinstance(value, str) for value in fields.values()):
+        return texts[0]
+    return json.dumps(fields, sort_keys=True, ensure_ascii=False)
+
+
+# -- the task source and the check --------------------------------------------------------------------------
+
+
+class Remote(CheckParams):
+    """Where the remote is and how to talk to it (also the task generator's arguments)."""
+
+    url: str
+    action_field: str
+    action_kind: Literal["text", "json"] = "text"
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    max_reply_bytes: int = Field(MAX_REPLY_BYTES, ge=1024, le=64 << 20)
+    reward_range: tuple[float, float] = (0.0, 1.0)
+
+    def columns(self) -> set[str]:
+        return {"episode_seed", "prompt"}
+
+    def session(self) -> RemoteSession:
+        return RemoteSession(self.url, timeout_s=self.timeout_s, max_reply_bytes=self.max_reply_bytes,
+                             reward_range=self.reward_range)
+
+    def action(self, completion: str) -> dict[str, Any]:
+        """The action a completion stands for; ValueError if it is none."""
+        if self.action_kind == "text":
+            return {self.action_field: completion}
+        try:
+            return {self.action_field: json.loads(completion)}
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"the completion is not a JSON value for action field {self.action_field!r}") from error
+
+
+def tasks(n: int, seed: int, **remote: Any) -> list[dict[str, Any]]:
+    """``n`` tasks: the episodes ``reset(seed=seed + i)`` starts on the remote (a dataset generator)."""
+    params = Remote(**remote)
+    digest = hashlib.sha256(f"{params.url}/{seed}".encode()).hexdigest()[:8]
+
+    async def collect() -> list[dict[str, Any]]:
+        rows = []
+        async with params.session() as session:
+            for i in range(n):
+                observation, _, _ = await session.reset(seed=seed + i)
+                rows.append({"id": f"openenv-{digest}-{i:05d}", "episode_seed": seed + i,
+                             "prompt": prompt_text(observation)})
+            again, _, _ = await session.reset(seed=seed)
+        if prompt_text(again) != rows[0]["prompt"]:
+            raise RemoteEnvError(f"{params.url} does not reproduce an episode from its seed (reset(seed={seed}) gave "
+                                 "two different observations), so verihub cannot pose a task and grade it later")
+        return rows
+
+    return run_sync(collect())
+
+
+@check(params=Remote, mode="async")
+async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) -> CheckResult:
+    """The remote's reward for the completion as the action of the task's episode."""
+    try:
+        action = params.action(completion)
+    except ValueError as error:
+        return CheckResult(0.0, str(error))
+    async with params.session() as session:
+        observation, _, _ = await session.reset(seed=int(task["episode_seed"]))
+        if prompt_text(observation) != task["prompt"]:
+            raise RemoteEnvError(f"{params.url}: reset(seed={task['episode_seed']}) no longer gives this task's prompt")
+        try:
+            _, reward, _ = await session.step(action)
+        except ActionRefusedError as error:
+            return CheckResult(0.0, f"the remote refused the action: {error}"[:300])
+    if reward is None:
+        raise RemoteEnvError(f"{params.url} gave no reward for the step")
+    return CheckResult(reward, "" if reward >= 1.0 else f"remote reward {reward:g}")
+
+
+# -- the environment ----------------------------------------------------------------------------------------
+
+
+def _get(url: str, path: str, timeout_s: float, limit: int) -> Any:
+    """GET ``url + path`` as JSON, at most ``limit`` bytes; None for a 404/501 (not offered)."""
+    import httpx
+
+    try:
+        with httpx.stream("GET", url + path, timeout=timeout_s) as response:
+            if response.status_code in (404, 405, 501):
+                return None
+            if response.status_code != 200:
+                raise RemoteEnvError(f"{url}{path} answered HTTP {response.status_code}")
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise RemoteEnvError(f"{url}{path} sent more than {limit} bytes")
+    except httpx.HTTPError as error:
+        raise RemoteEnvError(f"cannot reach the OpenEnv server at {url}: {_describe(error)}") from error
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as error:
+        raise RemoteEnvError(f"{url}{path} answered with malformed JSON") from error
+
+
+def _action_field(url: str, schema: Any, wanted: str | None) -> tuple[str, Literal["text", "json"]]:
+    action = schema.get("action") if isinstance(schema, dict) else None
+    properties = action.get("properties") if isinstance(action, dict) else None
+    if not isinstance(properties, dict):
+        raise RemoteEnvError(f"{url}/schema holds no action schema with properties")
+    fields = {name: value for name, value in properties.items() if name != "metadata" and isinstance(value, dict)}
+    if wanted is None:
+        required = [name for name in action.get("required", []) if name in fields]
+        choices = required if len(required) == 1 else list(fields)
+        if len(choices) != 1:
+            raise SpecError([SpecProblem(PREFIX + url, None, "action_field", "the action has fields "
+                             f"{', '.join(fields) or '(none)'}; name the one the completion fills: "
+                             "load_env(..., action_field=NAME)")])
+        wanted = choices[0]
+    if wanted not in fields:
+        raise SpecError([SpecProblem(PREFIX + url, None, "action_field",
+                                     f"the action has no field {wanted!r}; fields: {', '.join(fields)}")])
+    return wanted, "text" if fields[wanted].get("type") == "string" else "json"
+
+
+def openenv_spec(ref: str, *, size: int | None = None, seed: int | None = None, action_field: str | None = None,
+                 timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
+                 reward_range: tuple[float, float] = (0.0, 1.0)) -> Any:
+    """The :class:`~verihub.spec_loader.LoadedSpec` of ``openenv:URL`` (see the module docstring)."""
+    from verihub._yaml import LineMap
+    from verihub.spec import EnvSpec
+    from verihub.spec_loader import LoadedSpec
+
+    url = base_url(ref)
+    size, seed = DEFAULT_SIZE if size is None else size, 0 if seed is None else seed
+    problems = []
+    if not isinstance(size, int) or isinstance(size, bool) or size < 2:
+        problems.append(SpecProblem(ref, None, "size", f"must be an integer of at least 2, got {size!r}"))
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        problems.append(SpecProblem(ref, None, "seed", f"must be a non-negative integer, got {seed!r}"))
+    low, high = reward_range
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        problems.append(SpecProblem(ref, None, "reward_range", f"must be two finite numbers, low < high; got {reward_range!r}"))
+    if problems:
+        raise SpecError(problems)
+    limit = min(max_reply_bytes, MAX_REPLY_BYTES)
+    field, kind = _action_field(url, _get(url, "/schema", timeout_s, limit), action_field)
+    metadata = _get(url, "/metadata", timeout_s, limit) or {}
+    name = str(metadata.get("name") or "remote") if isinstance(metadata, dict) else "remote"
+    slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._")[:60] or "remote"
+    remote = {"url": url, "action_field": field, "action_kind": kind, "timeout_s": timeout_s,
+              "max_reply_bytes": max_reply_bytes, "reward_range": list(reward_range)}
+    spec = EnvSpec.model_validate({
+        "id": "openenv-" + slug,
+        "version": "0.0.0",
+        "domain": "openenv",
+        "description": f"The OpenEnv environment {name[:80]} at {url}.",
+        "tags": ["openenv"],
+        "dataset": {"source": f"{__name__}:tasks", "size": size, "seed": seed, "args": remote, "split": SPLIT},
+        "prompt": {"user": "{prompt}"},
+        "verifier": [{"name": "remote", "layer": "check", "use": f"{__name__}:remote_step", "args": remote,
+                      "timeout_s": 3 * timeout_s + 5}],
+        "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a remote ships no oracle answers
+    })
+    loaded = LoadedSpec(spec, Path(PREFIX + url.replace("://", "/")) / "environment.yaml", LineMap())
+    return loaded, Remote(**remote)
+
+
+class OpenEnvEnvironment(Environment):
+    """An :class:`~verihub.Environment` whose tasks and rewards come from an OpenEnv server.
+
+    Besides grading, :meth:`session` runs a task's episode turn by turn (multi-turn remotes)."""
+
+    def __init__(self, loaded: Any, remote: Remote, **options: Any) -> None:
+        super().__init__(loaded, **options)
+        self.remote = remote
+
+    def session(self, task: Mapping[str, Any]) -> TaskSession:
+        return TaskSession(self.remote, task)
+
+
+class TaskSession:
+    """One task's remote episode: ``reset() -> observation``, ``step(action) -> (observation, reward | None,
+    done, info)``, ``close()``; async as ``areset``/``astep``/``aclose``, sync otherwise.
+
+    A fault ends the episode: ``reward`` None, ``done`` True, ``info`` ``{"status": "env_error", "reason"}``;
+    an action the remote refuses scores 0 and ends it (``info["status"]`` ``"wrong"``)."""
+
+    def __init__(self, remote: Remote, task: Mapping[str, Any]) -> None:
+        self.remote, self.task = remote, task
+        self._session: RemoteSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def areset(self) -> str:
+        await self.aclose()
+        self._session = await self.remote.session().__aenter__()
+        observation, _, _ = await self._session.reset(seed=int(self.task["episode_seed"]))
+        text = prompt_text(observation)
+        if text != self.task["prompt"]:
+            await self.aclose()
+            raise RemoteEnvError(f"{self.remote.url}: reset(seed={self.task['episode_seed']}) no longer gives this task's prompt")
+        return text
+
+    async def astep(self, action: str) -> tuple[str, float | None, bool, dict[str, Any]]:
+        if self._session is None:
+            return "", None, True, {"status": "env_error", "reason": "step before reset (or after the episode ended)"}
+        try:
+            observation, reward, done = await self._session.step(self.remote.action(action))
+        except (ValueError, ActionRefusedError) as error:
+            await self.aclose()
+            return "", 0.0, True, {"status": "wrong", "reason": str(error)[:300]}
+        except RemoteEnvError as error:
+            await self.aclose()
+            return "", None, True, {"status": "env_error", "reason": str(error)}
+        if done:
+            await self.aclose()
+            if reward is None:
+                return prompt_text(observation), None, True, {"status": "env_error", "reason": "the episode ended without a reward"}
+        return prompt_text(observation), reward, done, {}
+
+    async def astate(self) -> dict[str, Any]:
+        if self._session is None:
+            raise RemoteEnvError("no episode is running")
+        return await self._session.state()
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    # The sync methods run the async ones on a loop of the session's own (its connection belongs to one
+    # loop); use one style per session.
+    def _sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="verihub-openenv-session", daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def reset(self) -> str:
+        return self._sync(self.areset())
+
+    def step(self, action: str) -> tuple[str, float | None, bool, dict[str, Any]]:
+        return self._sync(self.astep(action))
+
+    def state(self) -> dict[str, Any]:
+        return self._sync(self.astate())
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._sync(self.aclose())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+
+
+def load_openenv(ref: str, *, size: int | None = None, seed: int | None = None, config: Mapping[str, Any] | None = None,
+                 **options: Any) -> OpenEnvEnvironment:
+    """``verihub.load_env("openenv:...")``: ``options`` (or ``config``) are :func:`openenv_spec`'s keywords;
+    the others (``judge``, ``on_missing_judge``) go to the environment."""
+    env_options = {key: options.pop(key) for key in ("judge", "on_missing_judge") if key in options}
+    settings = {**dict(config or {}), **options}
+    known = {"action_field", "timeout_s", "max_reply_bytes", "reward_range"}
+    if unknown := sorted(set(settings) - known):
+        raise TypeError(f"openenv: environments take no {', '.join(unknown)} (options: size, seed, {', '.join(sorted(known))})")
+    loaded, remote = openenv_spec(ref, size=size, seed=seed, **settings)
+    try:
+        return OpenEnvEnvironment(loaded, remote, **env_options)
+    except SpecError as error:  # the task source's remote failure, said plainly
+        cause = error.__cause__
+        if isinstance(cause, RemoteEnvError):
+            raise cause from None
+        raise
