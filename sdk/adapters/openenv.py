@@ -34,6 +34,7 @@ import threading
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import parse_qsl
 from typing import Any, Literal
 
 from pydantic import Field
@@ -47,6 +48,7 @@ __all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "T
 
 PREFIX = "openenv:"
 DEFAULT_SIZE = 100
+MIN_SIZE = 5
 SPLIT = {"train": 0.8, "eval": 0.2}
 INSTALL_HINT = "pip install openenv"
 MAX_REPLY_BYTES = 1 << 20
@@ -63,6 +65,21 @@ class RemoteEnvError(VerihubError):
 
 class ActionRefusedError(RemoteEnvError):
     """The server refused the action as invalid (its ``VALIDATION_ERROR``): the answer's fault."""
+
+
+def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
+    """``openenv:URL[?size=20&action_field=message&...]`` -> (the server's HTTP address, options); option
+    values are read as YAML scalars or lists (``reward_range=[-1,1]``), so that the CLI can pass them."""
+    import yaml
+
+    body, _, query = ref.partition("?")
+    options: dict[str, Any] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        try:
+            options[key] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            options[key] = value
+    return base_url(body), options
 
 
 def base_url(ref: str) -> str:
@@ -338,24 +355,40 @@ def _action_field(url: str, schema: Any, wanted: str | None) -> tuple[str, Liter
     return wanted, "text" if fields[wanted].get("type") == "string" else "json"
 
 
-def openenv_spec(ref: str, *, size: int | None = None, seed: int | None = None, action_field: str | None = None,
-                 timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
-                 reward_range: tuple[float, float] = (0.0, 1.0)) -> Any:
-    """The :class:`~verihub.spec_loader.LoadedSpec` of ``openenv:URL`` (see the module docstring)."""
+OPTIONS = ("size", "seed", "action_field", "timeout_s", "max_reply_bytes", "reward_range")
+
+
+def openenv_spec(ref: str, **given: Any) -> tuple[Any, Remote]:
+    """The :class:`~verihub.spec_loader.LoadedSpec` of ``openenv:URL`` (see the module docstring) and how to
+    reach the remote. Options in the ref's query string come first; keyword arguments override them."""
+    url, options = parse_ref(ref)
+    merged = {**options, **{key: value for key, value in given.items() if value is not None}}
+    if unknown := sorted(set(merged) - set(OPTIONS)):
+        raise TypeError(f"openenv: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
+    return _spec(ref, url, **merged)
+
+
+def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = None, action_field: str | None = None,
+          timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
+          reward_range: tuple[float, float] | list[float] = (0.0, 1.0)) -> tuple[Any, Remote]:
     from verihub._yaml import LineMap
     from verihub.spec import EnvSpec
     from verihub.spec_loader import LoadedSpec
 
-    url = base_url(ref)
     size, seed = DEFAULT_SIZE if size is None else size, 0 if seed is None else seed
     problems = []
-    if not isinstance(size, int) or isinstance(size, bool) or size < 2:
-        problems.append(SpecProblem(ref, None, "size", f"must be an integer of at least 2, got {size!r}"))
+    if not isinstance(size, int) or isinstance(size, bool) or size < MIN_SIZE:
+        problems.append(SpecProblem(ref, None, "size", f"must be an integer of at least {MIN_SIZE} (the train and eval splits each need a task), got {size!r}"))
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         problems.append(SpecProblem(ref, None, "seed", f"must be a non-negative integer, got {seed!r}"))
-    low, high = reward_range
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+    low, high = (list(reward_range) + [math.nan, math.nan])[:2] if isinstance(reward_range, list | tuple) else (math.nan,) * 2
+    if not (isinstance(low, int | float) and isinstance(high, int | float) and math.isfinite(low) and math.isfinite(high) and low < high):
         problems.append(SpecProblem(ref, None, "reward_range", f"must be two finite numbers, low < high; got {reward_range!r}"))
+    if not isinstance(timeout_s, int | float) or not 0 < timeout_s <= 600:
+        problems.append(SpecProblem(ref, None, "timeout_s", f"must be a number of seconds in (0, 600], got {timeout_s!r}"))
+    if not isinstance(max_reply_bytes, int) or not 1024 <= max_reply_bytes <= 64 << 20:
+        problems.append(SpecProblem(ref, None, "max_reply_bytes", f"must be an integer in [1024, {64 << 20}], "
+                                                                   f"got {max_reply_bytes!r}"))
     if problems:
         raise SpecError(problems)
     limit = min(max_reply_bytes, MAX_REPLY_BYTES)
@@ -472,11 +505,7 @@ def load_openenv(ref: str, *, size: int | None = None, seed: int | None = None, 
     """``verihub.load_env("openenv:...")``: ``options`` (or ``config``) are :func:`openenv_spec`'s keywords;
     the others (``judge``, ``on_missing_judge``) go to the environment."""
     env_options = {key: options.pop(key) for key in ("judge", "on_missing_judge") if key in options}
-    settings = {**dict(config or {}), **options}
-    known = {"action_field", "timeout_s", "max_reply_bytes", "reward_range"}
-    if unknown := sorted(set(settings) - known):
-        raise TypeError(f"openenv: environments take no {', '.join(unknown)} (options: size, seed, {', '.join(sorted(known))})")
-    loaded, remote = openenv_spec(ref, size=size, seed=seed, **settings)
+    loaded, remote = openenv_spec(ref, size=size, seed=seed, **{**dict(config or {}), **options})
     try:
         return OpenEnvEnvironment(loaded, remote, **env_options)
     except SpecError as error:  # the task source's remote failure, said plainly

@@ -1,0 +1,374 @@
+"""`load_env("openenv:URL")` against real OpenEnv servers built with the openenv package, on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pytest
+
+import verihub
+from verihub.adapters.openenv import RemoteEnvError, base_url
+from verihub.errors import SpecError
+from verihub.testing import ScriptedChatServer
+
+from conftest import REPO, free_port, wait_until_serving
+
+pytest.importorskip("openenv.core.env_server.http_server")
+
+VERIHUB = str(Path(sys.executable).with_name("verihub"))
+
+# Two environments written the way OpenEnv's own are (Environment, Action, Observation, create_app), and
+# a hostile server that speaks the protocol's shape but sends whatever a broken or malicious remote would.
+SERVER = r'''
+import json, random, sys, time
+import uvicorn
+from fastapi import FastAPI, WebSocket
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
+
+WORDS = ["apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "grape", "mango", "orbit"]
+
+
+class Say(Action):
+    message: str
+
+
+class Text(Observation):
+    text: str = ""
+
+
+class Reverse(Environment):
+    """Single turn: reverse the word. A few answers make the remote misbehave, as a broken one would."""
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state, self.word = State(), ""
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        rng = random.Random(seed)
+        self.word = rng.choice(WORDS) + str(rng.randint(10, 99))
+        self._state = State(step_count=0)
+        return Text(text=f"Reverse the word: {self.word}")
+
+    def step(self, action, timeout_s=None, **kwargs):
+        self._state.step_count += 1
+        answer = action.message.strip()
+        if answer == "HUGE":
+            return Text(text="x" * (2 << 20), reward=1.0, done=True)
+        if answer == "FIVE":
+            return Text(reward=5.0, done=True)
+        if answer == "NONE":
+            return Text(reward=None, done=True)
+        if answer == "CRASH":
+            raise RuntimeError("the remote environment crashed")
+        if answer == "SLOW":
+            time.sleep(20)
+        if answer == "HALF":
+            return Text(reward=0.5, done=True)
+        return Text(reward=1.0 if answer == self.word[::-1] else 0.0, done=True)
+
+    @property
+    def state(self):
+        return self._state
+
+
+class Guess(Action):
+    guess: int
+
+
+class Guessing(Environment):
+    """Multi-turn: find a number in 1..100 in 8 guesses; the feedback says higher or lower."""
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state, self.target = State(), 0
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        self.target = random.Random(seed).randint(1, 100)
+        self._state = State(step_count=0)
+        return Text(text="Guess my number between 1 and 100.")
+
+    def step(self, action, timeout_s=None, **kwargs):
+        self._state.step_count += 1
+        if action.guess == self.target:
+            return Text(text="correct", reward=1.0, done=True)
+        if self._state.step_count >= 8:
+            return Text(text="out of turns", reward=0.0, done=True)
+        return Text(text="higher" if action.guess < self.target else "lower", done=False)
+
+    @property
+    def state(self):
+        return self._state
+
+
+def hostile(drifting):
+    app = FastAPI()
+    schema = {"action": {"properties": {"message": {"type": "string"}}, "required": ["message"]}}
+    app.get("/schema")(lambda: schema)
+    app.get("/metadata")(lambda: {"name": "Hostile"})
+    replies = {
+        "garbage": "}{", "list": "[1, 2]", "deep": "[" * 100000 + "]" * 100000,
+        "nan": '{"type": "observation", "data": {"observation": {}, "reward": NaN, "done": true}}',
+        "inf": '{"type": "observation", "data": {"observation": {}, "reward": 1e999, "done": true}}',
+        "string": '{"type": "observation", "data": {"observation": {}, "reward": "1.0", "done": true}}',
+        "done": '{"type": "observation", "data": {"observation": {}, "reward": 1.0, "done": "yes"}}',
+        "state": '{"type": "state", "data": {"reward": 1.0}}',
+        "error": '{"type": "error", "data": {"code": "EXECUTION_ERROR", "message": "boom"}}',
+    }
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket):
+        await websocket.accept()
+        while True:
+            frame = json.loads(await websocket.receive_text())
+            if frame["type"] == "reset":
+                text = f"Say something ({random.random()})" if drifting else "Say something"
+                await websocket.send_text(json.dumps({"type": "observation", "data": {
+                    "observation": {"text": text}, "reward": None, "done": False}}))
+            elif frame["type"] == "step":
+                message = frame["data"]["message"]
+                if message == "hangup":
+                    await websocket.close()
+                    return
+                await websocket.send_text(replies[message])
+            else:
+                return
+
+    return app
+
+
+if __name__ == "__main__":
+    port, kind = int(sys.argv[1]), sys.argv[2]
+    if kind in ("hostile", "drifting"):
+        app = hostile(kind == "drifting")
+    else:
+        env, action = {"reverse": (Reverse, Say), "guess": (Guessing, Guess)}[kind]
+        app = create_app(env, action, Text, env_name=kind, max_concurrent_envs=16)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+'''
+
+
+class Remote:
+    """An OpenEnv server in a subprocess (so that a test can kill it mid-run)."""
+
+    def __init__(self, tmp: Path, kind: str) -> None:
+        script = tmp / "openenv_server.py"
+        script.write_text(SERVER)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen([sys.executable, str(script), str(self.port), kind],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until_serving(self.url + "/schema", timeout_s=60)
+        except TimeoutError:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(10)
+
+
+def _remote(tmp_path_factory: pytest.TempPathFactory, kind: str) -> Iterator[Remote]:
+    remote = Remote(tmp_path_factory.mktemp(kind), kind)
+    yield remote
+    remote.kill()
+
+
+@pytest.fixture(scope="module")
+def reverse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
+    yield from _remote(tmp_path_factory, "reverse")
+
+
+@pytest.fixture(scope="module")
+def guess(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
+    yield from _remote(tmp_path_factory, "guess")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
+    yield from _remote(tmp_path_factory, "hostile")
+
+
+def _word(task: Any) -> str:
+    return str(task["prompt"]).removeprefix("Reverse the word: ")
+
+
+def test_tasks_are_the_remotes_seeded_episodes_and_grades_its_rewards(reverse: Remote) -> None:
+    env = verihub.load_env(f"openenv:{reverse.url}", size=10, seed=3)
+    assert env.id == "openenv-reverse" and isinstance(env, verihub.Environment)
+    tasks = [*env.dataset("train"), *env.dataset("eval")]
+    assert len(tasks) == 10 and sorted(task["episode_seed"] for task in tasks) == list(range(3, 13))
+    task = env.dataset("eval")[0]
+    assert re.fullmatch(r"Reverse the word: [a-z]+\d\d", task["prompt"])
+    assert env.render(task) == [{"role": "user", "content": task["prompt"]}]
+    right = env.grade(task, _word(task)[::-1])
+    assert (right.status, right.reward) == ("ok", 1.0)
+    wrong = env.grade(task, _word(task))
+    assert (wrong.status, wrong.reward) == ("wrong", 0.0)
+    half = env.grade(task, "HALF")  # the remote's own reward, partial credit included
+    assert (half.status, half.reward) == ("wrong", 0.5) and "remote reward 0.5" in half.reason + half.layers[0].detail
+    again = verihub.load_env(f"openenv:{reverse.url}?size=10&seed=3")  # the CLI's form
+    assert [t["prompt"] for t in again.dataset("eval")] == [t["prompt"] for t in env.dataset("eval")]
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ("HUGE", "message too big"),
+    ("FIVE", "reward 5.0, not a finite number in [0, 1]"),
+    ("NONE", "gave no reward"),
+    ("CRASH", "error EXECUTION_ERROR: the remote environment crashed"),
+])
+def test_a_misbehaving_remote_is_an_env_error_never_a_zero(reverse: Remote, answer: str, reason: str) -> None:
+    env = verihub.load_env(f"openenv:{reverse.url}", size=5)
+    grade = env.grade(env.dataset("train")[0], answer)
+    assert grade.status == "env_error" and grade.reward is None
+    assert reason in grade.reason, grade.reason
+
+
+def test_a_reward_range_is_rescaled_and_enforced(reverse: Remote) -> None:
+    env = verihub.load_env(f"openenv:{reverse.url}", size=5, reward_range=[-1, 1])
+    task = env.dataset("train")[0]
+    assert env.grade(task, _word(task)[::-1]).reward == 1.0
+    assert env.grade(task, "nope").reward == 0.5  # 0 in [-1, 1]
+    assert env.grade(task, "FIVE").status == "env_error"
+    with pytest.raises(SpecError, match="reward_range"):
+        verihub.load_env(f"openenv:{reverse.url}", size=5, reward_range=[1, float("inf")])
+
+
+def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
+    env = verihub.load_env(f"openenv:{reverse.url}", size=5, timeout_s=1)
+    start = time.perf_counter()
+    grade = env.grade(env.dataset("train")[0], "SLOW")
+    assert grade.status in ("env_error", "timeout") and grade.reward is None
+    assert "no reply to step within 1s" in grade.reason and time.perf_counter() - start < 6
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ("garbage", "malformed JSON"),
+    ("deep", "malformed JSON"),
+    ("list", "not {type, data"),
+    ("nan", "reward nan"),
+    ("inf", "reward inf"),
+    ("string", "reward 1.0, not a finite number"),
+    ("done", "non-boolean done"),
+    ("state", "a 'state' frame, not 'observation'"),
+    ("error", "error EXECUTION_ERROR: boom"),
+    ("hangup", "broke during step"),
+])
+def test_malformed_replies_are_env_errors(hostile: Remote, answer: str, reason: str) -> None:
+    env = verihub.load_env(f"openenv:{hostile.url}", size=5)
+    grade = env.grade(env.dataset("train")[0], answer)
+    assert grade.status == "env_error" and grade.reward is None
+    assert reason in grade.reason, grade.reason
+
+
+def test_a_remote_that_ignores_the_seed_is_refused(tmp_path_factory: pytest.TempPathFactory) -> None:
+    for remote in _remote(tmp_path_factory, "drifting"):
+        with pytest.raises(RemoteEnvError, match="does not reproduce an episode from its seed"):
+            verihub.load_env(f"openenv:{remote.url}", size=5)
+
+
+def test_unreachable_remotes_say_so() -> None:
+    with pytest.raises(RemoteEnvError, match="cannot reach the OpenEnv server at http://127.0.0.1"):
+        verihub.load_env(f"openenv:http://127.0.0.1:{free_port()}", size=5)
+    assert base_url("openenv:openenv/echo_env") == "https://openenv-echo-env.hf.space"
+    with pytest.raises(RemoteEnvError, match=r"cannot reach the OpenEnv server at https://openenv-echo-env\.hf\.space"):
+        verihub.load_env("openenv:openenv/echo_env", size=5, timeout_s=5)  # no network here; the path is real
+    with pytest.raises(TypeError, match="take no difficulty"):
+        verihub.load_env("openenv:http://127.0.0.1:1?difficulty=2")
+
+
+def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> None:
+    env = verihub.load_env(f"openenv:{guess.url}", size=6)
+    assert env.remote.action_kind == "json"  # an integer field takes the completion parsed as JSON
+
+    def play(session: Any) -> tuple[float | None, int]:
+        assert session.reset() == "Guess my number between 1 and 100."
+        low, high, turns = 1, 100, 0
+        while True:
+            middle = (low + high) // 2
+            observation, reward, done, info = session.step(str(middle))
+            turns += 1
+            if done:
+                return reward, turns
+            assert reward is None and observation in ("higher", "lower")
+            low, high = (middle + 1, high) if observation == "higher" else (low, middle - 1)
+
+    for task in env.dataset("train"):
+        reward, turns = play(env.session(task))
+        assert reward == 1.0 and 1 <= turns <= 7
+
+    async def refused() -> tuple[Any, ...]:
+        session = env.session(env.dataset("eval")[0])
+        await session.areset()
+        return await session.astep('"fifty"')  # JSON, but not an integer: the server refuses the action
+
+    _, reward, done, info = asyncio.run(refused())
+    assert (reward, done, info["status"]) == (0.0, True, "wrong") and "VALIDATION_ERROR" in info["reason"]
+    graded = env.grade(env.dataset("eval")[0], "fifty")  # not even JSON: the answer's fault too
+    assert (graded.status, graded.reward) == ("wrong", 0.0)
+
+
+def test_a_killed_remote_ends_a_session_and_later_grades_as_faults(tmp_path_factory: pytest.TempPathFactory) -> None:
+    for remote in _remote(tmp_path_factory, "guess"):
+        env = verihub.load_env(f"openenv:{remote.url}", size=5)
+        task = env.dataset("train")[0]
+        session = env.session(task)
+        session.reset()
+        assert session.step("50")[2] in (False, True)
+        remote.kill()
+        observation, reward, done, info = session.step("25")
+        assert (reward, done, info["status"]) == (None, True, "env_error") and "broke during step" in info["reason"]
+        grade = env.grade(task, "42")
+        assert grade.status == "env_error" and grade.reward is None and "cannot reach" in grade.reason
+
+
+def reversing_model(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Right on even samples, the word unreversed on odd ones."""
+    word = request["messages"][-1]["content"].removeprefix("Reverse the word: ")
+    return [{"content": word[::-1] if index % 2 == 0 else word} for index in range(request.get("n", 1))]
+
+
+def test_verihub_eval_runs_an_openenv_environment(reverse: Remote, tmp_path: Path) -> None:
+    with ScriptedChatServer(reversing_model) as model:
+        result = subprocess.run([VERIHUB, "eval", f"openenv:{reverse.url}?size=20", "--model",
+                                 f"openai:scripted@{model.url}", "-n", "4", "-k", "2", "--out", str(tmp_path)],
+                                cwd=REPO, capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+    assert len(table) == 8 and sorted(table["reward"]) == [0.0] * 4 + [1.0] * 4
+    metadata = json.loads((tmp_path / "metadata.json").read_text())
+    assert metadata["environment"] == "openenv-reverse"
+    assert metadata["metrics"]["pass@1"] == pytest.approx(0.5) and metadata["metrics"]["pass@2"] == 1.0
+
+
+def test_verihub_eval_on_a_remote_killed_mid_run_reports_faults_not_zeros(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    for remote in _remote(tmp_path_factory, "reverse"):
+        def kill_then_answer(request: dict[str, Any]) -> list[dict[str, Any]]:
+            if remote.process.poll() is None:
+                remote.kill()  # the tasks are loaded; the remote dies before anything is graded
+            return reversing_model(request)
+
+        with ScriptedChatServer(kill_then_answer) as model:
+            result = subprocess.run([VERIHUB, "eval", f"openenv:{remote.url}?size=10", "--model",
+                                     f"openai:scripted@{model.url}", "-n", "2", "--out", str(tmp_path)],
+                                    cwd=REPO, capture_output=True, text=True, timeout=300,
+                                    env={**os.environ, "COLUMNS": "200"})
+        table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+        assert set(table["status"]) == {"env_error"} and set(table["reward"]) == {None}, result.stdout
+        assert all("cannot reach" in reason for reason in table["reason"])
