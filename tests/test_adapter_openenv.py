@@ -114,6 +114,34 @@ class Guessing(Environment):
         return self._state
 
 
+class Quiz(Environment):
+    """Single turn, with OpenEnv's task API: named splits of fixed questions, posed by reset(split, index)."""
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    SPLITS = {"train": [(f"What is {a} + {a}?", str(2 * a)) for a in range(7)],
+              "test": [(f"What is {a} * {a}?", str(a * a)) for a in range(3)]}
+
+    def __init__(self):
+        super().__init__()
+        self._state, self.answer = State(), ""
+
+    def list_splits(self):
+        return [{"name": "train", "type": "train"}, {"name": "test", "type": "test"}]
+
+    def num_tasks(self, split):
+        return len(self.SPLITS[split])
+
+    def reset(self, seed=None, episode_id=None, split="train", index=0, **kwargs):
+        question, self.answer = self.SPLITS[split][index]
+        return Text(text=question)
+
+    def step(self, action, timeout_s=None, **kwargs):
+        return Text(reward=float(action.message.strip() == self.answer), done=True)
+
+    @property
+    def state(self):
+        return self._state
+
+
 def hostile(drifting):
     app = FastAPI()
     schema = {"action": {"properties": {"message": {"type": "string"}}, "required": ["message"]}}
@@ -155,7 +183,7 @@ if __name__ == "__main__":
     if kind in ("hostile", "drifting"):
         app = hostile(kind == "drifting")
     else:
-        env, action = {"reverse": (Reverse, Say), "guess": (Guessing, Guess)}[kind]
+        env, action = {"reverse": (Reverse, Say), "guess": (Guessing, Guess), "quiz": (Quiz, Say)}[kind]
         app = create_app(env, action, Text, env_name=kind, max_concurrent_envs=16)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 '''
@@ -209,9 +237,9 @@ def _word(task: Any) -> str:
 
 def test_tasks_are_the_remotes_seeded_episodes_and_grades_its_rewards(reverse: Remote) -> None:
     env = verihub.load_env(f"openenv:{reverse.url}", size=10, seed=3)
-    assert env.id == "openenv-reverse" and isinstance(env, verihub.Environment)
+    assert (env.id, env.version) == ("openenv-reverse", "1.0.0") and isinstance(env, verihub.Environment)
     tasks = [*env.dataset("train"), *env.dataset("eval")]
-    assert len(tasks) == 10 and sorted(task["episode_seed"] for task in tasks) == list(range(3, 13))
+    assert len(tasks) == 10 and sorted(json.loads(task["reset"])["seed"] for task in tasks) == list(range(3, 13))
     task = env.dataset("eval")[0]
     assert re.fullmatch(r"Reverse the word: [a-z]+\d\d", task["prompt"])
     assert env.render(task) == [{"role": "user", "content": task["prompt"]}]
@@ -223,6 +251,18 @@ def test_tasks_are_the_remotes_seeded_episodes_and_grades_its_rewards(reverse: R
     assert (half.status, half.reward) == ("wrong", 0.5) and "remote reward 0.5" in half.reason + half.layers[0].detail
     again = verihub.load_env(f"openenv:{reverse.url}?size=10&seed=3")  # the CLI's form
     assert [t["prompt"] for t in again.dataset("eval")] == [t["prompt"] for t in env.dataset("eval")]
+
+
+def test_a_remote_with_a_task_api_gives_its_own_splits(tmp_path_factory: pytest.TempPathFactory) -> None:
+    for remote in _remote(tmp_path_factory, "quiz"):
+        env = verihub.load_env(f"openenv:{remote.url}")
+        assert env.split_names == ["train", "test"] and env.spec.eval.split == "test"
+        assert env.dataset("test")["prompt"] == ["What is 0 * 0?", "What is 1 * 1?", "What is 2 * 2?"]
+        assert len(env.dataset("train")) == 7 and env.dataset("train")[3]["id"] == "train-00003"
+        task = env.dataset("test")[2]
+        assert json.loads(task["reset"]) == {"split": "test", "index": 2}
+        assert env.grade(task, "4").reward == 1.0 and env.grade(task, "5").status == "wrong"
+        assert len(verihub.load_env(f"openenv:{remote.url}", size=5).dataset("train")) == 5  # the first 5 of each
 
 
 @pytest.mark.parametrize(("answer", "reason"), [
@@ -277,7 +317,7 @@ def test_malformed_replies_are_env_errors(hostile: Remote, answer: str, reason: 
 
 def test_a_remote_that_ignores_the_seed_is_refused(tmp_path_factory: pytest.TempPathFactory) -> None:
     for remote in _remote(tmp_path_factory, "drifting"):
-        with pytest.raises(RemoteEnvError, match="does not reproduce an episode from its seed"):
+        with pytest.raises(RemoteEnvError, match=r"does not reproduce an episode \(reset\(seed=0\) gave two different observations"):
             verihub.load_env(f"openenv:{remote.url}", size=5)
 
 
@@ -372,3 +412,18 @@ def test_verihub_eval_on_a_remote_killed_mid_run_reports_faults_not_zeros(
         table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
         assert set(table["status"]) == {"env_error"} and set(table["reward"]) == {None}, result.stdout
         assert all("cannot reach" in reason for reason in table["reason"])
+
+
+def test_the_trainers_rewards_come_from_the_remote(reverse: Remote) -> None:
+    from verihub.trainers.mixture import mixed_dataset, resolve_envs
+    from verihub.trainers.rewards import EnvReward, GradeLedger
+
+    mix = resolve_envs({verihub.load_env(f"openenv:{reverse.url}", size=10): 1.0})
+    rows = mixed_dataset(mix)
+    tasks = [json.loads(row["task"]) for row in rows][:3]
+    completions = [_word(tasks[0])[::-1], _word(tasks[1]), "FIVE"]
+    rewards = asyncio.run(EnvReward(mix[0], GradeLedger())(
+        prompts=[row["prompt"] for row in rows][:3], completions=[[{"role": "assistant", "content": text}]
+                                                                   for text in completions],
+        environment=[mix[0].name] * 3, task=[row["task"] for row in rows][:3], difficulty=["all"] * 3))
+    assert rewards == [1.0, 0.0, None]  # right, wrong, and a remote fault kept out of the advantage

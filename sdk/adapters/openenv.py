@@ -34,7 +34,7 @@ import threading
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 from typing import Any, Literal
 
 from pydantic import Field
@@ -49,6 +49,7 @@ __all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "T
 PREFIX = "openenv:"
 DEFAULT_SIZE = 100
 MIN_SIZE = 5
+_ALL = "tasks"  # the one split a task API's tasks are loaded as, then regrouped by the remote's own splits
 SPLIT = {"train": 0.8, "eval": 0.2}
 INSTALL_HINT = "pip install openenv"
 MAX_REPLY_BYTES = 1 << 20
@@ -252,7 +253,7 @@ class Remote(CheckParams):
     reward_range: tuple[float, float] = (0.0, 1.0)
 
     def columns(self) -> set[str]:
-        return {"episode_seed", "prompt"}
+        return {"reset", "prompt"}
 
     def session(self) -> RemoteSession:
         return RemoteSession(self.url, timeout_s=self.timeout_s, max_reply_bytes=self.max_reply_bytes,
@@ -268,24 +269,46 @@ class Remote(CheckParams):
             raise ValueError(f"the completion is not a JSON value for action field {self.action_field!r}") from error
 
 
-def tasks(n: int, seed: int, **remote: Any) -> list[dict[str, Any]]:
-    """``n`` tasks: the episodes ``reset(seed=seed + i)`` starts on the remote (a dataset generator)."""
+async def pose(session: RemoteSession, task: Mapping[str, Any]) -> str:
+    """Start ``task``'s episode in ``session``: its prompt, checked against the one the task was posed with."""
+    options = json.loads(str(task["reset"]))
+    observation, _, _ = await session.reset(**options)
+    text = prompt_text(observation)
+    if text != task["prompt"]:
+        raise RemoteEnvError(f"{session.url}: reset({_shown(options)}) no longer gives this task's prompt")
+    return text
+
+
+def _shown(options: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in options.items())
+
+
+def tasks(n: int, seed: int, splits: list[tuple[str, int]] | None = None, **remote: Any) -> list[dict[str, Any]]:
+    """The tasks (a dataset generator): with the remote's ``splits`` (its task API), the first ``n`` of each,
+    posed by ``reset(split=, index=)``; else ``n`` episodes posed by ``reset(seed=seed + i)``."""
     params = Remote(**remote)
     digest = hashlib.sha256(f"{params.url}/{seed}".encode()).hexdigest()[:8]
+    if splits is not None:
+        wanted = [({"split": name, "index": index}, f"{name}-{index:05d}", name)
+                  for name, count in splits for index in range(min(n, count))]
+    else:
+        wanted = [({"seed": seed + i}, f"openenv-{digest}-{i:05d}", "") for i in range(n)]
 
     async def collect() -> list[dict[str, Any]]:
         rows = []
         async with params.session() as session:
-            for i in range(n):
-                observation, _, _ = await session.reset(seed=seed + i)
-                rows.append({"id": f"openenv-{digest}-{i:05d}", "episode_seed": seed + i,
-                             "prompt": prompt_text(observation)})
-            again, _, _ = await session.reset(seed=seed)
+            for options, task_id, split in wanted:
+                observation, _, _ = await session.reset(**options)
+                rows.append({"id": task_id, "reset": json.dumps(options), "prompt": prompt_text(observation),
+                             "remote_split": split})
+            again, _, _ = await session.reset(**wanted[0][0])
         if prompt_text(again) != rows[0]["prompt"]:
-            raise RemoteEnvError(f"{params.url} does not reproduce an episode from its seed (reset(seed={seed}) gave "
-                                 "two different observations), so verihub cannot pose a task and grade it later")
+            raise RemoteEnvError(f"{params.url} does not reproduce an episode (reset({_shown(wanted[0][0])}) gave two "
+                                 "different observations), so verihub cannot pose a task and grade it later")
         return rows
 
+    if not wanted:
+        raise RemoteEnvError(f"{params.url} lists no tasks")
     return run_sync(collect())
 
 
@@ -297,9 +320,7 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
     except ValueError as error:
         return CheckResult(0.0, str(error))
     async with params.session() as session:
-        observation, _, _ = await session.reset(seed=int(task["episode_seed"]))
-        if prompt_text(observation) != task["prompt"]:
-            raise RemoteEnvError(f"{params.url}: reset(seed={task['episode_seed']}) no longer gives this task's prompt")
+        await pose(session, task)
         try:
             _, reward, _ = await session.step(action)
         except ActionRefusedError as error:
@@ -312,27 +333,53 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
 # -- the environment ----------------------------------------------------------------------------------------
 
 
-def _get(url: str, path: str, timeout_s: float, limit: int) -> Any:
-    """GET ``url + path`` as JSON, at most ``limit`` bytes; None for a 404/501 (not offered)."""
+def _fetch(url: str, path: str, timeout_s: float, limit: int, body: dict[str, Any] | None = None) -> Any:
+    """GET (or POST ``body`` to) ``url + path`` as JSON, at most ``limit`` bytes; None where the server does
+    not offer it (404, 405, 501)."""
     import httpx
 
     try:
-        with httpx.stream("GET", url + path, timeout=timeout_s) as response:
+        with httpx.stream("GET" if body is None else "POST", url + path, json=body, timeout=timeout_s) as response:
             if response.status_code in (404, 405, 501):
                 return None
             if response.status_code != 200:
                 raise RemoteEnvError(f"{url}{path} answered HTTP {response.status_code}")
-            body = b""
+            data = b""
             for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > limit:
+                data += chunk
+                if len(data) > limit:
                     raise RemoteEnvError(f"{url}{path} sent more than {limit} bytes")
     except httpx.HTTPError as error:
         raise RemoteEnvError(f"cannot reach the OpenEnv server at {url}: {_describe(error)}") from error
     try:
-        return json.loads(body)
+        return json.loads(data)
     except (ValueError, RecursionError) as error:
         raise RemoteEnvError(f"{url}{path} answered with malformed JSON") from error
+
+
+def _task_splits(url: str, timeout_s: float, limit: int) -> tuple[list[tuple[str, int]], str] | None:
+    """The remote's task API, when it has one: each split with its number of tasks, and the split to
+    evaluate on (its first ``validation`` or ``test`` split, else its first)."""
+    names = _fetch(url, "/list_environments", timeout_s, limit)
+    if not (isinstance(names, list) and len(names) == 1 and isinstance(names[0], str)):
+        return None
+    base = "/" + quote(names[0], safe="")
+    listed = _fetch(url, base + "/splits", timeout_s, limit)
+    if not isinstance(listed, list) or not listed:
+        return None
+    splits, kinds = [], {}
+    for entry in listed:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not re.fullmatch(r"[\w.-]{1,64}", name):
+            raise RemoteEnvError(f"{url}{base}/splits lists a split that is not {{name: a short word}}: {str(entry)[:80]}")
+        count = _fetch(url, base + "/num_tasks", timeout_s, limit, {"split": name})
+        count = count.get("num_tasks") if isinstance(count, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise RemoteEnvError(f"{url}{base}/num_tasks gave no task count for split {name!r}")
+        splits.append((name, count))
+        kinds[name] = entry.get("type")
+    evaluate = next((name for name, _ in splits if kinds[name] in ("validation", "test")), splits[0][0])
+    return splits, evaluate
 
 
 def _action_field(url: str, schema: Any, wanted: str | None) -> tuple[str, Literal["text", "json"]]:
@@ -392,19 +439,25 @@ def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = Non
     if problems:
         raise SpecError(problems)
     limit = min(max_reply_bytes, MAX_REPLY_BYTES)
-    field, kind = _action_field(url, _get(url, "/schema", timeout_s, limit), action_field)
-    metadata = _get(url, "/metadata", timeout_s, limit) or {}
+    field, kind = _action_field(url, _fetch(url, "/schema", timeout_s, limit), action_field)
+    metadata = _fetch(url, "/metadata", timeout_s, limit) or {}
+    catalog = _task_splits(url, timeout_s, limit)
     name = str(metadata.get("name") or "remote") if isinstance(metadata, dict) else "remote"
     slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._")[:60] or "remote"
+    version = str(metadata.get("version") or "") if isinstance(metadata, dict) else ""
+    version = version if re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", version) else "0.0.0"
     remote = {"url": url, "action_field": field, "action_kind": kind, "timeout_s": timeout_s,
               "max_reply_bytes": max_reply_bytes, "reward_range": list(reward_range)}
     spec = EnvSpec.model_validate({
         "id": "openenv-" + slug,
-        "version": "0.0.0",
+        "version": version,  # what the remote says; verihub cannot pin what it serves
         "domain": "openenv",
         "description": f"The OpenEnv environment {name[:80]} at {url}.",
         "tags": ["openenv"],
-        "dataset": {"source": f"{__name__}:tasks", "size": size, "seed": seed, "args": remote, "split": SPLIT},
+        "dataset": {"source": f"{__name__}:tasks", "size": size, "seed": seed,
+                    "args": remote if catalog is None else {**remote, "splits": catalog[0]},
+                    "split": SPLIT if catalog is None else {_ALL: 1.0}},
+        "eval": {} if catalog is None else {"split": catalog[1]},
         "prompt": {"user": "{prompt}"},
         "verifier": [{"name": "remote", "layer": "check", "use": f"{__name__}:remote_step", "args": remote,
                       "timeout_s": 3 * timeout_s + 5}],
@@ -422,6 +475,11 @@ class OpenEnvEnvironment(Environment):
     def __init__(self, loaded: Any, remote: Remote, **options: Any) -> None:
         super().__init__(loaded, **options)
         self.remote = remote
+        if list(self._splits) == [_ALL]:  # the remote's task API: its splits, as it names them
+            rows = self._splits[_ALL]
+            names = list(dict.fromkeys(rows["remote_split"]))
+            column = rows["remote_split"]
+            self._splits = {name: rows.select([i for i, split in enumerate(column) if split == name]) for name in names}
 
     def session(self, task: Mapping[str, Any]) -> TaskSession:
         return TaskSession(self.remote, task)
@@ -442,12 +500,11 @@ class TaskSession:
     async def areset(self) -> str:
         await self.aclose()
         self._session = await self.remote.session().__aenter__()
-        observation, _, _ = await self._session.reset(seed=int(self.task["episode_seed"]))
-        text = prompt_text(observation)
-        if text != self.task["prompt"]:
+        try:
+            return await pose(self._session, self.task)
+        except BaseException:
             await self.aclose()
-            raise RemoteEnvError(f"{self.remote.url}: reset(seed={self.task['episode_seed']}) no longer gives this task's prompt")
-        return text
+            raise
 
     async def astep(self, action: str) -> tuple[str, float | None, bool, dict[str, Any]]:
         if self._session is None:
