@@ -182,6 +182,8 @@ if __name__ == "__main__":
     port, kind = int(sys.argv[1]), sys.argv[2]
     if kind in ("hostile", "drifting"):
         app = hostile(kind == "drifting")
+    elif kind == "narrow":  # OpenEnv's default: one session at a time
+        app = create_app(Reverse, Say, Text, env_name="reverse")
     else:
         env, action = {"reverse": (Reverse, Say), "guess": (Guessing, Guess), "quiz": (Quiz, Say)}[kind]
         app = create_app(env, action, Text, env_name=kind, max_concurrent_envs=16)
@@ -263,6 +265,27 @@ def test_a_remote_with_a_task_api_gives_its_own_splits(tmp_path_factory: pytest.
         assert json.loads(task["reset"]) == {"split": "test", "index": 2}
         assert env.grade(task, "4").reward == 1.0 and env.grade(task, "5").status == "wrong"
         assert len(verihub.load_env(f"openenv:{remote.url}", size=5).dataset("train")) == 5  # the first 5 of each
+
+
+def test_a_server_at_capacity_is_waited_for_not_a_fault(tmp_path_factory: pytest.TempPathFactory) -> None:
+    for remote in _remote(tmp_path_factory, "narrow"):
+        env = verihub.load_env(f"openenv:{remote.url}", size=8)
+        tasks = list(env.dataset("train"))
+
+        async def grade_all() -> list[Any]:
+            return await asyncio.gather(*(env.agrade(task, _word(task)[::-1]) for task in tasks))
+
+        grades = asyncio.run(grade_all())
+        assert [(grade.status, grade.reward) for grade in grades] == [("ok", 1.0)] * len(tasks)
+        impatient = verihub.load_env(f"openenv:{remote.url}?timeout_s=1", size=8)
+        held = env.session(tasks[0])
+        held.reset()  # holds the only session: another waits up to timeout_s, then is a fault that says why
+        start = time.perf_counter()
+        grade = impatient.grade(tasks[1], _word(tasks[1])[::-1])
+        assert (grade.status, grade.reward) == ("env_error", None) and "CAPACITY_REACHED" in grade.reason
+        assert time.perf_counter() - start < 5
+        held.close()
+        assert impatient.grade(tasks[1], _word(tasks[1])[::-1]).reward == 1.0
 
 
 @pytest.mark.parametrize(("answer", "reason"), [

@@ -29,8 +29,10 @@ import asyncio
 import hashlib
 import json
 import math
+import random
 import re
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -125,6 +127,11 @@ class RemoteSession:
         self._ws: Any = None
 
     async def __aenter__(self) -> RemoteSession:
+        if self._ws is None:
+            await self.connect()
+        return self
+
+    async def connect(self) -> None:
         connect = _websockets()
         try:
             self._ws = await connect(_ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes,
@@ -133,7 +140,6 @@ class RemoteSession:
             raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {_describe(error)}") from error
         except Exception as error:  # noqa: BLE001 - handshake refusals (InvalidStatus, InvalidURI, ...)
             raise RemoteEnvError(f"the OpenEnv server at {self.url} refused the connection: {_describe(error)}") from error
-        return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
@@ -164,7 +170,12 @@ class RemoteSession:
             raise RemoteEnvError(f"the session with {self.url} is closed")
         message = {"type": kind} if data is None else {"type": kind, "data": data}
         try:
-            await asyncio.wait_for(self._ws.send(json.dumps(message)), self.timeout_s)
+            try:
+                await asyncio.wait_for(self._ws.send(json.dumps(message)), self.timeout_s)
+            except TimeoutError:
+                raise
+            except Exception:  # noqa: BLE001, S110 - closed by the far end: a refusal (capacity) may be queued
+                pass
             raw = await asyncio.wait_for(self._ws.recv(), self.timeout_s)
         except TimeoutError as error:
             await self.close()  # a late reply must not answer the next request
@@ -269,14 +280,35 @@ class Remote(CheckParams):
             raise ValueError(f"the completion is not a JSON value for action field {self.action_field!r}") from error
 
 
-async def pose(session: RemoteSession, task: Mapping[str, Any]) -> str:
-    """Start ``task``'s episode in ``session``: its prompt, checked against the one the task was posed with."""
+async def start(remote: Remote, options: Mapping[str, Any]) -> tuple[RemoteSession, dict[str, Any]]:
+    """A new session reset with ``options``, and the observation. A server at capacity (OpenEnv servers
+    hold one session unless told otherwise) is asked again, backing off, until ``timeout_s`` has passed."""
+    deadline = time.monotonic() + remote.timeout_s
+    delay = 0.05
+    while True:
+        session = await remote.session().__aenter__()
+        try:
+            observation, _, _ = await session.reset(**options)
+            return session, observation
+        except RemoteEnvError as error:
+            await session.close()
+            if error.code != "CAPACITY_REACHED" or time.monotonic() + delay > deadline:
+                raise
+        except BaseException:
+            await session.close()
+            raise
+        await asyncio.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not a secret
+        delay = min(1.0, 2 * delay)
+
+
+async def pose(remote: Remote, task: Mapping[str, Any]) -> RemoteSession:
+    """A session in ``task``'s episode, its prompt checked against the one the task was posed with."""
     options = json.loads(str(task["reset"]))
-    observation, _, _ = await session.reset(**options)
-    text = prompt_text(observation)
-    if text != task["prompt"]:
-        raise RemoteEnvError(f"{session.url}: reset({_shown(options)}) no longer gives this task's prompt")
-    return text
+    session, observation = await start(remote, options)
+    if prompt_text(observation) != task["prompt"]:
+        await session.close()
+        raise RemoteEnvError(f"{remote.url}: reset({_shown(options)}) no longer gives this task's prompt")
+    return session
 
 
 def _shown(options: Mapping[str, Any]) -> str:
@@ -296,7 +328,8 @@ def tasks(n: int, seed: int, splits: list[tuple[str, int]] | None = None, **remo
 
     async def collect() -> list[dict[str, Any]]:
         rows = []
-        async with params.session() as session:
+        session, _ = await start(params, wanted[0][0])
+        async with session:
             for options, task_id, split in wanted:
                 observation, _, _ = await session.reset(**options)
                 rows.append({"id": task_id, "reset": json.dumps(options), "prompt": prompt_text(observation),
@@ -319,8 +352,7 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
         action = params.action(completion)
     except ValueError as error:
         return CheckResult(0.0, str(error))
-    async with params.session() as session:
-        await pose(session, task)
+    async with await pose(params, task) as session:
         try:
             _, reward, _ = await session.step(action)
         except ActionRefusedError as error:
@@ -499,12 +531,8 @@ class TaskSession:
 
     async def areset(self) -> str:
         await self.aclose()
-        self._session = await self.remote.session().__aenter__()
-        try:
-            return await pose(self._session, self.task)
-        except BaseException:
-            await self.aclose()
-            raise
+        self._session = await pose(self.remote, self.task)
+        return str(self.task["prompt"])
 
     async def astep(self, action: str) -> tuple[str, float | None, bool, dict[str, Any]]:
         if self._session is None:
