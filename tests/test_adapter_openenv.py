@@ -152,6 +152,7 @@ def hostile(drifting):
         "nan": '{"type": "observation", "data": {"observation": {}, "reward": NaN, "done": true}}',
         "inf": '{"type": "observation", "data": {"observation": {}, "reward": 1e999, "done": true}}',
         "string": '{"type": "observation", "data": {"observation": {}, "reward": "1.0", "done": true}}',
+        "bigint": '{"type": "observation", "data": {"observation": {}, "reward": 1' + "0" * 400 + ', "done": true}}',
         "done": '{"type": "observation", "data": {"observation": {}, "reward": 1.0, "done": "yes"}}',
         "state": '{"type": "state", "data": {"reward": 1.0}}',
         "error": '{"type": "error", "data": {"code": "EXECUTION_ERROR", "message": "boom"}}',
@@ -311,6 +312,17 @@ def test_a_reward_range_is_rescaled_and_enforced(reverse: Remote) -> None:
         verihub.load_env(f"openenv:{reverse.url}", size=5, reward_range=[1, float("inf")])
 
 
+def test_bad_options_are_refused_each_by_name(reverse: Remote) -> None:
+    with pytest.raises(SpecError) as caught:
+        verihub.load_env(f"openenv:{reverse.url}", size=1, seed=-1, timeout_s=0, max_reply_bytes=10, reward_range=[2, 1])
+    assert [problem.path for problem in caught.value.problems] == [
+        "size", "seed", "reward_range", "timeout_s", "max_reply_bytes"]
+    with pytest.raises(TypeError, match="take no temperature"):
+        verihub.load_env(f"openenv:{reverse.url}?temperature=1")
+    with pytest.raises(SpecError, match="the action has no field 'text'; fields: message"):
+        verihub.load_env(f"openenv:{reverse.url}", size=5, action_field="text")
+
+
 def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
     env = verihub.load_env(f"openenv:{reverse.url}", size=5, timeout_s=1)
     start = time.perf_counter()
@@ -326,6 +338,7 @@ def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
     ("nan", "reward nan"),
     ("inf", "reward inf"),
     ("string", "reward 1.0, not a finite number"),
+    ("bigint", "reward 1000"),
     ("done", "non-boolean done"),
     ("state", "a 'state' frame, not 'observation'"),
     ("error", "error EXECUTION_ERROR: boom"),

@@ -109,7 +109,8 @@ def _websockets() -> Any:
     try:
         from websockets.asyncio.client import connect
     except ImportError as error:
-        raise MissingDependencyError(f"openenv: environments need the websockets package ({error}): {INSTALL_HINT}") from error
+        raise MissingDependencyError(
+            f"openenv: environments need the websockets package ({error}): {INSTALL_HINT}") from error
     return connect
 
 
@@ -123,7 +124,8 @@ class RemoteSession:
 
     def __init__(self, url: str, *, timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
                  reward_range: tuple[float, float] = (0.0, 1.0)) -> None:
-        self.url, self.timeout_s, self.max_reply_bytes, self.reward_range = url, timeout_s, max_reply_bytes, reward_range
+        self.url, self.timeout_s, self.max_reply_bytes = url, timeout_s, max_reply_bytes
+        self.reward_range = reward_range
         self._ws: Any = None
 
     async def __aenter__(self) -> RemoteSession:
@@ -139,9 +141,11 @@ class RemoteSession:
         except (OSError, TimeoutError) as error:
             raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {_describe(error)}") from error
         except Exception as error:  # noqa: BLE001 - handshake refusals (InvalidStatus, InvalidURI, ...)
-            raise RemoteEnvError(f"the OpenEnv server at {self.url} refused the connection: {_describe(error)}") from error
+            raise RemoteEnvError(
+                f"the OpenEnv server at {self.url} refused the connection: {_describe(error)}") from error
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: TracebackType | None) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -196,7 +200,8 @@ class RemoteSession:
             raise (ActionRefusedError if kind == "step" and code == "VALIDATION_ERROR" else RemoteEnvError)(text, code)
         wanted = "state" if kind == "state" else "observation"
         if frame.get("type") != wanted:
-            raise RemoteEnvError(f"{self.url} answered {kind} with a {str(frame.get('type'))[:40]!r} frame, not {wanted!r}")
+            shown = str(frame.get("type"))[:40]
+            raise RemoteEnvError(f"{self.url} answered {kind} with a {shown!r} frame, not {wanted!r}")
         return data
 
     def _result(self, data: dict[str, Any], kind: str) -> Result:
@@ -207,12 +212,14 @@ class RemoteSession:
 
     def _reward(self, reward: Any, kind: str) -> float:
         low, high = self.reward_range
-        if isinstance(reward, bool):
-            reward = float(reward)
-        if not isinstance(reward, int | float) or not math.isfinite(reward) or not low <= reward <= high:
+        try:  # bool, int or float only; an integer too large for a float overflows
+            value = float(reward) if isinstance(reward, bool | int | float) else math.nan
+        except OverflowError:
+            value = math.nan
+        if not math.isfinite(value) or not low <= value <= high:
             raise RemoteEnvError(f"{self.url} answered {kind} with reward {str(reward)[:40]}, not a finite number "
                                  f"in [{low:g}, {high:g}]")
-        return (reward - low) / (high - low)
+        return (value - low) / (high - low)
 
 
 def _describe(error: BaseException) -> str:
@@ -376,7 +383,7 @@ def _fetch(url: str, path: str, timeout_s: float, limit: int, body: dict[str, An
                 return None
             if response.status_code != 200:
                 raise RemoteEnvError(f"{url}{path} answered HTTP {response.status_code}")
-            data = b""
+            data = bytearray()
             for chunk in response.iter_bytes():
                 data += chunk
                 if len(data) > limit:
@@ -403,7 +410,8 @@ def _task_splits(url: str, timeout_s: float, limit: int) -> tuple[list[tuple[str
     for entry in listed:
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not re.fullmatch(r"[\w.-]{1,64}", name):
-            raise RemoteEnvError(f"{url}{base}/splits lists a split that is not {{name: a short word}}: {str(entry)[:80]}")
+            raise RemoteEnvError(f"{url}{base}/splits lists a split that is not {{name: a short word}}: "
+                                 f"{str(entry)[:80]}")
         count = _fetch(url, base + "/num_tasks", timeout_s, limit, {"split": name})
         count = count.get("num_tasks") if isinstance(count, dict) else None
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
@@ -455,19 +463,23 @@ def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = Non
     from verihub.spec_loader import LoadedSpec
 
     size, seed = DEFAULT_SIZE if size is None else size, 0 if seed is None else seed
-    problems = []
-    if not isinstance(size, int) or isinstance(size, bool) or size < MIN_SIZE:
-        problems.append(SpecProblem(ref, None, "size", f"must be an integer of at least {MIN_SIZE} (the train and eval splits each need a task), got {size!r}"))
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        problems.append(SpecProblem(ref, None, "seed", f"must be a non-negative integer, got {seed!r}"))
-    low, high = (list(reward_range) + [math.nan, math.nan])[:2] if isinstance(reward_range, list | tuple) else (math.nan,) * 2
-    if not (isinstance(low, int | float) and isinstance(high, int | float) and math.isfinite(low) and math.isfinite(high) and low < high):
-        problems.append(SpecProblem(ref, None, "reward_range", f"must be two finite numbers, low < high; got {reward_range!r}"))
-    if not isinstance(timeout_s, int | float) or not 0 < timeout_s <= 600:
-        problems.append(SpecProblem(ref, None, "timeout_s", f"must be a number of seconds in (0, 600], got {timeout_s!r}"))
-    if not isinstance(max_reply_bytes, int) or not 1024 <= max_reply_bytes <= 64 << 20:
-        problems.append(SpecProblem(ref, None, "max_reply_bytes", f"must be an integer in [1024, {64 << 20}], "
-                                                                   f"got {max_reply_bytes!r}"))
+    def number(value: Any, integer: bool = False) -> bool:
+        kinds = int if integer else int | float
+        return isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
+
+    pair = list(reward_range) if isinstance(reward_range, list | tuple) else []
+    rules = {
+        "size": (number(size, True) and size >= MIN_SIZE,
+                 f"must be an integer of at least {MIN_SIZE} (the train and eval splits each need a task)", size),
+        "seed": (number(seed, True) and seed >= 0, "must be a non-negative integer", seed),
+        "reward_range": (len(pair) == 2 and all(map(number, pair)) and pair[0] < pair[1],
+                         "must be two finite numbers, low < high", reward_range),
+        "timeout_s": (number(timeout_s) and 0 < timeout_s <= 600, "must be a number of seconds in (0, 600]", timeout_s),
+        "max_reply_bytes": (number(max_reply_bytes, True) and 1024 <= max_reply_bytes <= 64 << 20,
+                            f"must be an integer in [1024, {64 << 20}]", max_reply_bytes),
+    }
+    problems = [SpecProblem(ref, None, name, f"{rule}, got {value!r}")
+                for name, (ok, rule, value) in rules.items() if not ok]
     if problems:
         raise SpecError(problems)
     limit = min(max_reply_bytes, MAX_REPLY_BYTES)
@@ -548,7 +560,8 @@ class TaskSession:
         if done:
             await self.aclose()
             if reward is None:
-                return prompt_text(observation), None, True, {"status": "env_error", "reason": "the episode ended without a reward"}
+                reason = "the episode ended without a reward"
+                return prompt_text(observation), None, True, {"status": "env_error", "reason": reason}
         return prompt_text(observation), reward, done, {}
 
     async def astate(self) -> dict[str, Any]:
