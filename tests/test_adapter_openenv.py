@@ -314,7 +314,8 @@ def test_a_reward_range_is_rescaled_and_enforced(reverse: Remote) -> None:
 
 def test_bad_options_are_refused_each_by_name(reverse: Remote) -> None:
     with pytest.raises(SpecError) as caught:
-        verihub.load_env(f"openenv:{reverse.url}", size=1, seed=-1, timeout_s=0, max_reply_bytes=10, reward_range=[2, 1])
+        verihub.load_env(f"openenv:{reverse.url}", size=1, seed=-1, timeout_s=0, max_reply_bytes=10,
+                         reward_range=[2, 1])
     assert [problem.path for problem in caught.value.problems] == [
         "size", "seed", "reward_range", "timeout_s", "max_reply_bytes"]
     with pytest.raises(TypeError, match="take no temperature"):
@@ -353,8 +354,25 @@ def test_malformed_replies_are_env_errors(hostile: Remote, answer: str, reason: 
 
 def test_a_remote_that_ignores_the_seed_is_refused(tmp_path_factory: pytest.TempPathFactory) -> None:
     for remote in _remote(tmp_path_factory, "drifting"):
-        with pytest.raises(RemoteEnvError, match=r"does not reproduce an episode \(reset\(seed=0\) gave two different observations"):
+        with pytest.raises(RemoteEnvError, match=r"does not reproduce an episode \(reset\(seed=0\) gave two"):
             verihub.load_env(f"openenv:{remote.url}", size=5)
+
+
+def test_an_installed_openenv_package_is_served_on_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "quiz_env_pkg"
+    (package / "server").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "server" / "__init__.py").write_text("")
+    (package / "server" / "app.py").write_text(SERVER + '\napp = create_app(Quiz, Say, Text, env_name="quiz", '
+                                                         'max_concurrent_envs=4)\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = verihub.load_env("openenv:quiz_env_pkg")  # OpenEnv's layout: the package's server/app.py holds `app`
+    assert env.split_names == ["train", "test"] and env.remote.url.startswith("http://127.0.0.1:")
+    task = env.dataset("test")[1]
+    assert (task["prompt"], env.grade(task, "1").reward, env.grade(task, "2").reward) == ("What is 1 * 1?", 1.0, 0.0)
+    assert verihub.load_env("openenv:quiz_env_pkg.server.app:app").remote.url == env.remote.url  # served once
+    with pytest.raises(RemoteEnvError, match="no installed OpenEnv environment 'no_such_env_pkg'"):
+        verihub.load_env("openenv:no_such_env_pkg")
 
 
 def test_unreachable_remotes_say_so() -> None:

@@ -1,15 +1,20 @@
-"""OpenEnv environments (a server speaking OpenEnv's protocol, or a Hugging Face Space) as verihub ones.
+"""OpenEnv environments (an OpenEnv server, a Hugging Face Space, an installed package) as verihub ones.
 
 >>> env = verihub.load_env("openenv:http://127.0.0.1:8000", size=50, seed=1)  # doctest: +SKIP
 >>> env = verihub.load_env("openenv:openenv/echo-env")  # a Space: https://openenv-echo-env.hf.space  # doctest: +SKIP
+>>> env = verihub.load_env("openenv:echo_env")  # an installed package, served on loopback here  # doctest: +SKIP
 
-- **tasks**: episode seeds. Task ``i`` is the episode ``reset(seed=seed + i)`` starts (``size`` tasks,
-  default 100, split 0.8/0.2 into ``train`` and ``eval``); its ``prompt`` column is that reset's
-  observation as text (the observation's only string field, else its JSON without ``metadata``).
-  Loading checks that the remote reproduces an episode from its seed: verihub poses a task and grades
-  it in two sessions, so an environment that ignores the seed cannot be graded and is refused.
+- **where**: a URL, a Space id ``owner/space``, or an installed environment package ``module[:app]`` (its
+  FastAPI app, ``module:app`` or ``module.server.app:app`` as OpenEnv lays packages out), which this
+  process serves with uvicorn on a free loopback port.
+- **tasks**: from a server with OpenEnv's task API, its splits (the first ``size`` tasks of each, default
+  100, posed by ``reset(split=, index=)``). Otherwise episodes: task ``i`` is the one ``reset(seed=seed +
+  i)`` starts (``size`` tasks, split 0.8/0.2 into ``train`` and ``eval``). The ``reset`` column holds the
+  reset's options, ``prompt`` its observation as text (the observation's only string field, else its
+  JSON without ``metadata``). Loading checks that the remote reproduces an episode: verihub poses a task
+  and grades it in two sessions, so an environment that ignores the seed cannot be graded and is refused.
 - **prompt**: the observation text as the user turn.
-- **verifier**: one check layer: a fresh WebSocket session resets to the task's seed (the observation
+- **verifier**: one check layer: a fresh WebSocket session resets to the task (the observation
   must still be the prompt), steps once with the completion as the action and scores the remote's
   reward. The completion fills the action's only field (``action_field=`` names one when there are
   several); a field that is not a string takes the completion parsed as JSON.
@@ -82,7 +87,8 @@ def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
             options[key] = yaml.safe_load(value) if value else ""
         except yaml.YAMLError:
             options[key] = value
-    return base_url(body), options
+    body = body.removeprefix(PREFIX).strip()
+    return (serve_installed(body) if _MODULE_REF.match(body) else base_url(body)), options
 
 
 def base_url(ref: str) -> str:
@@ -96,6 +102,56 @@ def base_url(ref: str) -> str:
         owner, name = body.split("/")
         return f"https://{owner}-{name}".lower().replace("_", "-").replace(".", "-") + ".hf.space"
     raise VerihubError(f"{ref!r}: expected openenv:http(s)://HOST[:PORT] or openenv:OWNER/SPACE")
+
+
+_MODULE_REF = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+_served: dict[int, tuple[Any, str]] = {}  # the installed environments' apps this process serves, and where
+_served_lock = threading.Lock()
+
+
+def serve_installed(ref: str) -> str:
+    """The loopback URL of the installed OpenEnv environment ``module[:app]`` (its FastAPI app, by default
+    ``module:app`` or ``module.server.app:app`` as OpenEnv lays packages out), served by this process."""
+    with _served_lock:
+        app = _installed_app(ref)
+        if id(app) in _served:  # the same app by another name: served once
+            return _served[id(app)][1]
+        import socket
+
+        import uvicorn
+
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name=f"openenv:{ref}", daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline:
+                raise RemoteEnvError(f"the installed OpenEnv environment {ref} did not start serving within 30s")
+            time.sleep(0.02)
+        _served[id(app)] = (app, url)
+        return url
+
+
+def _installed_app(ref: str) -> Any:
+    import importlib
+
+    module, _, attribute = ref.partition(":")
+    candidates = [(module, attribute)] if attribute else [(module, "app"), (module + ".server.app", "app")]
+    for name, attr in candidates:
+        try:
+            found = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name is not None and name.startswith(error.name):
+                continue  # not this layout; a missing dependency of the package is raised as it is
+            raise
+        app = getattr(found, attr, None)
+        if callable(app):
+            return app
+    looked = " or ".join(f"{name}:{attr}" for name, attr in candidates)
+    raise RemoteEnvError(f"no installed OpenEnv environment {ref!r} (no app at {looked}); pip install the "
+                         "environment's package, or give its server's URL (openenv:http://HOST:PORT)")
 
 
 def _ws_url(url: str) -> str:
