@@ -414,6 +414,9 @@ def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> N
     assert (reward, done, info["status"]) == (0.0, True, "wrong") and "VALIDATION_ERROR" in info["reason"]
     graded = env.grade(env.dataset("eval")[0], "fifty")  # not even JSON: the answer's fault too
     assert (graded.status, graded.reward) == ("wrong", 0.0)
+    target = next(guess for guess in range(1, 101) if env.grade(env.dataset("eval")[0], str(guess)).reward)
+    one_turn = env.grade(env.dataset("eval")[0], str(101 - target))  # wrong, and the episode goes on
+    assert one_turn.status == "env_error" and "drive it turn by turn with env.session(task)" in one_turn.reason
 
 
 def test_a_killed_remote_ends_a_session_and_later_grades_as_faults(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -417,9 +417,12 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
         return CheckResult(0.0, str(error))
     async with await pose(params, task) as session:
         try:
-            _, reward, _ = await session.step(action)
+            _, reward, done = await session.step(action)
         except ActionRefusedError as error:
             return CheckResult(0.0, f"the remote refused the action: {error}"[:300])
+    if reward is None and not done:
+        raise RemoteEnvError(f"{params.url}: the episode goes on after the answer, with no reward yet (a multi-turn "
+                             "environment: drive it turn by turn with env.session(task))")
     if reward is None:
         raise RemoteEnvError(f"{params.url} gave no reward for the step")
     return CheckResult(reward, "" if reward >= 1.0 else f"remote reward {reward:g}")
@@ -485,7 +488,8 @@ def _action_field(url: str, schema: Any, wanted: str | None) -> tuple[str, Liter
         raise RemoteEnvError(f"{url}/schema holds no action schema with properties")
     fields = {name: value for name, value in properties.items() if name != "metadata" and isinstance(value, dict)}
     if wanted is None:
-        required = [name for name in action.get("required", []) if name in fields]
+        listed = action.get("required")
+        required = [name for name in listed if name in fields] if isinstance(listed, list) else []
         choices = required if len(required) == 1 else list(fields)
         if len(choices) != 1:
             raise SpecError([SpecProblem(PREFIX + url, None, "action_field", "the action has fields "
