@@ -398,17 +398,18 @@ def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> N
             turns += 1
             if done:
                 return reward, turns
-            assert reward is None and observation in ("higher", "lower")
+            assert reward is None and observation in ("higher", "lower") and session.state()["step_count"] == turns
             low, high = (middle + 1, high) if observation == "higher" else (low, middle - 1)
 
     for task in env.dataset("train"):
-        reward, turns = play(env.session(task))
+        with env.session(task) as session:
+            reward, turns = play(session)
         assert reward == 1.0 and 1 <= turns <= 7
 
     async def refused() -> tuple[Any, ...]:
-        session = env.session(env.dataset("eval")[0])
-        await session.areset()
-        return await session.astep('"fifty"')  # JSON, but not an integer: the server refuses the action
+        async with env.session(env.dataset("eval")[0]) as session:
+            await session.areset()
+            return await session.astep('"fifty"')  # JSON, but not an integer: the server refuses the action
 
     _, reward, done, info = asyncio.run(refused())
     assert (reward, done, info["status"]) == (0.0, True, "wrong") and "VALIDATION_ERROR" in info["reason"]

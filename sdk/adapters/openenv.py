@@ -454,6 +454,18 @@ class TaskSession:
         if session is not None:
             await session.close()
 
+    async def __aenter__(self) -> TaskSession:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> TaskSession:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     # The sync methods run the async ones on a loop of the session's own (its connection belongs to one
     # loop); use one style per session.
     def _sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
