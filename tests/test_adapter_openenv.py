@@ -383,6 +383,8 @@ def test_unreachable_remotes_say_so() -> None:
         verihub.load_env("openenv:openenv/echo_env", size=5, timeout_s=5)  # no network here; the path is real
     with pytest.raises(TypeError, match="take no difficulty"):
         verihub.load_env("openenv:http://127.0.0.1:1?difficulty=2")
+    with pytest.raises(TypeError, match="take no difficulty"):
+        verihub.load_env("openenv:http://127.0.0.1:1", difficulty=2)
 
 
 def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> None:
