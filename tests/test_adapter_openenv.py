@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -209,14 +210,23 @@ class Remote:
             raise
 
     def kill(self) -> None:
-        self.process.kill()
+        if self.process.poll() is None:
+            self.process.kill()
         self.process.wait(10)
 
 
-def _remote(tmp_path_factory: pytest.TempPathFactory, kind: str) -> Iterator[Remote]:
+@contextlib.contextmanager
+def served(tmp_path_factory: pytest.TempPathFactory, kind: str) -> Iterator[Remote]:
     remote = Remote(tmp_path_factory.mktemp(kind), kind)
-    yield remote
-    remote.kill()
+    try:
+        yield remote
+    finally:  # also when the test fails: no server outlives it
+        remote.kill()
+
+
+def _remote(tmp_path_factory: pytest.TempPathFactory, kind: str) -> Iterator[Remote]:
+    with served(tmp_path_factory, kind) as remote:
+        yield remote
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +267,7 @@ def test_tasks_are_the_remotes_seeded_episodes_and_grades_its_rewards(reverse: R
 
 
 def test_a_remote_with_a_task_api_gives_its_own_splits(tmp_path_factory: pytest.TempPathFactory) -> None:
-    for remote in _remote(tmp_path_factory, "quiz"):
+    with served(tmp_path_factory, "quiz") as remote:
         env = verihub.load_env(f"openenv:{remote.url}")
         assert env.split_names == ["train", "test"] and env.spec.eval.split == "test"
         assert env.dataset("test")["prompt"] == ["What is 0 * 0?", "What is 1 * 1?", "What is 2 * 2?"]
@@ -269,7 +279,7 @@ def test_a_remote_with_a_task_api_gives_its_own_splits(tmp_path_factory: pytest.
 
 
 def test_a_server_at_capacity_is_waited_for_not_a_fault(tmp_path_factory: pytest.TempPathFactory) -> None:
-    for remote in _remote(tmp_path_factory, "narrow"):
+    with served(tmp_path_factory, "narrow") as remote:
         env = verihub.load_env(f"openenv:{remote.url}", size=8)
         tasks = list(env.dataset("train"))
 
@@ -353,7 +363,7 @@ def test_malformed_replies_are_env_errors(hostile: Remote, answer: str, reason: 
 
 
 def test_a_remote_that_ignores_the_seed_is_refused(tmp_path_factory: pytest.TempPathFactory) -> None:
-    for remote in _remote(tmp_path_factory, "drifting"):
+    with served(tmp_path_factory, "drifting") as remote:
         with pytest.raises(RemoteEnvError, match=r"does not reproduce an episode \(reset\(seed=0\) gave two"):
             verihub.load_env(f"openenv:{remote.url}", size=5)
 
@@ -423,7 +433,7 @@ def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> N
 
 
 def test_a_killed_remote_ends_a_session_and_later_grades_as_faults(tmp_path_factory: pytest.TempPathFactory) -> None:
-    for remote in _remote(tmp_path_factory, "guess"):
+    with served(tmp_path_factory, "guess") as remote:
         env = verihub.load_env(f"openenv:{remote.url}", size=5)
         task = env.dataset("train")[0]
         session = env.session(task)
@@ -458,7 +468,7 @@ def test_verihub_eval_runs_an_openenv_environment(reverse: Remote, tmp_path: Pat
 
 def test_verihub_eval_on_a_remote_killed_mid_run_reports_faults_not_zeros(
         tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
-    for remote in _remote(tmp_path_factory, "reverse"):
+    with served(tmp_path_factory, "reverse") as remote:
         def kill_then_answer(request: dict[str, Any]) -> list[dict[str, Any]]:
             if remote.process.poll() is None:
                 remote.kill()  # the tasks are loaded; the remote dies before anything is graded
