@@ -162,9 +162,13 @@ def load_env(
 ) -> Environment:
     """Load an environment from a directory (or its environment.yaml) or by installed name, or build one
     from a reasoning-gym dataset: ``load_env("reasoning-gym:basic_arithmetic", size=200, seed=1,
-    difficulty=2, max_digits=3)``. Only ``reasoning-gym:`` refs take ``size`` (default 500), ``seed``
-    (default 0), ``difficulty`` (curriculum levels), ``config`` and other keyword arguments (the
-    dataset's settings); see :mod:`verihub.adapters.reasoning_gym`.
+    difficulty=2, max_digits=3)``, or from an OpenEnv server: ``load_env("openenv:http://HOST:PORT")``
+    (or ``openenv:OWNER/SPACE``, or an installed OpenEnv package ``openenv:MODULE``). ``reasoning-gym:``
+    refs take ``size`` (default 500), ``seed`` (default 0), ``difficulty`` (curriculum levels), ``config``
+    and other keyword arguments (the dataset's settings); see :mod:`verihub.adapters.reasoning_gym`.
+    ``openenv:`` refs take ``size``, ``seed``, ``action_field``, ``timeout_s``, ``max_reply_bytes`` and
+    ``reward_range`` (tasks are the remote's episodes, rewards its own); see :mod:`verihub.adapters.openenv`.
+    Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
     Judge layers use ``judge``; else a :class:`~verihub.judge.ModelJudge` for ``judge_model`` (which
@@ -173,6 +177,11 @@ def load_env(
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
     """
+    if str(ref).startswith("openenv:"):
+        from verihub.adapters.openenv import load_openenv
+
+        return load_openenv(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, judge=judge,
+                            on_missing_judge=on_missing_judge, **settings)
     if str(ref).startswith("reasoning-gym:"):
         from verihub.adapters.reasoning_gym import reasoning_gym_spec
 
@@ -182,7 +191,7 @@ def load_env(
         unexpected = sorted([name for name, value in given.items() if value is not None] + list(settings))
         if unexpected:
             raise TypeError(f"load_env() got unexpected keyword arguments {', '.join(unexpected)} "
-                            "(only reasoning-gym: environments take them)")
+                            "(only reasoning-gym: and openenv: environments take them)")
         path = Path(ref)
         if not find_spec_file(path).is_file():
             path = _installed_env_dir(str(ref), path)

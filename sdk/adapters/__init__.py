@@ -1,6 +1,7 @@
 """Environments built from other libraries' task generators.
 
 ``verihub.load_env("reasoning-gym:NAME", ...)`` builds an environment from one of reasoning-gym's
-procedural datasets (:mod:`verihub.adapters.reasoning_gym`). Each adapter imports its library only when
+procedural datasets (:mod:`verihub.adapters.reasoning_gym`); ``verihub.load_env("openenv:URL")`` one
+from an OpenEnv server, Space or installed package (:mod:`verihub.adapters.openenv`). Each adapter imports its library only when
 an environment of it is loaded.
 """

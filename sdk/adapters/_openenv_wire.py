@@ -1,0 +1,207 @@
+"""OpenEnv's wire protocol, client side: one WebSocket session (reset, step, state, close) and bounded HTTP
+reads, with every failure of the remote translated into :class:`RemoteEnvError` with a reason.
+
+The remote is untrusted: each reply is capped (``max_reply_bytes``), each request has a deadline, a frame
+that is not the protocol's shape, an error frame, or a reward that is not a finite number in the
+declared range raises; nothing the remote sends becomes a score without these checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any
+
+from verihub.errors import MissingDependencyError, VerihubError
+
+__all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "RemoteEnvError", "RemoteSession", "describe", "fetch", "run_sync"]
+
+INSTALL_HINT = "pip install openenv"
+MAX_REPLY_BYTES = 1 << 20
+
+
+class RemoteEnvError(VerihubError):
+    """The remote environment failed: unreachable, slow, a malformed reply or an error frame (``code``)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ActionRefusedError(RemoteEnvError):
+    """The server refused the action as invalid (its ``VALIDATION_ERROR``): the answer's fault."""
+
+
+def _ws_url(url: str) -> str:
+    return "ws" + url.removeprefix("http") + "/ws"
+
+
+def _websockets() -> Any:
+    try:
+        from websockets.asyncio.client import connect
+    except ImportError as error:
+        raise MissingDependencyError(
+            f"openenv: environments need the websockets package ({error}): {INSTALL_HINT}") from error
+    return connect
+
+
+Result = tuple[dict[str, Any], float | None, bool]
+
+
+class RemoteSession:
+    """One episode on the remote (one WebSocket connection): ``reset``, ``step``, ``state``, ``close``.
+
+    Every failure raises :class:`RemoteEnvError` with a reason; rewards are checked and rescaled."""
+
+    def __init__(self, url: str, *, timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
+                 reward_range: tuple[float, float] = (0.0, 1.0)) -> None:
+        self.url, self.timeout_s, self.max_reply_bytes = url, timeout_s, max_reply_bytes
+        self.reward_range = reward_range
+        self._ws: Any = None
+
+    async def __aenter__(self) -> RemoteSession:
+        if self._ws is None:
+            await self.connect()
+        return self
+
+    async def connect(self) -> None:
+        connect = _websockets()
+        try:
+            self._ws = await connect(_ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes,
+                                     close_timeout=1)
+        except (OSError, TimeoutError) as error:
+            raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {describe(error)}") from error
+        except Exception as error:  # noqa: BLE001 - handshake refusals (InvalidStatus, InvalidURI, ...)
+            raise RemoteEnvError(
+                f"the OpenEnv server at {self.url} refused the connection: {describe(error)}") from error
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            try:
+                await asyncio.wait_for(ws.send(json.dumps({"type": "close"})), 1)
+            except Exception:  # noqa: BLE001, S110 - closing a dead connection is done already
+                pass
+            try:
+                await asyncio.wait_for(ws.close(), 2)
+            except Exception:  # noqa: BLE001, S110
+                pass
+
+    async def reset(self, **options: Any) -> Result:
+        return self._result(await self._request("reset", options), "reset")
+
+    async def step(self, action: dict[str, Any]) -> Result:
+        return self._result(await self._request("step", action), "step")
+
+    async def state(self) -> dict[str, Any]:
+        return await self._request("state", None)
+
+    async def _request(self, kind: str, data: dict[str, Any] | None) -> dict[str, Any]:
+        if self._ws is None:
+            raise RemoteEnvError(f"the session with {self.url} is closed")
+        message = {"type": kind} if data is None else {"type": kind, "data": data}
+        try:
+            try:
+                await asyncio.wait_for(self._ws.send(json.dumps(message)), self.timeout_s)
+            except TimeoutError:
+                raise
+            except Exception:  # noqa: BLE001, S110 - closed by the far end: a refusal (capacity) may be queued
+                pass
+            raw = await asyncio.wait_for(self._ws.recv(), self.timeout_s)
+        except TimeoutError as error:
+            await self.close()  # a late reply must not answer the next request
+            raise RemoteEnvError(f"{self.url} sent no reply to {kind} within {self.timeout_s:g}s") from error
+        except Exception as error:  # noqa: BLE001 - ConnectionClosed (server died, reply over max_size), OSError
+            await self.close()
+            raise RemoteEnvError(f"the connection to {self.url} broke during {kind}: {describe(error)}") from error
+        try:
+            frame = json.loads(raw)
+        except (ValueError, RecursionError) as error:
+            raise RemoteEnvError(f"{self.url} answered {kind} with malformed JSON: {describe(error)}") from error
+        if not isinstance(frame, dict) or not isinstance(frame.get("data"), dict):
+            raise RemoteEnvError(f"{self.url} answered {kind} with a frame that is not {{type, data: {{...}}}}")
+        data: dict[str, Any] = frame["data"]
+        if frame.get("type") == "error":
+            code = str(data.get("code", "UNKNOWN"))[:40]
+            text = f"{self.url} answered {kind} with error {code}: {str(data.get('message', ''))[:300]}"
+            raise (ActionRefusedError if kind == "step" and code == "VALIDATION_ERROR" else RemoteEnvError)(text, code)
+        wanted = "state" if kind == "state" else "observation"
+        if frame.get("type") != wanted:
+            shown = str(frame.get("type"))[:40]
+            raise RemoteEnvError(f"{self.url} answered {kind} with a {shown!r} frame, not {wanted!r}")
+        return data
+
+    def _result(self, data: dict[str, Any], kind: str) -> Result:
+        observation, reward, done = data.get("observation"), data.get("reward"), data.get("done", False)
+        if not isinstance(observation, dict) or not isinstance(done, bool):
+            raise RemoteEnvError(f"{self.url} answered {kind} with no observation object or a non-boolean done")
+        return observation, None if reward is None else self._reward(reward, kind), done
+
+    def _reward(self, reward: Any, kind: str) -> float:
+        low, high = self.reward_range
+        try:  # bool, int or float only; an integer too large for a float overflows
+            value = float(reward) if isinstance(reward, bool | int | float) else math.nan
+        except OverflowError:
+            value = math.nan
+        if not math.isfinite(value) or not low <= value <= high:
+            raise RemoteEnvError(f"{self.url} answered {kind} with reward {str(reward)[:40]}, not a finite number "
+                                 f"in [{low:g}, {high:g}]")
+        return (value - low) / (high - low)
+
+
+def describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:300] if str(error) else type(error).__name__
+
+
+def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` to completion from sync code, also when an event loop is running in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="verihub-openenv")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def fetch(url: str, path: str, timeout_s: float, limit: int, body: dict[str, Any] | None = None) -> Any:
+    """GET (or POST ``body`` to) ``url + path`` as JSON, at most ``limit`` bytes; None where the server does
+    not offer it (404, 405, 501)."""
+    import httpx
+
+    try:
+        with httpx.stream("GET" if body is None else "POST", url + path, json=body, timeout=timeout_s) as response:
+            if response.status_code in (404, 405, 501):
+                return None
+            if response.status_code != 200:
+                raise RemoteEnvError(f"{url}{path} answered HTTP {response.status_code}")
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > limit:
+                    raise RemoteEnvError(f"{url}{path} sent more than {limit} bytes")
+    except httpx.HTTPError as error:
+        raise RemoteEnvError(f"cannot reach the OpenEnv server at {url}: {describe(error)}") from error
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise RemoteEnvError(f"{url}{path} answered with malformed JSON") from error
