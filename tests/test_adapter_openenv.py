@@ -289,7 +289,7 @@ def test_a_server_at_capacity_is_waited_for_not_a_fault(tmp_path_factory: pytest
         grades = asyncio.run(grade_all())
         assert [(grade.status, grade.reward) for grade in grades] == [("ok", 1.0)] * len(tasks)
         impatient = verihub.load_env(f"openenv:{remote.url}?timeout_s=1", size=8)
-        held = env.session(tasks[0])
+        held = env.episode(tasks[0])
         held.reset()  # holds the only session: another waits up to timeout_s, then is a fault that says why
         start = time.perf_counter()
         grade = impatient.grade(tasks[1], _word(tasks[1])[::-1])
@@ -414,12 +414,12 @@ def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> N
             low, high = (middle + 1, high) if observation == "higher" else (low, middle - 1)
 
     for task in env.dataset("train"):
-        with env.session(task) as session:
+        with env.episode(task) as session:
             reward, turns = play(session)
         assert reward == 1.0 and 1 <= turns <= 7
 
     async def refused() -> tuple[Any, ...]:
-        async with env.session(env.dataset("eval")[0]) as session:
+        async with env.episode(env.dataset("eval")[0]) as session:
             await session.areset()
             return await session.astep('"fifty"')  # JSON, but not an integer: the server refuses the action
 
@@ -429,14 +429,14 @@ def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> N
     assert (graded.status, graded.reward) == ("wrong", 0.0)
     target = next(guess for guess in range(1, 101) if env.grade(env.dataset("eval")[0], str(guess)).reward)
     one_turn = env.grade(env.dataset("eval")[0], str(101 - target))  # wrong, and the episode goes on
-    assert one_turn.status == "env_error" and "drive it turn by turn with env.session(task)" in one_turn.reason
+    assert one_turn.status == "env_error" and "drive it turn by turn with env.episode(task)" in one_turn.reason
 
 
 def test_a_killed_remote_ends_a_session_and_later_grades_as_faults(tmp_path_factory: pytest.TempPathFactory) -> None:
     with served(tmp_path_factory, "guess") as remote:
         env = verihub.load_env(f"openenv:{remote.url}", size=5)
         task = env.dataset("train")[0]
-        session = env.session(task)
+        session = env.episode(task)
         session.reset()
         assert session.step("50")[2] in (False, True)
         remote.kill()

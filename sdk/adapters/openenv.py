@@ -18,7 +18,8 @@
   must still be the prompt), steps once with the completion as the action and scores the remote's
   reward. The completion fills the action's only field (``action_field=`` names one when there are
   several); a field that is not a string takes the completion parsed as JSON.
-- **sessions**: ``env.session(task)`` drives a multi-turn remote episode turn by turn.
+- **episodes**: ``env.episode(task)`` drives a multi-turn remote episode turn by turn; ``env.session(task)``
+  is verihub's one-step session that eval and the trainer use, graded through the remote.
 
 The remote is untrusted (TRUST.md): every reply is bounded (``max_reply_bytes``, default 1 MiB), every
 request has a deadline (``timeout_s``, default 30), and anything but a finite reward inside
@@ -266,7 +267,7 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
             return CheckResult(0.0, f"the remote refused the action: {error}"[:300])
     if reward is None and not done:
         raise RemoteEnvError(f"{params.url}: the episode goes on after the answer, with no reward yet (a multi-turn "
-                             "environment: drive it turn by turn with env.session(task))")
+                             "environment: drive it turn by turn with env.episode(task))")
     if reward is None:
         raise RemoteEnvError(f"{params.url} gave no reward for the step")
     return CheckResult(reward, "" if reward >= 1.0 else f"remote reward {reward:g}")
@@ -405,7 +406,8 @@ class OpenEnvEnvironment(Environment):
             column = rows["remote_split"]
             self._splits = {name: rows.select([i for i, split in enumerate(column) if split == name]) for name in names}
 
-    def session(self, task: Mapping[str, Any]) -> TaskSession:
+    def episode(self, task: Mapping[str, Any]) -> TaskSession:
+        """The task's remote episode, turn by turn, for a multi-turn remote."""
         return TaskSession(self.remote, task)
 
 
