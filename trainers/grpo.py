@@ -57,9 +57,10 @@ class GRPOTrainer(TrainerRun):
     ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
     for the held-out alerts and curves (0: never): pass@1 over ``heldout_samples`` samples per task at
     ``heldout_temperature`` (default greedy) up to each environment's ``eval.max_tokens``, a faulted sample
-    counting as failed, the faults logged beside it; each process evaluates a share of the tasks. ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"``
-    (the summary only) or ``"json"`` (a JSON object per logging step on stdout), see
-    :mod:`.display`; TRL's own log lines go to ``output_dir/trl.log``. The rest goes to ``trl.GRPOConfig``.
+    counting as failed, the faults logged beside it; each process evaluates a share of the tasks.
+    ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"`` (the
+    summary only) or ``"json"`` (a JSON object per logging step on stdout), see :mod:`.display`; TRL's
+    own log lines go to ``output_dir/trl.log``. The rest goes to ``trl.GRPOConfig``.
     """
 
     def __init__(

@@ -117,6 +117,7 @@ class HFBackend(_InProcessBackend):
             while waiting != len(self._queue):  # the requests sent together have all joined the queue
                 waiting = len(self._queue)
                 await asyncio.sleep(0)
+            self._queue = [request for request in self._queue if not request.future.done()]  # callers gone
             if not self._queue:
                 return
             key = self._queue[0].batch_key()
