@@ -153,6 +153,8 @@ class MixtureSampler(Sampler[int]):
         self._rng = random.Random(seed)
         self._queues: dict[Bucket, list[int]] = {}
         self.last_weights: dict[Bucket, float] = {}
+        self.last_chunk: list[int] = []  # the rows of the latest generation batch drawn, and its number
+        self.chunks_drawn = 0
 
     @property
     def chunks(self) -> int:
@@ -175,7 +177,14 @@ class MixtureSampler(Sampler[int]):
         self.last_weights = weights
         buckets = [bucket for bucket in self.buckets if weights.get(bucket, 0) > 0]
         chosen = self._rng.choices(buckets, weights=[weights[bucket] for bucket in buckets], k=self.batch_size)
-        return [self._next_row(bucket) for bucket in chosen]
+        self.last_chunk = [self._next_row(bucket) for bucket in chosen]
+        self.chunks_drawn += 1
+        return self.last_chunk
+
+    def drawn(self) -> dict[str, Any]:
+        """The latest draw, as plain data: what every process must agree on."""
+        return {"chunk": self.chunks_drawn, "rows": list(self.last_chunk),
+                "weights": {f"{env}/{difficulty}": weight for (env, difficulty), weight in self.last_weights.items()}}
 
     def _next_row(self, bucket: Bucket) -> int:
         queue = self._queues.get(bucket)

@@ -16,8 +16,10 @@ are not this class's go to ``trl.GRPOConfig`` unchanged (``max_steps``, ``learni
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,8 @@ import trl
 from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
-from verihub.generation import Sampling
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
-from verihub.trainers.heldout import heldout_pass_rates
+from verihub.trainers.heldout import heldout_rates, heldout_rollouts
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
 from verihub.trainers.display import DisplayMode, check_display, finite
 from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config, require_vllm
@@ -55,10 +56,11 @@ class GRPOTrainer(TrainerRun):
     None, ``"adaptive"``, a dict of its knobs or a :class:`~verihub.trainers.curriculum.Curriculum`.
     ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
     for the held-out alerts and curves (0: never): pass@1 over ``heldout_samples`` samples per task at
-    ``heldout_temperature`` (default greedy), a faulted sample counting as failed, the faults logged
-    beside it. ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"``
-    (the summary only) or ``"json"`` (a JSON object per logging step on stdout), see
-    :mod:`.display`; TRL's own log lines go to ``output_dir/trl.log``. The rest goes to ``trl.GRPOConfig``.
+    ``heldout_temperature`` (default greedy) up to each environment's ``eval.max_tokens``, a faulted sample
+    counting as failed, the faults logged beside it; each process evaluates a share of the tasks.
+    ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"`` (the
+    summary only) or ``"json"`` (a JSON object per logging step on stdout), see :mod:`.display`; TRL's
+    own log lines go to ``output_dir/trl.log``. The rest goes to ``trl.GRPOConfig``.
     """
 
     def __init__(
@@ -162,6 +164,7 @@ class _TRLTrainer(trl.GRPOTrainer):
         buckets: dict[tuple[str, str], list[int]] = {}
         for row, (env, difficulty) in enumerate(zip(dataset["environment"], dataset["difficulty"], strict=True)):
             buckets.setdefault((env, difficulty), []).append(row)
+        self._task_ids = list(dataset["task_id"])
         self.sampler = MixtureSampler(
             buckets, self.verihub_run.curriculum, mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
@@ -172,16 +175,40 @@ class _TRLTrainer(trl.GRPOTrainer):
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         outcomes = self.verihub_run.ledger.take(len(inputs))
+        drawn = self._drawn()
         if self.accelerator.num_processes > 1:  # every process learns from every process's grades, in order
-            outcomes = gather_object(outcomes)
+            parts = gather_object([(drawn, outcomes)])
+            _check_same_draw([part[0] for part in parts])
+            outcomes = [outcome for _, part in parts for outcome in part]
         if self.model.training:
+            self.verihub_run.run_log.write(f"verihub draw step={self.state.global_step} {json.dumps(drawn)}")
             self.verihub_run._observe(outcomes)
         return rewards
+
+    def _drawn(self) -> dict[str, Any]:
+        """The sampler's latest draw with the task ids of its rows: a dataset that differs between processes
+        (a generator that ignores its seed) shows here even where the row numbers agree."""
+        if self.sampler is None:
+            return {}
+        drawn = self.sampler.drawn()
+        return {**drawn, "task_ids": [self._task_ids[row] for row in drawn["rows"]]}
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if self.model.training and not any(key.startswith("eval_") for key in logs):
             logs.update(self.verihub_run._run_metrics())
         super().log(logs, start_time)
+
+
+def _check_same_draw(draws: list[dict[str, Any]]) -> None:
+    """Every process must have drawn the same prompts with the same curriculum weights (TRL hands each its
+    slice of one batch); otherwise groups mix prompts and the curricula drift apart. All processes see the
+    same gathered draws, so all of them raise together rather than one hanging at the next collective."""
+    for rank, draw in enumerate(draws[1:], start=1):
+        if draw != draws[0]:
+            raise RuntimeError(f"process {rank} drew other prompts than process 0 (draw {draw.get('chunk')}: tasks "
+                               f"{draw.get('task_ids')} vs {draws[0].get('task_ids')}; curriculum weights "
+                               f"{'differ' if draw.get('weights') != draws[0].get('weights') else 'agree'}): every "
+                               "process must load the same environments, data and seed")
 
 
 class _MetricsFile(TrainerCallback):
@@ -206,27 +233,55 @@ class _MetricsFile(TrainerCallback):
 
 
 class _Heldout(TrainerCallback):
-    """Every ``heldout_every`` steps (and at the start), the policy's pass rate on held-out tasks."""
+    """Every ``heldout_every`` steps (and at the start), the policy's pass rate on held-out tasks.
+
+    Every process takes part (they all reach the same step): each generates a shard of the tasks with
+    the full policy (TRL's unwrapping, which also gathers ZeRO-3's parameters), then the rollouts of all
+    shards are gathered, so each task is evaluated once and every process records the same rates.
+    A shard that fails is logged and counted as faulted; its process still joins the gather, so the
+    others never wait for it.
+    """
 
     def __init__(self, run: GRPOTrainer) -> None:
         self.run = run
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._measure(kwargs.get("model"))
+        self._measure(state.global_step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.global_step % self.run.heldout_every == 0:
-            self._measure(kwargs.get("model"))
+            self._measure(state.global_step)
 
-    def _measure(self, model: Any) -> None:
+    def _measure(self, step: int) -> None:
+        from trl.models import unwrap_model_for_generation
+
         from verihub.generation.local import HFBackend
 
-        trainer = self.run.trl
-        if model is None or not trainer.accelerator.is_main_process:
-            return
-        policy = HFBackend.wrap(trainer.accelerator.unwrap_model(model), self.run.tokenizer, "hf:policy")
-        run = self.run
-        sampling = Sampling(temperature=run.heldout_temperature, max_tokens=run.config.max_completion_length or 256)
-        rates = heldout_pass_rates(policy, run.mix, tasks=run.heldout_tasks, samples=run.heldout_samples,
-                                   sampling=sampling)
-        self.run.monitor.record_heldout(rates)
+        run, trainer = self.run, self.run.trl
+        accelerator = trainer.accelerator
+        shard = (accelerator.process_index, accelerator.num_processes)
+        began = time.perf_counter()
+        try:
+            with unwrap_model_for_generation(trainer.model_wrapped, accelerator,
+                                             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
+                                             ) as network:
+                policy = HFBackend.wrap(network, run.tokenizer, "hf:policy")
+                rollouts = asyncio.run(heldout_rollouts(policy, run.mix, tasks=run.heldout_tasks,
+                                                        samples=run.heldout_samples,
+                                                        temperature=run.heldout_temperature, shard=shard))
+        except Exception as error:  # noqa: BLE001 - counted as faulted below; raising here would hang the others
+            logger.warning("held-out evaluation failed on process %d (its tasks count as faulted): %s: %s",
+                           shard[0], type(error).__name__, error)
+            rollouts = {}
+        seconds = time.perf_counter() - began
+        run.run_log.write(f"verihub heldout step={step} shard={shard[0]}/{shard[1]} seconds={seconds:.2f} "
+                          + " ".join(f"{env}={','.join(sorted({r.task_id for r in found}))}"
+                                     for env, found in rollouts.items()))
+        if shard[1] > 1:
+            merged: dict[str, list[Any]] = {}
+            for part in gather_object([rollouts]):
+                for env, found in part.items():
+                    merged.setdefault(env, []).extend(found)
+            rollouts = merged
+        run.monitor.record_heldout(heldout_rates(run.mix, rollouts, tasks=run.heldout_tasks,
+                                                 samples=run.heldout_samples))

@@ -56,11 +56,15 @@ def load_tokenizer(model: Any, tokenizer: Any = None) -> Any:
 
 def device_defaults() -> dict[str, Any]:
     """bf16 where a GPU supports it, float32 on CPU (TRL's bf16 default refuses to start there); pinned
-    memory only with a GPU (on CPU it buys nothing, and torch warns at every data loader)."""
+    memory only with a GPU (on CPU it buys nothing, and torch warns at every data loader); ``use_cpu``
+    where there is no accelerator at all."""
     import torch
 
     cuda = torch.cuda.is_available()
-    return {"bf16": bool(cuda and torch.cuda.is_bf16_supported()), "dataloader_pin_memory": cuda}
+    # use_cpu: without it, processes launched by torchrun/accelerate on a machine with no accelerator are
+    # not set up as one distributed run (accelerate sees no GPU): each trains alone and nothing is gathered
+    cpu_only = not cuda and not torch.backends.mps.is_available()
+    return {"bf16": bool(cuda and torch.cuda.is_bf16_supported()), "dataloader_pin_memory": cuda, "use_cpu": cpu_only}
 
 
 def require_vllm() -> None:

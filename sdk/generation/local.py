@@ -8,6 +8,7 @@ import itertools
 import json
 import re
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall
@@ -53,8 +54,27 @@ class _InProcessBackend:
         raise NotImplementedError
 
 
+@dataclass(eq=False)  # a request is itself: two asking the same are still two
+class _Request:
+    messages: list[Message]
+    sampling: Sampling
+    tools: list[dict[str, Any]] | None
+    future: asyncio.Future[list[Generation]]
+
+    def batch_key(self) -> tuple[Sampling, str]:
+        """Requests with the same sampling and tools can share one call of ``generate``."""
+        return self.sampling, json.dumps(self.tools, sort_keys=True, default=str)
+
+
 class HFBackend(_InProcessBackend):
-    """A transformers model (CPU or GPU), optionally with a LoRA adapter (peft) on top."""
+    """A transformers model (CPU or GPU), optionally with a LoRA adapter (peft) on top.
+
+    Requests that arrive together (the eval loop sends up to its concurrency at once) are generated as
+    one left-padded batch, at most ``max_batch`` prompts: one forward pass per token for all of them,
+    rather than one generation per prompt after another.
+    """
+
+    max_batch = 64
 
     def __init__(self, path: str, adapter: str | None = None) -> None:
         try:
@@ -78,14 +98,54 @@ class HFBackend(_InProcessBackend):
     def _bind(self, name: str, network: Any, tokenizer: Any) -> None:
         self.model, self.network, self.tokenizer = name, network, tokenizer
         self._lock = threading.Lock()
+        self._queue: list[_Request] = []
+        self._drainer: asyncio.Task[None] | None = None
 
-    def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
+    async def generate(self, messages: list[Message], sampling: Sampling,
+                       tools: list[dict[str, Any]] | None = None) -> list[Generation]:
+        loop = asyncio.get_running_loop()
+        request = _Request(messages, sampling, tools, loop.create_future())
+        self._queue.append(request)
+        if self._drainer is None or self._drainer.done():
+            self._drainer = loop.create_task(self._drain())
+        return await request.future
+
+    async def _drain(self) -> None:
+        """Generate the queued requests, a batch of alike ones at a time, until none is left."""
+        while True:
+            waiting = -1
+            while waiting != len(self._queue):  # the requests sent together have all joined the queue
+                waiting = len(self._queue)
+                await asyncio.sleep(0)
+            self._queue = [request for request in self._queue if not request.future.done()]  # callers gone
+            if not self._queue:
+                return
+            key = self._queue[0].batch_key()
+            batch = [request for request in self._queue if request.batch_key() == key][:self.max_batch]
+            self._queue = [request for request in self._queue if request not in batch]
+            try:
+                results = await asyncio.to_thread(self._generate_batch, [r.messages for r in batch],
+                                                  batch[0].sampling, batch[0].tools)
+            except Exception as error:  # noqa: BLE001 - each caller gets the failure of its own request
+                for request in batch:
+                    if not request.future.done():
+                        request.future.set_exception(error)
+                continue
+            for request, generations in zip(batch, results, strict=True):
+                if not request.future.done():  # its caller may have been cancelled meanwhile
+                    request.future.set_result(generations)
+
+    def _generate_batch(self, conversations: list[list[Message]], sampling: Sampling,
+                        tools: list[dict[str, Any]] | None) -> list[list[Generation]]:
+        """``sampling.n`` generations for each conversation, from one call of the model's ``generate``."""
         import torch
 
         tokenizer = self.tokenizer
-        inputs = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
-                                               return_tensors="pt", return_dict=True)
+        texts = [tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+                 for messages in conversations]
+        inputs = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         prompt_length = inputs["input_ids"].shape[1]
+        prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()
         options: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "num_return_sequences": sampling.n,
                                    "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
         if sampling.temperature > 0:
@@ -101,17 +161,19 @@ class HFBackend(_InProcessBackend):
                 sequences = self.network.generate(**inputs.to(self.network.device), **options)
             finally:
                 self.network.train(training)
-        generations = []
-        for sequence in sequences:
-            new_tokens = sequence[prompt_length:]
-            finished = bool((new_tokens == tokenizer.eos_token_id).any())
-            text = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        results: list[list[Generation]] = [[] for _ in conversations]
+        for row, sequence in enumerate(sequences):  # num_return_sequences rows per conversation, in order
+            new_tokens = sequence[prompt_length:].tolist()
+            finished = tokenizer.eos_token_id in new_tokens
+            # what the model wrote: up to its end-of-turn token; after it, generate only pads
+            length = new_tokens.index(tokenizer.eos_token_id) + 1 if finished else len(new_tokens)
+            text = tokenizer.decode(new_tokens[:length], skip_special_tokens=True)
             content, calls = split_tool_calls(text)
-            generations.append(Generation(
+            results[row // sampling.n].append(Generation(
                 text=content, tool_calls=calls, finish_reason="tool_calls" if calls else "stop" if finished else "length",
-                prompt_tokens=prompt_length, completion_tokens=int((new_tokens != tokenizer.pad_token_id).sum()),
+                prompt_tokens=int(prompt_tokens[row // sampling.n]), completion_tokens=length,
             ))
-        return generations
+        return results
 
 
 class VLLMBackend(_InProcessBackend):
