@@ -148,6 +148,10 @@ def completion_text(completion: Completion) -> str:
     raise ValueError("the completion's messages hold no assistant message to grade")
 
 
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:")
+"""Refs :func:`load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
+
+
 def load_env(
     ref: str | Path,
     *,

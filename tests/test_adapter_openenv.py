@@ -497,3 +497,14 @@ def test_the_trainers_rewards_come_from_the_remote(reverse: Remote) -> None:
                                                                    for text in completions],
         environment=[mix[0].name] * 3, task=[row["task"] for row in rows][:3], difficulty=["all"] * 3))
     assert rewards == [1.0, 0.0, None]  # right, wrong, and a remote fault kept out of the advantage
+
+
+def test_the_train_commands_env_option_takes_an_openenv_url(reverse: Remote) -> None:
+    from verihub.trainers.mixture import parse_env_option, resolve_envs
+
+    option = f"openenv:{reverse.url}?size=10"  # the port is no weight, and a URL is no hub id
+    assert parse_env_option(option) == (option, 1.0)
+    assert parse_env_option(f"{option}:0.5") == (option, 0.5)
+    assert parse_env_option(f"openenv:{reverse.url.rsplit(':', 1)[0]}/:0.5")[1] == 0.5
+    (mixed,) = resolve_envs(dict([parse_env_option(f"openenv:{reverse.url}:0.5")]))
+    assert mixed.weight == 1.0 and len(mixed.env.dataset("train")) > 0

@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verihub.environment import Environment, load_env
+from verihub.environment import ADAPTER_PREFIXES, Environment, load_env
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -73,7 +73,8 @@ def load_env_ref(ref: EnvRef, *, hub: str | None = None) -> Environment:
         return ref
     text = str(ref)
     path = Path(text)
-    if "/" not in text or ("@" not in text and (path.exists() or path.parent.exists())):
+    if (text.startswith(ADAPTER_PREFIXES) or "/" not in text
+            or ("@" not in text and (path.exists() or path.parent.exists()))):
         return load_env(text)  # a directory (its errors say precisely what is missing) or an installed name
     from verihub.hub import open_hub
     from verihub.hub.build import dist_name
@@ -92,14 +93,22 @@ def load_env_ref(ref: EnvRef, *, hub: str | None = None) -> Environment:
 
 
 def parse_env_option(option: str) -> tuple[str, float]:
-    """``E[:WEIGHT]`` from the command line: ``alice/arithmetic@^1.0:0.7`` -> (``alice/arithmetic@^1.0``, 0.7)."""
+    """``E[:WEIGHT]`` from the command line: ``alice/arithmetic@^1.0:0.7`` -> (``alice/arithmetic@^1.0``, 0.7).
+    A URL's port is not a weight: ``openenv:http://127.0.0.1:8000`` has weight 1 (a URL without a port
+    takes one after a slash: ``openenv:http://host/:0.5``)."""
     ref, colon, weight = option.rpartition(":")
-    if colon:
+    if colon and not _ends_at_a_host(ref):
         try:
             return ref, float(weight)
         except ValueError:
             pass
     return option, 1.0
+
+
+def _ends_at_a_host(ref: str) -> bool:
+    """Whether ``ref`` is a URL cut right after its host name (so what follows the colon is its port)."""
+    _, scheme, rest = ref.partition("://")
+    return bool(scheme) and not any(mark in rest for mark in ":/?#")
 
 
 def mixed_dataset(mix: Sequence[MixedEnv], split: str = "train") -> Dataset:
