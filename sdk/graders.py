@@ -189,8 +189,8 @@ class GraderPool:
             server = self.pick(env, tried, prefer)
             if server is None:
                 break
-            if server in tried:  # every server already failed this once: give it a moment
-                await asyncio.sleep(min(2.0, 0.25 * len(tried)))
+            if server in tried:  # every server already failed this once: wait out its backoff (a restart)
+                await asyncio.sleep(min(max(server.down_until - time.monotonic(), 0.25), 5.0))
             tried.append(server)
             server.busy += 1
             try:
