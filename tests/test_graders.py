@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -88,6 +89,20 @@ def test_a_server_killed_mid_run_costs_no_grade(two_graders: list[Any]) -> None:
     assert victim.poll() is not None and len(finished) == 48
     assert grades(there.rollouts) == grades(here.rollouts)
     assert there.metrics["rollouts_faulted"] == 0
+
+
+def test_a_server_that_stops_answering_is_timed_out_and_its_work_done_elsewhere(two_graders: list[Any]) -> None:
+    (frozen, first), (_, second) = two_graders
+    env = verihub.load_env(REPO / "envs" / "arithmetic")
+    tasks = list(env.dataset("eval"))[:8]
+    os.kill(frozen.pid, signal.SIGSTOP)  # it still accepts connections (the kernel does), but answers nothing
+    try:
+        with GraderPool([first, second], timeout_s=2) as pool:
+            graded = [pool.grader(env).grade(task, f"\\boxed{{{task['answer']}}}") for task in tasks]
+            assert pool.servers[0].done == 0 and pool.servers[1].done == len(tasks)
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    assert {(grade.status, grade.reward) for grade in graded} == {("ok", 1.0)}
 
 
 def test_every_server_dead_is_env_error_for_each_and_the_run_completes(tmp_path: Path) -> None:

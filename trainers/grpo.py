@@ -133,8 +133,8 @@ class GRPOTrainer(TrainerRun):
         defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no",
                                     "report_to": "none"}
         turns = [item.env.spec.interaction.max_turns for item in self.mix if item.multi_turn]
-        if turns:
-            defaults["max_tool_calling_iterations"] = max(turns)
+        if turns:  # on graders each tool call is a turn of the server's session, and the answer one more
+            defaults["max_tool_calling_iterations"] = max(turns) - (1 if self.graders is not None else 0)
         return defaults
 
     def _environment_factories(self) -> dict[str, Any] | None:
