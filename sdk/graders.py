@@ -130,7 +130,11 @@ class GraderPool:
         return await asyncio.wrap_future(self._submit(coroutine))
 
     def _submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
+        loop = self._ensure_loop()
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("a blocking grader call on the pool's own loop would wait for itself: await it")
+        return asyncio.run_coroutine_threadsafe(coroutine, loop)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._started:
@@ -331,7 +335,7 @@ class RemoteGrader:
             for *_, future in waiting:
                 if not future.done():
                     future.set_exception(error)
-            raise
+            return
         for (*_, future), grade in zip(waiting, grades, strict=True):
             if not future.done():
                 future.set_result(grade)
