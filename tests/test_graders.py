@@ -75,10 +75,12 @@ def test_a_server_killed_mid_run_costs_no_grade(two_graders: list[Any]) -> None:
     (victim, first), (_, second) = two_graders
     env = verihub.load_env(REPO / "envs" / "arithmetic")
     finished: list[Any] = []
+    graded_by_victim: list[int] = []
 
     def kill_after_a_few(rollout: Any) -> None:
         finished.append(rollout)
-        if len(finished) == 6:
+        if len(finished) == 8:
+            graded_by_victim.append(pool.servers[0].done)
             victim.kill()  # mid-run: requests to it in flight, more on their way
 
     with ScriptedChatServer(arithmetic_model, latency_s=0.05) as model:
@@ -87,6 +89,7 @@ def test_a_server_killed_mid_run_costs_no_grade(two_graders: list[Any]) -> None:
             there = evaluate(env, f"openai:scripted@{model.url}", n=24, k=2, concurrency=4, graders=pool,
                              on_rollout=kill_after_a_few)
     assert victim.poll() is not None and len(finished) == 48
+    assert graded_by_victim[0] >= 1  # it had its share of the work before it died
     assert grades(there.rollouts) == grades(here.rollouts)
     assert there.metrics["rollouts_faulted"] == 0
 
