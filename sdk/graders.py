@@ -25,6 +25,7 @@ import itertools
 import math
 import threading
 import time
+import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -101,13 +102,19 @@ class GraderPool:
         self._client: httpx2.AsyncClient | None = None
         self._started = threading.Lock()
         self._closed = False
+        self._graders: weakref.WeakKeyDictionary[Environment, dict[str | None, RemoteGrader]] = \
+            weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:  # never shows the token
         return f"GraderPool({[server.url for server in self.servers]})"
 
     def grader(self, env: Environment, split: str | None = None) -> RemoteGrader:
-        """``env``'s grading on this pool; ``split`` names where its tasks are (default: any split)."""
-        return RemoteGrader(self, env, split)
+        """``env``'s grading on this pool; ``split`` names where its tasks are (default: any split). One per
+        environment and split, so that all their grades share batches."""
+        graders = self._graders.setdefault(env, {})
+        if split not in graders:
+            graders[split] = RemoteGrader(self, env, split)
+        return graders[split]
 
     @property
     def headers(self) -> dict[str, str]:
