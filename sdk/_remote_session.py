@@ -50,7 +50,7 @@ class RemoteSession:
         self.done = False
         self.grade: Grade | None = None
         self.fault: str | None = None
-        self.info_: dict[str, Any] = {}
+        self._detail: dict[str, Any] = {}
         self._sent: list[Message] = []  # the turns so far: a replay on another server re-sends them
 
     # -- the API ----------------------------------------------------------------------------------------
@@ -87,20 +87,21 @@ class RemoteSession:
         return str(outputs[0]) if outputs else "error: the server ran no tool"
 
     def info(self) -> dict[str, Any]:
-        return {"turns": self.turns, **self.info_}
+        return {"turns": self.turns, **self._detail}
 
     @property
     def workdir(self) -> Any:
         raise SessionError("a remote session's work dir stays on its server, which grades it")
 
     def close(self) -> None:
+        """End the episode; its server drops the work dir. Returns at once (the close frame goes later)."""
         connection, self._connection = self._connection, None
         self._release()
         self.done = True
         if connection is not None:
             try:
-                self.pool.run(connection.close())
-            except Exception:  # noqa: BLE001 - the server is gone already: nothing to close
+                self.pool.submit(connection.close())
+            except RuntimeError:  # the pool is closed, and its connections with it
                 pass
 
     # -- on the pool's loop ---------------------------------------------------------------------------
@@ -139,9 +140,9 @@ class RemoteSession:
         if grade is not None:
             from verihub.session import grade_detail
 
-            self.info_ = grade_detail(grade)
+            self._detail = grade_detail(grade)
         else:
-            self.info_ = {"status": str(GradeStatus.ENV_ERROR), "reward": None, "reason": self.fault, "layers": []}
+            self._detail = {"status": str(GradeStatus.ENV_ERROR), "reward": None, "reason": self.fault, "layers": []}
         return StepResult({"messages": outputs}, grade.reward if grade else None, True, self.info())
 
     async def _turn(self, server: _Server, message: Message) -> tuple[dict[str, Any], bool, dict[str, Any]]:
@@ -170,7 +171,7 @@ class RemoteSession:
         url = server.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/ws"
         try:
             self._connection = await connect(url, additional_headers=self.pool.headers, max_size=MAX_FRAME,
-                                             open_timeout=self.pool.timeout_s, ping_interval=None)
+                                             open_timeout=self.pool.timeout_s, close_timeout=1, ping_interval=None)
         except InvalidStatus as error:
             if error.response.status_code in (401, 403):
                 raise Refuses("it wants another token (--grader-token, VERIHUB_GRADER_TOKEN)") from None

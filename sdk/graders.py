@@ -25,7 +25,6 @@ import itertools
 import math
 import threading
 import time
-import weakref
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -68,14 +67,14 @@ class Refuses(Exception):
     """This server will not do this environment's work (other content, a wrong token): never ask it again."""
 
 
-@dataclass
+@dataclass(eq=False)  # servers are compared by identity (one URL may be given twice)
 class _Server:
     url: str
     busy: int = 0  # requests and sessions in flight
     done: int = 0  # requests it answered
     down_until: float = 0.0  # monotonic: not chosen before, unless every server is down
     backoff_s: float = 0.0
-    checked: dict[str, str | None] = field(default_factory=dict)  # env id -> None (ready) or why it refuses
+    checked: dict[Environment, str | None] = field(default_factory=dict)  # None: ready; else why it refuses
 
     def failed(self) -> None:
         self.backoff_s = min(MAX_BACKOFF_S, max(1.0, self.backoff_s * 2))
@@ -102,8 +101,7 @@ class GraderPool:
         self._client: httpx2.AsyncClient | None = None
         self._started = threading.Lock()
         self._closed = False
-        self._graders: weakref.WeakKeyDictionary[Environment, dict[str | None, RemoteGrader]] = \
-            weakref.WeakKeyDictionary()
+        self._graders: dict[tuple[Environment, str | None], RemoteGrader] = {}
 
     def __repr__(self) -> str:  # never shows the token
         return f"GraderPool({[server.url for server in self.servers]})"
@@ -111,10 +109,10 @@ class GraderPool:
     def grader(self, env: Environment, split: str | None = None) -> RemoteGrader:
         """``env``'s grading on this pool; ``split`` names where its tasks are (default: any split). One per
         environment and split, so that all their grades share batches."""
-        graders = self._graders.setdefault(env, {})
-        if split not in graders:
-            graders[split] = RemoteGrader(self, env, split)
-        return graders[split]
+        grader = self._graders.get((env, split))
+        if grader is None:
+            grader = self._graders[(env, split)] = RemoteGrader(self, env, split)
+        return grader
 
     @property
     def headers(self) -> dict[str, str]:
@@ -124,7 +122,7 @@ class GraderPool:
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the pool's loop and wait for it (from code that is not on that loop)."""
-        return self._submit(coroutine).result()
+        return self.submit(coroutine).result()
 
     async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Await ``coroutine`` run on the pool's loop, from any other event loop."""
@@ -134,9 +132,10 @@ class GraderPool:
                 return await coroutine
         except RuntimeError:
             pass
-        return await asyncio.wrap_future(self._submit(coroutine))
+        return await asyncio.wrap_future(self.submit(coroutine))
 
-    def _submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start ``coroutine`` on the pool's loop; its future."""
         loop = self._ensure_loop()
         if threading.current_thread() is self._thread:
             coroutine.close()
@@ -180,7 +179,7 @@ class GraderPool:
     def pick(self, env: Environment, tried: Sequence[_Server], prefer: _Server | None = None) -> _Server | None:
         """The least busy server that may grade ``env``: untried ones first, those up before those down
         (``prefer``, where it is untried: the one that holds a session)."""
-        usable = [server for server in self.servers if server.checked.get(env.id) is None]
+        usable = [server for server in self.servers if server.checked.get(env) is None]
         if prefer is not None and prefer in usable and prefer not in tried:
             return prefer
         fresh = [server for server in usable if server not in tried] or usable
@@ -212,7 +211,7 @@ class GraderPool:
                 reasons.append(f"{server.url}: {error}")
                 continue
             except Refuses as error:
-                server.checked[env.id] = str(error)
+                server.checked[env] = str(error)
                 reasons.append(f"{server.url}: {error}")
                 continue
             finally:
@@ -220,7 +219,7 @@ class GraderPool:
             server.worked()
             return result
         refused = [f"{server.url}: {why}" for server in self.servers
-                   if (why := server.checked.get(env.id)) is not None and f"{server.url}: {why}" not in reasons]
+                   if (why := server.checked.get(env)) is not None and f"{server.url}: {why}" not in reasons]
         shown = "; ".join([*reasons, *refused]) or "no server"
         raise Unavailable(f"no grader could grade it ({shown})"[:500])
 
@@ -252,7 +251,7 @@ class GraderPool:
 
     async def _ready(self, server: _Server, env: Environment) -> None:
         """Check once that ``server`` grades the very environment loaded here."""
-        if env.id in server.checked:
+        if env in server.checked:
             return
         from verihub._envdigest import environment_digest
 
@@ -266,7 +265,7 @@ class GraderPool:
             raise Refuses(f"it serves {env.id}@{entry.get('version')}, not {env.version}")
         if entry.get("digest") != environment_digest(env):
             raise Refuses(f"its {env.id}@{env.version} has other content (tasks, checks or files) than this one")
-        server.checked[env.id] = None
+        server.checked[env] = None
 
 
 class RemoteGrader:
