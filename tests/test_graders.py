@@ -299,4 +299,20 @@ def test_a_training_step_with_graders_runs_tools_and_rewards_on_them(tiny_model:
         trainer.graders.close()
     finally:
         stop(process)
-    assert os.path.isdir(tmp_path / "run")
+
+
+def test_verihub_train_grader_sends_the_rewards_there(tiny_model: Path, tmp_path: Path) -> None:
+    """With its only grader gone, every reward of the step is a fault (None), never 0: the rewards
+    were asked of the grader, not computed here."""
+    process, gone = start("envs/arithmetic")
+    stop(process)
+    out = tmp_path / "run"
+    trained = subprocess.run([VERIHUB, "train", "--model", str(tiny_model), "--env", "envs/arithmetic",
+                              "--max-steps", "1", "--output-dir", str(out), "--quiet", "--grader", gone,
+                              "--set", "num_generations=4", "--set", "per_device_train_batch_size=8",
+                              "--set", "max_completion_length=12"],
+                             cwd=REPO, capture_output=True, text=True, timeout=900,
+                             env={**os.environ, "VERIHUB_GRADER_TOKEN": TOKEN})
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    record = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert record["verihub/arithmetic/fault_rate"] == 1.0
