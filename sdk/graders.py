@@ -221,7 +221,7 @@ class GraderPool:
         refused = [f"{server.url}: {why}" for server in self.servers
                    if (why := server.checked.get(env)) is not None and f"{server.url}: {why}" not in reasons]
         shown = "; ".join([*reasons, *refused]) or "no server"
-        raise Unavailable(f"no grader could grade it ({shown})"[:500])
+        raise Unavailable(f"no grader could grade it: {shown}"[:500])  # the part before ':' is its kind
 
     async def request(self, server: _Server, method: str, path: str, **options: Any) -> Any:
         """One HTTP request to ``server``, its JSON body; failures as :class:`Retry` or :class:`Refuses`."""

@@ -117,6 +117,7 @@ def test_every_server_dead_is_env_error_for_each_and_the_run_completes(tmp_path:
     assert len(report.rollouts) == 10 and {r.status for r in report.rollouts} == {"env_error"}
     assert all(r.reward is None and "no grader could grade it" in r.reason and gone in r.reason
                for r in report.rollouts)
+    assert report.metrics["env_errors_by_reason"] == {"no grader could grade it": 10}
     assert report.metrics["rollouts_faulted"] == 10 and report.metrics["pass@1_graded"] != report.metrics["pass@1_graded"]
     assert json.loads((tmp_path / "metadata.json").read_text())["complete"] is True
 
