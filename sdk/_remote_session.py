@@ -193,13 +193,17 @@ class RemoteSession:
 
     async def _send(self, frame: dict[str, Any]) -> dict[str, Any]:
         """One frame out, its answer's data back; a dropped or silent connection is :class:`Retry`."""
-        from websockets.exceptions import WebSocketException
+        from websockets.exceptions import ConnectionClosed, WebSocketException
 
         try:
             await self._connection.send(json.dumps(frame))
             text = await asyncio.wait_for(self._connection.recv(), self.pool.timeout_s)
         except TimeoutError:
             raise Retry(f"no answer in {self.pool.timeout_s:g}s") from None
+        except ConnectionClosed as error:
+            if error.rcvd is not None and error.rcvd.code == 1013:  # a CAPACITY_REACHED frame, then "try later"
+                raise Retry("full (it holds its --max-sessions)") from None
+            raise Retry(f"the session dropped: {error}"[:300]) from None
         except (OSError, WebSocketException) as error:
             raise Retry(f"the session dropped: {type(error).__name__}: {error}"[:300]) from None
         try:

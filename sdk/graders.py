@@ -158,12 +158,22 @@ class GraderPool:
             self._closed = True
         if loop is None or thread is None:
             return
-        if self._client is not None:
-            asyncio.run_coroutine_threadsafe(self._client.aclose(), loop).result(timeout=10)
-            self._client = None
+        asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=15)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         loop.close()
+
+    async def _shutdown(self) -> None:
+        """Let the work in flight (close frames of ended sessions) finish, a moment at most; then the client."""
+        pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=2)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)

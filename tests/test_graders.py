@@ -222,6 +222,33 @@ def test_tool_sessions_on_graders_match_in_process_even_when_their_server_dies(n
     assert tool_outputs and not any("error" in output.lower() for output in tool_outputs)
 
 
+@pytest.mark.nsjail
+def test_a_full_server_is_a_fault_with_its_reason_and_a_finished_session_frees_its_slot(nsjail_path: str) -> None:
+    process, url = start("envs/shell-task", "--max-sessions", "1")
+    env = verihub.load_env(REPO / "envs" / "shell-task")
+    first, second = list(env.dataset("eval"))[:2]
+    call = {"content": "", "tool_calls": [{"id": "1", "function": {"name": "bash",
+                                                                   "arguments": {"command": first["solution"]}}}]}
+    try:
+        with GraderPool([url], attempts=2) as pool:
+            grader = pool.grader(env, "eval")
+            holder = grader.session(first)
+            holder.reset()
+            assert holder.step(call).done is False  # it holds the server's one session
+            refused = grader.session(second)
+            refused.reset()
+            result = refused.step(call)
+            assert result.done and result.reward is None and refused.grade is None
+            assert "full" in (refused.fault or "") and "CAPACITY_REACHED" not in str(result.observation)
+            assert holder.step({"content": "done"}).reward == 1.0  # graded there; the slot is free again
+            later = grader.session(first)
+            later.reset()
+            assert later.step(call).done is False
+            later.close()
+    finally:
+        stop(process)
+
+
 # -- the trainer -------------------------------------------------------------------------------------------
 
 
