@@ -63,6 +63,10 @@ class Retry(Exception):
     """This server failed this request (down, slow, 5xx, nonsense): try another."""
 
 
+class Rejected(Exception):
+    """The server refused this request as malformed (a 4xx): asking another would not help."""
+
+
 class Refuses(Exception):
     """This server will not do this environment's work (other content, a wrong token): never ask it again."""
 
@@ -248,7 +252,7 @@ class GraderPool:
             raise Retry(f"{type(error).__name__}: {error}"[:300] or type(error).__name__) from None
         if response.status_code in (401, 403):
             raise Refuses("it wants another token (--grader-token, VERIHUB_GRADER_TOKEN)")
-        if response.status_code == 429 or response.status_code >= 500:
+        if response.status_code in (408, 429) or response.status_code >= 500:
             raise Retry(f"HTTP {response.status_code}")
         try:
             body = response.json()
@@ -256,16 +260,17 @@ class GraderPool:
             raise Retry(f"HTTP {response.status_code} with a body that is not JSON") from None
         if response.status_code != 200:
             message = body.get("message") if isinstance(body, dict) else None
-            raise Refuses(f"HTTP {response.status_code}: {str(message or body)[:300]}")
+            raise Rejected(f"HTTP {response.status_code}: {str(message or body)[:300]}")
         return body
 
     async def _ready(self, server: _Server, env: Environment) -> None:
         """Check once that ``server`` grades the very environment loaded here."""
         if env in server.checked:
             return
-        from verihub._envdigest import environment_digest
-
-        metadata = await self.request(server, "GET", "/metadata")
+        try:
+            metadata = await self.request(server, "GET", "/metadata")
+        except Rejected as error:
+            raise Refuses(f"it is no verihub serve ({error})") from None
         served = {entry.get("name"): entry for entry in metadata.get("environments", []) if isinstance(entry, dict)} \
             if isinstance(metadata, dict) else {}
         entry = served.get(env.id)
@@ -273,6 +278,8 @@ class GraderPool:
             raise Refuses(f"it does not serve {env.id} (it serves {', '.join(map(str, served)) or 'nothing'})")
         if entry.get("version") != env.version:
             raise Refuses(f"it serves {env.id}@{entry.get('version')}, not {env.version}")
+        from verihub._envdigest import environment_digest
+
         if entry.get("digest") != environment_digest(env):
             raise Refuses(f"its {env.id}@{env.version} has other content (tasks, checks or files) than this one")
         server.checked[env] = None
@@ -284,6 +291,9 @@ class RemoteGrader:
     def __init__(self, pool: GraderPool, env: Environment, split: str | None = None) -> None:
         self.pool, self.env, self.split = pool, env, split
         self.weights = {layer.spec.name: layer.spec.weight for layer in env.verifier.layers}
+        from verihub._envdigest import environment_digest
+
+        environment_digest(env)  # computed here, once, not on the pool's loop when a server is first checked
         self._waiting: list[tuple[Task, str, asyncio.Future[Grade]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
@@ -380,6 +390,8 @@ class RemoteGrader:
             return await self.pool.on_a_server(self.env, post)
         except Unavailable as error:
             return [Grade(GradeStatus.ENV_ERROR, None, (), str(error))] * len(pairs)
+        except Rejected as error:  # e.g. a task that is not in the environment's dataset
+            return [Grade(GradeStatus.ENV_ERROR, None, (), f"the grader refused the request: {error}"[:500])] * len(pairs)
 
 
 def grade_from_detail(detail: Mapping[str, Any], weights: Mapping[str, float]) -> Grade:

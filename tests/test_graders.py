@@ -144,6 +144,17 @@ def test_a_server_with_other_content_is_never_used(make_env: Any) -> None:
             stop(process)
 
 
+def test_a_request_the_server_rejects_is_a_fault_and_the_server_stays_in_use(two_graders: list[Any]) -> None:
+    env = verihub.load_env(REPO / "envs" / "arithmetic")
+    task = env.dataset("eval")[0]
+    with GraderPool([two_graders[0][1]]) as pool:
+        unknown = pool.grader(env).grade({**task, "id": "not-a-task"}, "\\boxed{1}")
+        known = pool.grader(env).grade(task, f"\\boxed{{{task['answer']}}}")
+    assert unknown.status == "env_error" and unknown.reward is None
+    assert "refused the request: HTTP 404" in unknown.reason and "not-a-task" in unknown.reason
+    assert (known.status, known.reward) == ("ok", 1.0)
+
+
 def test_a_server_started_with_a_token_wants_it() -> None:
     process, url = start("envs/sums", "--token", TOKEN)
     try:
