@@ -95,14 +95,12 @@ class RemoteSession:
 
     def close(self) -> None:
         """End the episode; its server drops the work dir. Returns at once (the close frame goes later)."""
-        connection, self._connection = self._connection, None
-        self._release()
         self.done = True
-        if connection is not None:
-            try:
-                self.pool.submit(connection.close())
+        if self._connection is not None or self._server is not None:
+            try:  # on the pool's loop, which owns the connection and the server's count
+                self.pool.submit(self._hang_up())
             except RuntimeError:  # the pool is closed, and its connections with it
-                pass
+                self._connection = None
 
     # -- on the pool's loop ---------------------------------------------------------------------------
 
