@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import json
 import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from verihub.checks.registry import resolve_check
 from verihub.environment import Environment
 from verihub.errors import VerihubError
 
-__all__ = ["content_changes", "content_manifest", "manifest_digest"]
+__all__ = ["content_changes", "content_manifest", "environment_digest", "manifest_digest"]
 
 # Caches, build outputs and virtual environments are not part of what grades; hidden entries neither.
 _SKIP_DIRS = frozenset({"__pycache__", "build", "dist", "venv", "node_modules"})
@@ -39,6 +40,25 @@ def content_manifest(env: Environment, tasks: Iterable[Mapping[str, Any]], *,
         for path in _files(root, skip):
             manifest[f"file {path.relative_to(root).as_posix()}"] = _file_sha(path)
     return manifest
+
+
+def environment_digest(env: Environment) -> str:
+    """One digest of everything an environment grades with, every split's tasks included: ``verihub
+    serve`` shows it in ``/metadata`` so a client sends work only to servers grading the very same
+    content. Computed once per environment (eval result directories inside it are left out)."""
+    digest = _DIGESTS.get(env)
+    if digest is None:
+        tasks = [task for split in env.split_names for task in env.dataset(split)]
+        digest = _DIGESTS[env] = manifest_digest(content_manifest(env, tasks, skip=_holds_results))
+    return digest
+
+
+def _holds_results(path: Path) -> bool:
+    directory = path if path.is_dir() else path.parent
+    return (directory / "rollouts.jsonl").is_file()  # an eval's output (verihub._evalrun), not content
+
+
+_DIGESTS: weakref.WeakKeyDictionary[Environment, str] = weakref.WeakKeyDictionary()
 
 
 def manifest_digest(manifest: Mapping[str, str]) -> str:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
+from verihub._envdigest import environment_digest
 from verihub._serve_state import ServeState, TaskNotFound, listed
 from verihub._serve_wire import (MAX_BODY, MAX_LISTED, ActionSchema, GradeRequest, ObservationSchema, RangeBody,
                                  ResetParams, SplitBody, StepBody, TaskBody, step_body)
@@ -69,7 +70,8 @@ async def metadata(request: Request) -> dict[str, Any]:
     return {"name": one.id if one else "verihub: " + ", ".join(env.id for env in served),
             "description": one.spec.description if one else "verihub environments",
             "version": one.version if one else None,
-            "environments": [{"name": env.id, "version": env.version, "domain": env.domain,
+            "environments": [{"name": env.id, "version": env.version, "digest": environment_digest(env),
+                              "domain": env.domain,
                               "description": env.spec.description, "splits": env.split_names,
                               "multi_turn": env.spec.interaction.kind == "multi_turn"} for env in served]}
 

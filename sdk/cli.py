@@ -207,6 +207,13 @@ def eval_command(
                                                     "YOUR_NAMESPACE/ENV_ID).")] = None,
     hub: HubOption = None,
     token: TokenOption = None,
+    grader: Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
+                                              "repeatable: grading and tool sessions run there, spread by load, "
+                                              "retried on another server when one fails.")] = [],  # noqa: B006
+    grader_token: Annotated[str | None, typer.Option(envvar="VERIHUB_GRADER_TOKEN", show_default=False,
+                                                     help="The graders' --token.")] = None,
+    grader_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a grader may take to answer one request "
+                                                  "before the work goes to another.")] = 120.0,
 ) -> None:
     """Evaluate environments against a model: rollouts, grades, pass@k, saved results.
 
@@ -233,8 +240,9 @@ def eval_command(
         backend = load_backend(model, adapter=str(adapter) if adapter else None, concurrency=concurrency)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--adapter" if adapter else "--model") from None
+    graders = _grader_pool(grader, grader_token, grader_timeout)
     options = {"n": n, "k": k, "concurrency": concurrency, "split": split, "temperature": temperature,
-               "max_tokens": max_tokens, "seed": seed, "resume": resume}
+               "max_tokens": max_tokens, "seed": seed, "resume": resume, "graders": graders}
 
     async def run_all() -> list[Any]:
         try:  # one event loop for every environment: an endpoint's connection pool belongs to one
@@ -243,6 +251,8 @@ def eval_command(
                                         options) for environment in environments]
         finally:
             await backend.aclose()
+            if graders is not None:
+                await graders.aclose()
 
     scratch = push and out is None  # the results are pushed from the files eval writes
     if scratch:
@@ -260,6 +270,18 @@ def eval_command(
             raise VerihubError(f"{error}\n(the results are kept in {out})") from None
         if scratch:
             shutil.rmtree(out, ignore_errors=True)
+
+
+def _grader_pool(urls: list[str], token: str | None, timeout_s: float) -> Any:
+    """The pool of ``--grader`` servers, or None for grading in this process."""
+    if not urls:
+        return None
+    from verihub.graders import GraderError, GraderPool
+
+    try:
+        return GraderPool(urls, token=token, timeout_s=timeout_s)
+    except GraderError as error:
+        raise typer.BadParameter(str(error), param_hint="--grader") from None
 
 
 def _push_results(names: list[str], environments: list[Any], directory: Path, results_for: str | None,
@@ -297,7 +319,7 @@ async def _evaluate_one(environment: Any, backend: Any, model: str, out: Path | 
             progress.update(bar, description=f"{environment.id} x {model} (resuming)")
         report = await aevaluate(
             environment, backend, n=options["n"], k=options["k"], sampling=sampling, split=split,
-            concurrency=options["concurrency"], out=out, resume=options["resume"],
+            concurrency=options["concurrency"], out=out, resume=options["resume"], graders=options["graders"],
             on_rollout=lambda _: progress.advance(bar),
         )
         progress.update(bar, completed=len(report.rollouts))

@@ -34,6 +34,7 @@ from verihub._evalrun import (  # noqa: F401 - the file names, for callers that 
 from verihub.calibration import DriftMonitor
 from verihub.environment import Environment
 from verihub.generation import Backend, Sampling, load_backend
+from verihub.graders import GraderPool
 from verihub.rollout import Rollout, RolloutEngine
 
 __all__ = ["EvalReport", "aevaluate", "evaluate", "pass_at_k"]
@@ -145,8 +146,12 @@ async def aevaluate(
     out: Path | str | None = None,
     resume: bool = False,
     on_rollout: Callable[[Rollout], None] | None = None,
+    graders: GraderPool | Sequence[str] | None = None,
 ) -> EvalReport:
     """Evaluate ``env`` on ``n`` tasks of ``split`` with ``k`` samples each (defaults: the spec's ``eval:``).
+
+    With ``graders`` (a :class:`~verihub.graders.GraderPool`, or the URLs of ``verihub serve`` processes
+    for one made and closed here) grading and tool sessions run on those servers, not in this process.
 
     With ``out``, results are written there; ``resume`` extends the run already there (raises
     :class:`~verihub.errors.ResumeMismatchError` naming each field in which it differs).
@@ -164,6 +169,9 @@ async def aevaluate(
     settings = {**sampling.model_dump(), "n": k}
     run: RunDirectory | None = None
     kept: dict[tuple[str, int], Rollout] = {}
+    owned = graders is not None and not isinstance(graders, GraderPool)
+    if owned:
+        graders = GraderPool(list(graders))  # type: ignore[arg-type]
     try:
         if out is not None:
             run = RunDirectory(Path(out), _identity(env, backend.model, split, tasks, k, settings, Path(out)))
@@ -181,7 +189,8 @@ async def aevaluate(
             await drift.after_grade()
 
         start = time.perf_counter()
-        engine = RolloutEngine(env, backend, sampling, concurrency=concurrency)
+        engine = RolloutEngine(env, backend, sampling, concurrency=concurrency,
+                               grader=graders.grader(env, split) if graders is not None else None)
         fresh = await engine.run(tasks, wanted, record) if wanted else []
         rollouts = sorted([*kept.values(), *fresh], key=lambda r: (r.task_id, r.sample))
         report = EvalReport(env.id, env.version, backend.model, settings, len(tasks), k, rollouts,
@@ -198,6 +207,8 @@ async def aevaluate(
             run.close()
         if isinstance(model, str):
             await backend.aclose()
+        if owned:
+            await graders.aclose()  # type: ignore[union-attr]
     return report
 
 

@@ -89,10 +89,12 @@ class RolloutEngine:
     """Runs rollouts of one environment against one backend."""
 
     def __init__(self, env: Environment, backend: Backend, sampling: Sampling, *, concurrency: int = 32,
-                 sandbox: Any = None) -> None:
+                 sandbox: Any = None, grader: Any = None) -> None:
         self.env, self.backend, self.sampling = env, backend, sampling
         self.concurrency = concurrency
         self.sandbox = sandbox  # for tool runs; None: the default sandbox
+        # whose sessions grade: the environment in this process, or a verihub.graders.RemoteGrader
+        self.grader = grader if grader is not None else env
         self.multi_turn = env.spec.interaction.kind == "multi_turn"  # each rollout drives a verihub.session.Session
 
     async def run(
@@ -138,7 +140,7 @@ class RolloutEngine:
         short = f"generation failed: the backend returned {len(generations)} of the {len(indexes)} samples asked for"
 
         async def grade(index: int, generation: Generation) -> None:
-            session = self.env.session(task)  # a session of one step: the completion
+            session = self.grader.session(task)  # a session of one step: the completion
             session.reset()
             began = time.perf_counter()
             await session.astep(generation.message())
@@ -150,7 +152,7 @@ class RolloutEngine:
 
     async def _multi_turn(self, task: Task, index: int, limit: asyncio.Semaphore,
                           finish: Callable[[Rollout], Awaitable[None]]) -> None:
-        session = self.env.session(task, sandbox=self.sandbox)
+        session = self.grader.session(task, sandbox=self.sandbox)
         schemas = session.reset()["tools"] or None
         single = self.sampling.model_copy(update={"n": 1})
         prompt_tokens = completion_tokens = 0

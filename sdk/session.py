@@ -70,9 +70,11 @@ class Session:
     """One episode. Usable from construction (the trainer renders its own prompts and only calls tools);
     :meth:`reset` starts it over and returns the first observation."""
 
-    def __init__(self, env: Environment, task: Task, *, sandbox: Sandbox | None = None) -> None:
+    def __init__(self, env: Environment, task: Task, *, sandbox: Sandbox | None = None,
+                 grader: Any = None) -> None:
         self.env, self.task = env, task
         self.sandbox = sandbox  # for sandboxed tools; None: the default sandbox
+        self.grader = grader if grader is not None else env  # grade/agrade: in process, or a RemoteGrader
         interaction = env.spec.interaction
         self.multi_turn = interaction.kind == "multi_turn"
         self.max_turns = interaction.max_turns if self.multi_turn else 1
@@ -121,7 +123,7 @@ class Session:
                    for call in calls]
         if self._ends_now(calls) and (task := self._graded_task()) is not None:
             try:
-                self._end(grade=self.env.grade(task, self.messages))
+                self._end(grade=self.grader.grade(task, self.messages))
             except Exception as error:  # noqa: BLE001 - a verifier bug is the environment's fault
                 self._verifier_failed(error)
         return self._result(outputs)
@@ -132,7 +134,7 @@ class Session:
                    for call in calls]
         if self._ends_now(calls) and (task := self._graded_task()) is not None:
             try:
-                self._end(grade=await self.env.agrade(task, self.messages))
+                self._end(grade=await self.grader.agrade(task, self.messages))
             except Exception as error:  # noqa: BLE001 - a verifier bug is the environment's fault
                 self._verifier_failed(error)
         return self._result(outputs)

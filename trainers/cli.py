@@ -49,6 +49,10 @@ def train_command(
     overrides: SetOption = [],  # noqa: B006 - typer reads the default, never mutates it
     quiet: QuietOption = False,
     log_format: LogFormatOption = "rich",
+    grader: Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
+                                              "repeatable: rewards and tool sessions run there.")] = [],  # noqa: B006
+    grader_token: Annotated[str | None, typer.Option(envvar="VERIHUB_GRADER_TOKEN", show_default=False,
+                                                     help="The graders' --token.")] = None,
 ) -> None:
     """GRPO (TRL) on a weighted mix of environments; rewards from their verifiers, faults never scored 0."""
     from verihub.trainers.grpo import GRPOTrainer
@@ -59,8 +63,11 @@ def train_command(
     display = _display(quiet, log_format)
     trainer = GRPOTrainer(model, dict(parse_env_option(option) for option in env), lora=lora or None,
                           use_vllm=use_vllm, curriculum=curriculum, hub=hub, heldout_every=heldout_every,
-                          output_dir=output_dir, max_steps=max_steps, display=display, **_overrides(overrides))
+                          output_dir=output_dir, max_steps=max_steps, display=display, graders=grader or None,
+                          grader_token=grader_token, **_overrides(overrides))
     trainer.train()
+    if trainer.graders is not None:
+        trainer.graders.close()
     if trainer.main_process:
         _said(display, f"saved {'the LoRA adapter' if lora else 'the model'} and metrics.jsonl to {output_dir}")
 

@@ -28,6 +28,7 @@ import trl
 from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
+from verihub.graders import GraderPool
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
 from verihub.trainers.heldout import heldout_rates, heldout_rollouts
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
@@ -60,7 +61,10 @@ class GRPOTrainer(TrainerRun):
     counting as failed, the faults logged beside it; each process evaluates a share of the tasks.
     ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"`` (the
     summary only) or ``"json"`` (a JSON object per logging step on stdout), see :mod:`.display`; TRL's
-    own log lines go to ``output_dir/trl.log``. The rest goes to ``trl.GRPOConfig``.
+    own log lines go to ``output_dir/trl.log``. ``graders``: URLs of ``verihub serve`` processes of the
+    same environments (or a :class:`~verihub.graders.GraderPool`): rewards and tool sessions run there
+    (``grader_token``: their ``--token``); held-out evaluation stays in this process. The rest goes to
+    ``trl.GRPOConfig``.
     """
 
     def __init__(
@@ -81,11 +85,16 @@ class GRPOTrainer(TrainerRun):
         callbacks: Sequence[TrainerCallback] = (),
         display: DisplayMode = "rich",
         output_dir: str | Path = "runs/grpo",
+        graders: Sequence[str] | GraderPool | None = None,
+        grader_token: str | None = None,
         **grpo_config_overrides: Any,
     ) -> None:
         check_display(display)
         if use_vllm:
             require_vllm()
+        # grading and tool sessions on `verihub serve` processes (verihub.graders); None: in this process
+        self.graders = GraderPool(list(graders), token=grader_token) if graders and not isinstance(
+            graders, GraderPool) else graders or None
         self.run_log = RunLog(Path(output_dir) / TRL_LOG)
         with self.run_log:  # the dependencies' notices while TRL sets up (model loading, config) go there too
             self.mix = resolve_envs(envs, hub=hub)
@@ -106,7 +115,7 @@ class GRPOTrainer(TrainerRun):
             self.trl = _TRLTrainer(
                 run=self,
                 model=model,
-                reward_funcs=[EnvReward(item, self.ledger) for item in self.mix],
+                reward_funcs=[EnvReward(item, self.ledger, self._grader(item)) for item in self.mix],
                 args=self.config,
                 train_dataset=dataset,
                 processing_class=self.tokenizer,
@@ -126,15 +135,18 @@ class GRPOTrainer(TrainerRun):
         defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no",
                                     "report_to": "none"}
         turns = [item.env.spec.interaction.max_turns for item in self.mix if item.multi_turn]
-        if turns:
-            defaults["max_tool_calling_iterations"] = max(turns)
+        if turns:  # on graders each tool call is a turn of the server's session, and the answer one more
+            defaults["max_tool_calling_iterations"] = max(turns) - (1 if self.graders is not None else 0)
         return defaults
 
     def _environment_factories(self) -> dict[str, Any] | None:
         """TRL routes rows by the ``environment`` column when any environment has tools; None otherwise."""
         if not any(item.multi_turn for item in self.mix):
             return None
-        return {item.name: environment_class(item) for item in self.mix}
+        return {item.name: environment_class(item, self._grader(item)) for item in self.mix}
+
+    def _grader(self, item: Any) -> Any:
+        return self.graders.grader(item.env, "train") if self.graders is not None else None
 
     def _observe(self, outcomes: list[Any]) -> None:
         self.curriculum.observe([outcome for outcome in outcomes if outcome is not None])

@@ -5,9 +5,11 @@ Each function grades the rows of its own environment and returns ``None`` for th
 ``timeout``) is ``None`` too: TRL drops a row that every function left unscored from the group baseline
 and gives it no advantage, so a crashed check never teaches the model that its answer was wrong. What
 each grade was (status, which kinds of layers passed, length) goes to a :class:`GradeLedger` that the
-curriculum and the monitors read once the batch is scored. Rows of an environment with sandboxed tools
-are graded on their terminal state: the task reaches the verifier with the rollout's final work dir under
-``verihub.tools.WORKDIR`` (the task's initial ``files`` when the rollout never ran a tool).
+curriculum and the monitors read once the batch is scored. A row with a rollout session (a run with tool
+environments) is graded by that session on its terminal state: its answer as the last step, and with
+sandboxed tools the final work dir (the task's initial ``files`` when the rollout never ran a tool). With
+a ``grader`` (:class:`verihub.graders.RemoteGrader`) that grading, and the sessions, run on ``verihub
+serve`` processes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Any
 from verihub.calibration import DriftMonitor
 from verihub.environment import Completion, completion_text
 from verihub.grade import Grade, GradeStatus, LayerStatus
-from verihub.tools import with_workdir
 from verihub.trainers.mixture import MixedEnv
 
 __all__ = ["EnvReward", "GradeLedger", "Outcome"]
@@ -84,13 +85,13 @@ class GradeLedger:
 class EnvReward:
     """A TRL reward function for one environment of the mix (async; TRL awaits it on its own loop)."""
 
-    def __init__(self, item: MixedEnv, ledger: GradeLedger) -> None:
+    def __init__(self, item: MixedEnv, ledger: GradeLedger, grader: Any = None) -> None:
         self.item = item
         self.ledger = ledger
+        # grades rows without a rollout session: the environment here, or a verihub.graders.RemoteGrader
+        self.grader = grader if grader is not None else item.env
         self.__name__ = item.name  # TRL names the reward column, and its logs, after this
         self.drift = DriftMonitor(item.env)  # re-grades the judge's calibration items now and then
-        # Rollouts with sandboxed tools are graded on their terminal state: the task gets the final work dir.
-        self.sandboxed = item.env.spec.interaction.sandboxed
 
     async def __call__(self, prompts: Sequence[Any], completions: Sequence[Completion], environment: Sequence[str],
                        task: Sequence[str], difficulty: Sequence[str], environments: Sequence[Any] | None = None,
@@ -117,14 +118,21 @@ class EnvReward:
         fault = getattr(instance, "fault", None)
         if fault is not None:  # the rollout's sandbox failed: nothing to grade
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text, fault)
+        session = getattr(instance, "session", None)
         try:
-            task = json.loads(task_json)
-            if self.sandboxed and instance is not None:
-                task = with_workdir(task, instance.workdir)
-            grade = await self.item.env.agrade(task, completion)
+            if session is not None:  # the rollout's session grades its final state (the work dir, where there is one)
+                completion_text(completion)  # a rollout without an answer is a fault, as below
+                if not session.done:
+                    await session.astep({"content": text})
+                grade = session.grade
+            else:
+                grade = await self.grader.agrade(json.loads(task_json), completion)
         except Exception as error:  # noqa: BLE001 - a verifier bug is this environment's fault, not a wrong answer
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
                            f"{type(error).__name__}: {error}")
+        if grade is None:  # the session ended in a fault (a sandbox or a grader that failed)
+            return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
+                           session.fault or "the rollout ended ungraded")
         return self._outcome(grade, difficulty, text)
 
     def _outcome(self, grade: Grade, difficulty: str, text: str) -> Outcome:

@@ -34,6 +34,7 @@ class ToolEnvironment:
     :func:`environment_class`) add the tools as methods, each one call in the session."""
 
     env: Environment | None = None
+    grader: Any = None  # a verihub.graders.RemoteGrader: sessions on its servers; None: in this process
     limits: Limits = Limits()
 
     def __init__(self) -> None:
@@ -42,8 +43,11 @@ class ToolEnvironment:
 
     def reset(self, **row: Any) -> None:
         self.task = json.loads(row["task"]) if "task" in row else {}
+        if self.session is not None:
+            self.session.close()  # the last rollout's work dir (or its server's session) goes
         # TRL renders the prompt itself; the session only runs the tools (a jail starts on the first call)
-        self.session = self.env.session(self.task) if self.env is not None else None
+        sessions = self.grader if self.grader is not None else self.env
+        self.session = sessions.session(self.task) if sessions is not None else None
 
     @property
     def fault(self) -> str | None:
@@ -102,9 +106,11 @@ class _Bash(_Tool):
 _BUILTIN: dict[str, type] = {"python": _Python, "bash": _Bash}
 
 
-def environment_class(item: MixedEnv) -> type[ToolEnvironment]:
-    """A ``ToolEnvironment`` subclass with exactly the tools ``item``'s spec lists (none when single-turn)."""
-    members: dict[str, Any] = {"env": item.env, "limits": item.env.spec.sandbox, "__doc__": f"Tools of {item.name}."}
+def environment_class(item: MixedEnv, grader: Any = None) -> type[ToolEnvironment]:
+    """A ``ToolEnvironment`` subclass with exactly the tools ``item``'s spec lists (none when single-turn);
+    with a ``grader`` (:class:`verihub.graders.RemoteGrader`), its sessions and tools run on that pool."""
+    members: dict[str, Any] = {"env": item.env, "grader": grader, "limits": item.env.spec.sandbox,
+                               "__doc__": f"Tools of {item.name}."}
     bases: list[type] = [ToolEnvironment]
     for tool in item.env.spec.interaction.tools if item.multi_turn else []:
         if tool in _BUILTIN:
