@@ -211,11 +211,10 @@ class Session:
         if self.done:
             raise SessionError("the session is over: reset it to start another episode")
         message = _assistant_message(action)
-        self.messages.append(message)
+        calls = _calls(message.get("tool_calls") or []) if self.multi_turn else []
+        self.messages.append(message)  # recorded only once the whole action is valid: a refusal costs no turn
         self.turns += 1
-        if not self.multi_turn:
-            return []
-        return _calls(message.get("tool_calls") or [])
+        return calls
 
     def _ends_now(self, calls: list[_Call]) -> bool:
         return not self.done and (not calls or self.turns >= self.max_turns)
@@ -284,7 +283,7 @@ def _calls(raw: list[Mapping[str, Any]]) -> list[_Call]:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, past the digit limit, nested too deep: the model's
                 arguments = None
         call_id = str(call.get("id") or f"call_{index}")
         calls.append(_Call(call_id, name, arguments if isinstance(arguments, dict) else None))
