@@ -4,13 +4,20 @@ loopback (a ``verihub serve`` subprocess, or an OpenEnv-speaking server the adap
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi import FastAPI, WebSocket
+from fastapi.responses import RedirectResponse, StreamingResponse
 from test_serve import start, stop, ws_url
 from websockets.sync.client import connect
+
+import verihub
+from verihub.adapters.openenv import RemoteEnvError
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +62,82 @@ def test_a_refused_action_costs_no_turn_and_leaves_no_trace(server: str, nsjail_
             assert refused["type"] == "error" and refused["data"]["code"] == "VALIDATION_ERROR", refused
         after = frame(ws, "state")["data"]
         assert (after["step_count"], after["messages"]) == (before["step_count"], before["messages"])
+
+
+# -- a hostile OpenEnv remote answering the adapter ---------------------------------------------------------
+
+
+def remote_app(*, drip_s: float = 0.0, redirect_ws_to: str | None = None) -> Any:
+    """An OpenEnv-speaking remote: one text field, reward 1 for any answer. ``drip_s``: /metadata comes a
+    byte at a time; ``redirect_ws_to``: the WebSocket handshake is redirected there."""
+    app = FastAPI()
+    app.get("/schema")(lambda: {"action": {"properties": {"message": {"type": "string"}}, "required": ["message"]}})
+
+    @app.get("/metadata")
+    async def metadata() -> Any:
+        import asyncio
+
+        async def dribble() -> Any:
+            for byte in json.dumps({"name": "dripping", "padding": "x" * 200}).encode():
+                await asyncio.sleep(drip_s)
+                yield bytes([byte])
+
+        return StreamingResponse(dribble(), media_type="application/json") if drip_s else {"name": "plain"}
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        if redirect_ws_to is not None:
+            await websocket.send_denial_response(RedirectResponse(redirect_ws_to.replace("http", "ws", 1) + "/ws", status_code=307))
+            return
+        await websocket.accept()
+        while True:
+            message = json.loads(await websocket.receive_text())
+            if message["type"] not in ("reset", "step"):
+                return
+            done = message["type"] == "step"
+            await websocket.send_text(json.dumps({"type": "observation", "data": {
+                "observation": {"text": f"Say anything ({message.get('data', {}).get('seed')})"},
+                "reward": 1.0 if done else None, "done": done}}))
+
+    return app
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` on a free loopback port, in a thread of this process, until the block ends."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_a_remote_that_drips_its_reply_hits_the_deadline() -> None:
+    """Each byte within the read timeout, the whole reply far past it: the deadline is the request's."""
+    with serving(remote_app(drip_s=0.1)) as url:
+        began = time.monotonic()
+        with pytest.raises(RemoteEnvError, match="within 1s"):
+            verihub.load_env(f"openenv:{url}", size=5, timeout_s=1)
+        assert time.monotonic() - began < 5
+
+
+def test_a_remote_cannot_redirect_its_sessions_to_another_host() -> None:
+    """Rewards come from the server the user named: a redirected WebSocket handshake is refused, as an
+    HTTP redirect is."""
+    with serving(remote_app()) as elsewhere, serving(remote_app(redirect_ws_to=elsewhere)) as url:
+        assert verihub.load_env(f"openenv:{elsewhere}", size=5).grade(  # the other host alone is a fine remote
+            {"id": "x", "reset": json.dumps({"seed": 0}), "prompt": "Say anything (0)"}, "hi").reward == 1.0
+        with pytest.raises(RemoteEnvError, match="redirect"):
+            verihub.load_env(f"openenv:{url}", size=5)
