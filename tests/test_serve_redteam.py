@@ -5,7 +5,9 @@ loopback (a ``verihub serve`` subprocess, or an OpenEnv-speaking server the adap
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -141,3 +143,53 @@ def test_a_remote_cannot_redirect_its_sessions_to_another_host() -> None:
             {"id": "x", "reset": json.dumps({"seed": 0}), "prompt": "Say anything (0)"}, "hi").reward == 1.0
         with pytest.raises(RemoteEnvError, match="redirect"):
             verihub.load_env(f"openenv:{url}", size=5)
+
+
+# -- a hostile network client ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def strict_server() -> Iterator[str]:
+    process, url = start("envs/sums", "--idle-timeout", "1", "--token", "t0ken", "--max-sessions", "2")
+    yield url
+    stop(process)
+
+
+def closed_within(sock: socket.socket, seconds: float, drip: bytes = b"") -> bool:
+    """Whether the server closes ``sock`` within ``seconds`` while it is sent ``drip`` a byte at a time."""
+    deadline = time.monotonic() + seconds
+    sock.settimeout(0.25)
+    for byte in itertools.cycle(drip or b"\0"):
+        if time.monotonic() > deadline:
+            return False
+        try:
+            if drip:
+                sock.send(bytes([byte]))
+            if sock.recv(4096) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except OSError:  # reset: closed
+            return True
+    return False
+
+
+@pytest.mark.parametrize("drip", [b"", b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 1000],
+                         ids=["idle", "dripping-its-head"])
+def test_connections_without_a_request_are_closed_before_the_token_is_checked(strict_server: str,
+                                                                              drip: bytes) -> None:
+    """Sockets that never finish a request's head cannot pile up: each is closed within the deadline, also
+    after a first request on a kept-alive connection; a WebSocket session that talks stays open."""
+    host, port = strict_server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as fresh:
+        assert closed_within(fresh, 6, drip)
+    with socket.create_connection((host, int(port))) as kept:
+        kept.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        kept.settimeout(5)
+        assert kept.recv(4096).startswith(b"HTTP/1.1 200")
+        assert closed_within(kept, 6, drip)
+    with connect(ws_url(strict_server), additional_headers={"Authorization": "Bearer t0ken"}) as ws:
+        frame(ws, "reset", {"index": 0})
+        for _ in range(8):  # 3 s: past the deadline, a frame every 0.4 s (under the 1 s idle limit)
+            time.sleep(0.4)
+            assert frame(ws, "state")["type"] == "state"
