@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verihub.errors import SandboxInfraError, SandboxUnavailable
+from verihub.generation.base import model_json
 from verihub.grade import Grade, GradeStatus
 from verihub.sandbox.types import Snapshot
 from verihub.spec import SANDBOX_TOOLS
@@ -281,10 +282,7 @@ def _calls(raw: list[Mapping[str, Any]]) -> list[_Call]:
         if not isinstance(name, str):
             raise SessionError(f"action.tool_calls[{index}] has no tool name")
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except (ValueError, RecursionError):  # not JSON, past the digit limit, nested too deep: the model's
-                arguments = None
+            arguments = model_json(arguments)
         call_id = str(call.get("id") or f"call_{index}")
         calls.append(_Call(call_id, name, arguments if isinstance(arguments, dict) else None))
     if len(calls) > MAX_TOOL_CALLS:  # the surplus calls never run: the model hears why

@@ -10,6 +10,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +65,33 @@ def test_a_refused_action_costs_no_turn_and_leaves_no_trace(server: str, nsjail_
             assert refused["type"] == "error" and refused["data"]["code"] == "VALIDATION_ERROR", refused
         after = frame(ws, "state")["data"]
         assert (after["step_count"], after["messages"]) == (before["step_count"], before["messages"])
+
+
+@pytest.mark.parametrize("arguments", ['{"code": ' + "1" * 5000 + "}", "[" * 100_000 + "]" * 100_000],
+                         ids=["past-the-digit-limit", "nested-too-deep"])
+def test_tool_arguments_no_parser_takes_do_not_crash_the_eval_loop(tmp_path: Path, arguments: str,
+                                                                   nsjail_path: str) -> None:
+    """The same arguments from a model behind an OpenAI endpoint, in verihub's own eval loop: the backend
+    and the session both read them as the model's mistake; every rollout is graded, none crashes the run."""
+    from verihub.evaluate import evaluate
+    from verihub.generation import Sampling
+    from verihub.scaffold import init_env
+    from verihub.testing import ScriptedChatServer
+
+    env = verihub.load_env(init_env("calc", "tool", tmp_path))
+
+    def agent(request: dict[str, Any]) -> list[dict[str, Any]]:
+        told = [m["content"] for m in request["messages"] if m["role"] == "tool"]
+        if not told:
+            return [{"content": "", "tool_calls": [{"name": "python", "arguments": arguments}]}]
+        return [{"content": "<answer>no</answer>"}]
+
+    with ScriptedChatServer(agent) as chat:
+        report = evaluate(env, f"openai:agent@{chat.url}", n=2, k=1, split="train", sampling=Sampling(temperature=0))
+    assert [rollout.status for rollout in report.rollouts] == ["wrong", "wrong"]
+    for rollout in report.rollouts:
+        told = next(m["content"] for m in rollout.messages if m["role"] == "tool")
+        assert "must be a JSON object" in told and rollout.turns == 2
 
 
 # -- a hostile OpenEnv remote answering the adapter ---------------------------------------------------------
