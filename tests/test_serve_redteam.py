@@ -97,10 +97,15 @@ def test_tool_arguments_no_parser_takes_do_not_crash_the_eval_loop(tmp_path: Pat
 # -- a hostile OpenEnv remote answering the adapter ---------------------------------------------------------
 
 
-def remote_app(*, drip_s: float = 0.0, redirect_ws_to: str | None = None) -> Any:
+def remote_app(*, drip_s: float = 0.0, redirect_ws_to: str | None = None, splits: int = 0) -> Any:
     """An OpenEnv-speaking remote: one text field, reward 1 for any answer. ``drip_s``: /metadata comes a
-    byte at a time; ``redirect_ws_to``: the WebSocket handshake is redirected there."""
+    byte at a time; ``redirect_ws_to``: the WebSocket handshake is redirected there; ``splits``: its task
+    API lists that many splits of one task each."""
     app = FastAPI()
+    if splits:
+        app.get("/list_environments")(lambda: ["many"])
+        app.get("/many/splits")(lambda: [{"name": f"s{i}", "type": "train"} for i in range(splits)])
+        app.post("/many/num_tasks")(lambda: {"num_tasks": 1})
     app.get("/schema")(lambda: {"action": {"properties": {"message": {"type": "string"}}, "required": ["message"]}})
 
     @app.get("/metadata")
@@ -171,6 +176,16 @@ def test_a_remote_cannot_redirect_its_sessions_to_another_host() -> None:
             {"id": "x", "reset": json.dumps({"seed": 0}), "prompt": "Say anything (0)"}, "hi").reward == 1.0
         with pytest.raises(RemoteEnvError, match="redirect"):
             verihub.load_env(f"openenv:{url}", size=5)
+
+
+def test_a_remote_cannot_make_loading_unbounded_with_its_task_api() -> None:
+    """Each split listed costs a request and its tasks a reset each: a remote listing thousands is refused
+    at once, by name, not loaded for minutes."""
+    with serving(remote_app(splits=5000)) as url:
+        began = time.monotonic()
+        with pytest.raises(RemoteEnvError, match="lists 5000 splits"):
+            verihub.load_env(f"openenv:{url}", size=5)
+        assert time.monotonic() - began < 5
 
 
 # -- a hostile network client ------------------------------------------------------------------------------
