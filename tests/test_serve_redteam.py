@@ -122,7 +122,8 @@ def remote_app(*, drip_s: float = 0.0, redirect_ws_to: str | None = None, splits
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
         if redirect_ws_to is not None:
-            await websocket.send_denial_response(RedirectResponse(redirect_ws_to.replace("http", "ws", 1) + "/ws", status_code=307))
+            elsewhere = redirect_ws_to.replace("http", "ws", 1) + "/ws"
+            await websocket.send_denial_response(RedirectResponse(elsewhere, status_code=307))
             return
         await websocket.accept()
         while True:
