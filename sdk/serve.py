@@ -85,6 +85,45 @@ class _BearerToken:
         return None
 
 
+HEAD_S = 10.0  # seconds a connection has to send a request's head, at most (a client sends it at once)
+
+
+def _head_deadline(seconds: float) -> type:
+    """uvicorn's HTTP protocol, but a connection that sends no complete request head within ``seconds`` of
+    opening (or of its last response) is closed. uvicorn times out neither, and the token is checked only
+    once a head is in: without this anyone could hold sockets open, idle or dripping a byte at a time,
+    until the server runs out of file descriptors."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class HeadDeadline(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self.loop.call_later(seconds, self._late)
+
+        def _late(self) -> None:
+            waiting = self.cycle is None or self.cycle.response_complete  # a request being answered is not late
+            if waiting and self.transport.get_protocol() is self:  # an upgraded WebSocket has its own idle limit
+                self.timeout_keep_alive_handler()
+
+    return HeadDeadline
+
+
 def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int, idle_timeout_s: float,
         token: str | None = None) -> None:
     """Serve until interrupted; prints the address it listens on (``port`` 0 takes a free one). Raises
@@ -105,5 +144,6 @@ def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int,
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     print(f"verihub serve: {', '.join(env.id for env in envs)} on http://{shown}:{bound} "
           f"(ws://{shown}:{bound}/ws, at most {max_sessions} sessions)", flush=True)
-    config = uvicorn.Config(app, ws="websockets-sansio", ws_max_size=MAX_FRAME + 1024, log_level="warning")
+    config = uvicorn.Config(app, http=_head_deadline(min(idle_timeout_s, HEAD_S)), ws="websockets-sansio",
+                            ws_max_size=MAX_FRAME + 1024, log_level="warning")
     uvicorn.Server(config).run(sockets=[listener])

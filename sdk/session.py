@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verihub.errors import SandboxInfraError, SandboxUnavailable
+from verihub.generation.base import model_json
 from verihub.grade import Grade, GradeStatus
 from verihub.sandbox.types import Snapshot
 from verihub.spec import SANDBOX_TOOLS
@@ -213,11 +214,10 @@ class Session:
         if self.done:
             raise SessionError("the session is over: reset it to start another episode")
         message = _assistant_message(action)
-        self.messages.append(message)
+        calls = _calls(message.get("tool_calls") or []) if self.multi_turn else []
+        self.messages.append(message)  # recorded only once the whole action is valid: a refusal costs no turn
         self.turns += 1
-        if not self.multi_turn:
-            return []
-        return _calls(message.get("tool_calls") or [])
+        return calls
 
     def _ends_now(self, calls: list[_Call]) -> bool:
         return not self.done and (not calls or self.turns >= self.max_turns)
@@ -284,10 +284,7 @@ def _calls(raw: list[Mapping[str, Any]]) -> list[_Call]:
         if not isinstance(name, str):
             raise SessionError(f"action.tool_calls[{index}] has no tool name")
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                arguments = None
+            arguments = model_json(arguments)
         call_id = str(call.get("id") or f"call_{index}")
         calls.append(_Call(call_id, name, arguments if isinstance(arguments, dict) else None))
     if len(calls) > MAX_TOOL_CALLS:  # the surplus calls never run: the model hears why

@@ -9,9 +9,11 @@ declared range raises; nothing the remote sends becomes a score without these ch
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import threading
+import time
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any
@@ -40,13 +42,28 @@ def _ws_url(url: str) -> str:
     return "ws" + url.removeprefix("http") + "/ws"
 
 
+@functools.cache
 def _websockets() -> Any:
     try:
         from websockets.asyncio.client import connect
     except ImportError as error:
         raise MissingDependencyError(
             f"openenv: environments need the websockets package ({error}): {INSTALL_HINT}") from error
-    return connect
+
+    class connect_here(connect):  # noqa: N801 - used as websockets' connect
+        """websockets' connect, but a redirected handshake is refused: the rewards come from the server the
+        user named (HTTP requests follow no redirects either)."""
+
+        def process_redirect(self, exc: Exception) -> Exception | str:
+            return RemoteEnvError(f"the handshake was redirected (HTTP {exc.response.status_code}); verihub "
+                                  "follows no redirects: name the server itself") if _redirect(exc) else exc
+
+    return connect_here
+
+
+def _redirect(exc: Exception) -> bool:
+    response = getattr(exc, "response", None)
+    return response is not None and 300 <= getattr(response, "status_code", 0) < 400
 
 
 Result = tuple[dict[str, Any], float | None, bool]
@@ -194,11 +211,13 @@ def fetch(url: str, path: str, timeout_s: float, limit: int, body: dict[str, Any
                 return None
             if response.status_code != 200:
                 raise RemoteEnvError(f"{url}{path} answered HTTP {response.status_code}")
-            data = bytearray()
+            data, deadline = bytearray(), time.monotonic() + timeout_s  # httpx's timeout is per read: drips pass it
             for chunk in response.iter_bytes():
                 data += chunk
                 if len(data) > limit:
                     raise RemoteEnvError(f"{url}{path} sent more than {limit} bytes")
+                if time.monotonic() > deadline:
+                    raise RemoteEnvError(f"{url}{path} did not finish its reply within {timeout_s:g}s")
     except httpx.HTTPError as error:
         raise RemoteEnvError(f"cannot reach the OpenEnv server at {url}: {describe(error)}") from error
     try:

@@ -65,6 +65,7 @@ __all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "T
 PREFIX = "openenv:"
 DEFAULT_SIZE = 100
 MIN_SIZE = 5
+MAX_SPLITS = 64  # of a remote's task API
 _ALL = "tasks"  # the one split a task API's tasks are loaded as, then regrouped by the remote's own splits
 SPLIT = {"train": 0.8, "eval": 0.2}
 _SPACE_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
@@ -286,6 +287,8 @@ def _task_splits(url: str, timeout_s: float, limit: int) -> tuple[list[tuple[str
     listed = fetch(url, base + "/splits", timeout_s, limit)
     if not isinstance(listed, list) or not listed:
         return None
+    if len(listed) > MAX_SPLITS:  # each costs a request, and its tasks a reset each
+        raise RemoteEnvError(f"{url}{base}/splits lists {len(listed)} splits; verihub loads at most {MAX_SPLITS}")
     splits, kinds = [], {}
     for entry in listed:
         name = entry.get("name") if isinstance(entry, dict) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -9,9 +10,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from verihub.errors import VerihubError
 
-__all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall"]
+__all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall", "model_json"]
 
 Message = dict[str, Any]
+
+
+def model_json(text: str) -> Any:
+    """JSON the model wrote (a tool call, its arguments), or None when it is none Python will read: not
+    JSON, an integer past the digit limit (ValueError), nesting too deep (RecursionError). The model's
+    mistake, never a crash of the loop that parses it."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 class Sampling(BaseModel):

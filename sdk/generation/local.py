@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall
+from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall, model_json
 
 __all__ = ["HFBackend", "VLLMBackend", "split_tool_calls"]
 
@@ -24,10 +24,7 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
     calls = []
     for match in _TOOL_CALL.finditer(text):
         raw = match.group(1)
-        try:
-            payload = json.loads(raw)
-        except json.JSONDecodeError:
-            payload = None
+        payload = model_json(raw)
         name = payload.get("name", "") if isinstance(payload, dict) else ""
         arguments = payload.get("arguments") if isinstance(payload, dict) else None
         calls.append(ToolCall(id=f"call_{next(_call_ids)}", name=str(name),

@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 from pydantic import BaseModel, Field, ValidationError
 
-from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall
+from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall, model_json
 
 __all__ = ["OpenAIBackend"]
 
@@ -145,10 +145,7 @@ def _parse(payload: _Completion) -> list[Generation]:
 
 def _tool_call(call: _Call) -> ToolCall:
     raw = call.function.arguments or ""
-    try:
-        arguments = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError:
-        arguments = None
+    arguments = model_json(raw) if isinstance(raw, str) else raw
     return ToolCall(id=call.id or "", name=call.function.name or "",
                     arguments=arguments if isinstance(arguments, dict) else None,
                     raw_arguments=raw if isinstance(raw, str) else json.dumps(raw))
