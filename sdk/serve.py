@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hmac
 import json
-import socket
 from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from verihub._listen import tcp_listener
 from verihub._serve_http import Refused, problem
 from verihub._serve_http import router as http_router
 from verihub._serve_state import Catalog, ServeState, TaskNotFound
@@ -131,17 +131,12 @@ def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int,
     import uvicorn
 
     app = create_app(envs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, token=token)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        listener.bind((host, port))
+        listener = tcp_listener(host, port)
     except OSError as error:
-        listener.close()
         raise ListenError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    listener.listen(2048)  # connections wait in the backlog from the moment the address is printed
     bound = listener.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    shown = f"[{host}]" if ":" in host else host
     print(f"verihub serve: {', '.join(env.id for env in envs)} on http://{shown}:{bound} "
           f"(ws://{shown}:{bound}/ws, at most {max_sessions} sessions)", flush=True)
     config = uvicorn.Config(app, http=_head_deadline(min(idle_timeout_s, HEAD_S)), ws="websockets-sansio",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -347,6 +348,23 @@ def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
 
 
 # -- what is served, and OpenEnv's stateless forms ----------------------------------------------------
+
+
+def test_replies_on_a_kept_alive_connection_are_not_held_back(server: str) -> None:
+    # Without TCP_NODELAY on the server's sockets, each reply after a connection's first waited for the
+    # client's delayed ACK (40 ms): a grader pool's requests are all on kept-alive connections.
+    host, port = server.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as connection:
+        seconds = []
+        for _ in range(6):
+            began = time.perf_counter()
+            connection.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = b""
+            while not reply.endswith(b"}"):
+                reply += connection.recv(65536)
+            seconds.append(time.perf_counter() - began)
+    assert reply.startswith(b"HTTP/1.1 200")
+    assert min(seconds[1:]) < 0.03, seconds  # the stall is a floor of 40 ms, so the best of five tells
 
 
 def test_health_metadata_schema_and_the_task_api(server: str) -> None:

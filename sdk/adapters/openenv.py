@@ -112,12 +112,11 @@ def serve_installed(ref: str) -> str:
         app = _installed_app(ref)
         if id(app) in _served:  # the same app by another name: served once
             return _served[id(app)][1]
-        import socket
-
         import uvicorn
 
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
+        from verihub._listen import tcp_listener
+
+        listener = tcp_listener("127.0.0.1", 0)
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name=f"openenv:{ref}", daemon=True).start()
