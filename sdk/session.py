@@ -93,6 +93,7 @@ class Session:
     def _start(self) -> None:
         self.messages: list[Message] = []
         self.turns = 0
+        self.tool_calls = 0  # run in this episode: at most MAX_TOOL_CALLS a turn, however they arrive
         self.done = False
         self.grade: Grade | None = None
         self.fault: str | None = None
@@ -175,6 +176,11 @@ class Session:
         session (reward None) and says so to the model."""
         if self.fault is not None:
             return f"error: {self.fault}; this rollout will not be scored"
+        # The trainer's tool environments call tools one by one, outside step()'s per-turn limit: the
+        # episode's budget holds for every caller.
+        if self.tool_calls >= MAX_TOOL_CALLS * self.max_turns:
+            return f"error: at most {MAX_TOOL_CALLS * self.max_turns} tool calls an episode; this one did not run"
+        self.tool_calls += 1
         try:
             function = self._function(name)  # the first sandboxed call makes the sandbox, which can fail
         except (SandboxInfraError, SandboxUnavailable) as error:

@@ -158,6 +158,19 @@ def test_one_turn_cannot_fan_out_past_the_tool_call_limit(files_env: verihub.Env
     assert session.workdir.files()["log"].split() == [str(n).encode() for n in range(MAX_TOOL_CALLS)]
 
 
+def test_the_trainers_tool_calls_keep_the_episodes_budget(files_env: verihub.Environment, nsjail_path: str) -> None:
+    # TRL calls the tools of an environment class one by one, never through step(): the cap holds there too
+    from verihub.trainers.mixture import MixedEnv
+    from verihub.trainers.toolenv import environment_class
+
+    rollout = environment_class(MixedEnv("files", files_env, 1.0))()
+    rollout.reset(task=json.dumps(task_of(files_env, "f1")))
+    budget = MAX_TOOL_CALLS * files_env.spec.interaction.max_turns
+    outputs = [rollout.bash(f"echo {n} >> log") for n in range(budget + 2)]
+    assert all("did not run" in output for output in outputs[budget:])
+    assert rollout.workdir.files()["log"].split() == [str(n).encode() for n in range(budget)]
+
+
 def test_faults_end_the_session_with_no_reward(files_env: verihub.Environment) -> None:
     broken = files_env.session(task_of(files_env, "broken"))  # the task's files are not JSON
     broken.reset()
