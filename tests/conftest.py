@@ -36,6 +36,26 @@ gold:
   negatives: ['\\boxed{{{wrong}}}']
 """
 
+# A tool environment on BASE_SPEC's tasks: compute with the python tool, then answer.
+TOOL_SPEC = """\
+id: calc-tool
+version: 0.1.0
+domain: code
+description: Compute with the python tool, then answer.
+dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
+prompt:
+  system: "Use the python tool, then answer in \\\\boxed{{}}."
+  user: "What is {question}?"
+interaction: {kind: multi_turn, max_turns: 3, tools: [python]}
+sandbox: {wall_s: 5, memory_mb: 256}
+verifier:
+  - {name: format, layer: rule, use: boxed, gate: true}
+  - {name: correct, layer: check, use: numeric}
+gold:
+  reference: '\\boxed{{{answer}}}'
+  negatives: ['\\boxed{{{wrong}}}']
+"""
+
 TASKS = [
     {"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(1, 9)
 ]

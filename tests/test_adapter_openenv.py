@@ -306,7 +306,12 @@ def test_a_server_at_capacity_is_waited_for_not_a_fault(tmp_path_factory: pytest
     ("CRASH", "error EXECUTION_ERROR: the remote environment crashed"),
 ])
 def test_a_misbehaving_remote_is_an_env_error_never_a_zero(reverse: Remote, answer: str, reason: str) -> None:
-    env = verihub.load_env(f"openenv:{reverse.url}", size=5)
+    assert_fault(reverse, answer, reason)
+
+
+def assert_fault(remote: Remote, answer: str, reason: str) -> None:
+    """Grading ``answer`` on ``remote``'s first training task is a fault whose reason says ``reason``."""
+    env = verihub.load_env(f"openenv:{remote.url}", size=5)
     grade = env.grade(env.dataset("train")[0], answer)
     assert grade.status == "env_error" and grade.reward is None
     assert reason in grade.reason, grade.reason
@@ -356,10 +361,7 @@ def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
     ("hangup", "broke during step"),
 ])
 def test_malformed_replies_are_env_errors(hostile: Remote, answer: str, reason: str) -> None:
-    env = verihub.load_env(f"openenv:{hostile.url}", size=5)
-    grade = env.grade(env.dataset("train")[0], answer)
-    assert grade.status == "env_error" and grade.reward is None
-    assert reason in grade.reason, grade.reason
+    assert_fault(hostile, answer, reason)
 
 
 def test_a_remote_that_ignores_the_seed_is_refused(tmp_path_factory: pytest.TempPathFactory) -> None:

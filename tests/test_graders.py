@@ -22,7 +22,7 @@ from verihub.generation import Sampling
 from verihub.graders import GraderError, GraderPool
 from verihub.testing import ScriptedChatServer
 
-from conftest import REPO, TASKS, free_port
+from conftest import REPO, TASKS, TOOL_SPEC, free_port
 from test_eval import arithmetic_model
 from test_serve import TOKEN, start, stop
 
@@ -286,26 +286,6 @@ def test_trainer_rewards_through_a_grader_pool(two_graders: list[Any]) -> None:
     with GraderPool([f"http://127.0.0.1:{free_port()}"], attempts=2) as dead:
         rewards, outcomes = score(dead.grader(item.env, "train"))
     assert rewards == [None] * len(rows) and {status for status, *_ in outcomes} == {"env_error"}
-
-
-TOOL_SPEC = """\
-id: calc-tool
-version: 0.1.0
-domain: code
-description: Compute with the python tool, then answer.
-dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
-prompt:
-  system: "Use the python tool, then answer in \\\\boxed{{}}."
-  user: "What is {question}?"
-interaction: {kind: multi_turn, max_turns: 3, tools: [python]}
-sandbox: {wall_s: 5, memory_mb: 256}
-verifier:
-  - {name: format, layer: rule, use: boxed, gate: true}
-  - {name: correct, layer: check, use: numeric}
-gold:
-  reference: '\\boxed{{{answer}}}'
-  negatives: ['\\boxed{{{wrong}}}']
-"""
 
 
 @pytest.mark.nsjail

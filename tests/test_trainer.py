@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import TOOL_SPEC
 from verihub.errors import MissingDependencyError
 from verihub.hub.local import LocalHub
 from verihub.sandbox.nsjail import NsjailSandbox
@@ -97,26 +98,6 @@ def test_sft_on_references_and_trajectories(tiny_model: Path, tmp_path: Path) ->
     trajectories.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     with pytest.raises(ValueError, match="shipped.jsonl:1: expected"):
         trajectory_pairs(trajectories)
-
-
-TOOL_SPEC = """\
-id: calc-tool
-version: 0.1.0
-domain: code
-description: Compute with the python tool, then answer.
-dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
-prompt:
-  system: "Use the python tool, then answer in \\\\boxed{{}}."
-  user: "What is {question}?"
-interaction: {kind: multi_turn, max_turns: 3, tools: [python]}
-sandbox: {wall_s: 5, memory_mb: 256}
-verifier:
-  - {name: format, layer: rule, use: boxed, gate: true}
-  - {name: correct, layer: check, use: numeric}
-gold:
-  reference: '\\boxed{{{answer}}}'
-  negatives: ['\\boxed{{{wrong}}}']
-"""
 
 
 def test_multi_turn_tool_env_trains_through_environment_factory(tiny_model: Path, tmp_path: Path, make_env: Any,
