@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from verihub.errors import MissingDependencyError
-from verihub.grade import Grade, GradeStatus
-from verihub.graders import Refuses, Retry, Unavailable, grade_from_detail
+from verihub.grade import Grade, GradeStatus, grade_detail, grade_from_detail
+from verihub.graders import Refuses, Retry, Unavailable
 from verihub.session import Message, Observation, SessionError, StepResult, _assistant_message, _toolset
 
 if TYPE_CHECKING:
@@ -136,8 +136,6 @@ class RemoteSession:
         self.turns += 1
         self.done, self.grade, self.fault = True, grade, fault[:500] if fault else None
         if grade is not None:
-            from verihub.session import grade_detail
-
             self._detail = grade_detail(grade)
         else:
             self._detail = {"status": str(GradeStatus.ENV_ERROR), "reward": None, "reason": self.fault, "layers": []}

@@ -16,7 +16,8 @@ from verihub._serve_state import ServeState, TaskNotFound, listed
 from verihub._serve_wire import (MAX_BODY, MAX_LISTED, ActionSchema, GradeRequest, ObservationSchema, RangeBody,
                                  ResetParams, SplitBody, StepBody, TaskBody, step_body)
 from verihub.environment import Environment
-from verihub.session import SessionError, StepResult, grade_detail
+from verihub.grade import grade_detail
+from verihub.session import SessionError, StepResult
 
 __all__ = ["Refused", "problem", "router"]
 

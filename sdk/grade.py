@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-__all__ = ["Grade", "GradeStatus", "LayerResult", "LayerStatus"]
+__all__ = ["Grade", "GradeStatus", "LayerResult", "LayerStatus", "grade_detail", "grade_from_detail"]
 
 
 class GradeStatus(StrEnum):
@@ -65,3 +67,37 @@ class Grade(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._asdict(), "layers": [layer._asdict() for layer in self.layers]}
+
+
+# The JSON form `verihub serve` sends and the grader pool reads back (weights and times stay local).
+
+
+def grade_detail(grade: Grade) -> dict[str, Any]:
+    """A grade as JSON: status, reward, reason and each layer's verdict."""
+    return {"status": str(grade.status), "reward": grade.reward, "reason": grade.reason,
+            "layers": [{"name": layer.name, "layer": layer.layer, "status": str(layer.status), "score": layer.score,
+                        "detail": layer.detail} for layer in grade.layers]}
+
+
+def grade_from_detail(detail: Mapping[str, Any], weights: Mapping[str, float]) -> Grade:
+    """The :class:`Grade` a server's JSON grade (:func:`verihub.session.grade_detail`) stands for;
+    ValueError if it is not one (a fault with a reward, a reward out of range, an unknown status)."""
+    status, reward = GradeStatus(detail["status"]), detail["reward"]
+    if (reward is None) != (status in _FAULT_STATUSES):
+        raise ValueError(f"status {status} with reward {reward!r}")
+    if reward is not None:
+        if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
+            raise ValueError(f"reward {reward!r} is not a number")
+        reward = float(reward)
+    layers = []
+    for layer in detail["layers"]:
+        score = layer["score"]
+        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+            raise ValueError(f"score {score!r} is not a number")
+        layers.append(LayerResult(str(layer["name"]), str(layer["layer"]), LayerStatus(layer["status"]),
+                                  None if score is None else float(score), weights.get(str(layer["name"]), 0.0), 0.0,
+                                  str(layer.get("detail") or "")))
+    return Grade(status, reward, tuple(layers), str(detail.get("reason") or ""))
+
+
+_FAULT_STATUSES = (GradeStatus.ENV_ERROR, GradeStatus.TIMEOUT)

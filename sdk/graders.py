@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from verihub.errors import VerihubError
-from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
+from verihub.grade import Grade, GradeStatus, grade_from_detail
 
 if TYPE_CHECKING:
     import httpx2
@@ -48,7 +47,6 @@ T = TypeVar("T")
 BATCH = 64  # pairs in one POST /grade (the server grades them in chunks of this size too)
 BATCH_WAIT_S = 0.005  # how long a lone grade waits for others to share its request
 MAX_BACKOFF_S = 30.0
-_FAULTS = (GradeStatus.ENV_ERROR, GradeStatus.TIMEOUT)
 
 
 class GraderError(VerihubError, ValueError):
@@ -392,27 +390,6 @@ class RemoteGrader:
             return [Grade(GradeStatus.ENV_ERROR, None, (), str(error))] * len(pairs)
         except Rejected as error:  # e.g. a task that is not in the environment's dataset
             return [Grade(GradeStatus.ENV_ERROR, None, (), f"the grader refused the request: {error}"[:500])] * len(pairs)
-
-
-def grade_from_detail(detail: Mapping[str, Any], weights: Mapping[str, float]) -> Grade:
-    """The :class:`Grade` a server's JSON grade (:func:`verihub.session.grade_detail`) stands for;
-    ValueError if it is not one (a fault with a reward, a reward out of range, an unknown status)."""
-    status, reward = GradeStatus(detail["status"]), detail["reward"]
-    if (reward is None) != (status in _FAULTS):
-        raise ValueError(f"status {status} with reward {reward!r}")
-    if reward is not None:
-        if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
-            raise ValueError(f"reward {reward!r} is not a number")
-        reward = float(reward)
-    layers = []
-    for layer in detail["layers"]:
-        score = layer["score"]
-        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-            raise ValueError(f"score {score!r} is not a number")
-        layers.append(LayerResult(str(layer["name"]), str(layer["layer"]), LayerStatus(layer["status"]),
-                                  None if score is None else float(score), weights.get(str(layer["name"]), 0.0), 0.0,
-                                  str(layer.get("detail") or "")))
-    return Grade(status, reward, tuple(layers), str(detail.get("reason") or ""))
 
 
 def _checked_url(url: str) -> str:

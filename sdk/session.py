@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verihub.errors import SandboxInfraError, SandboxUnavailable
 from verihub.generation.base import model_json
-from verihub.grade import Grade, GradeStatus
+from verihub.grade import Grade, GradeStatus, grade_detail
 from verihub.sandbox.types import Snapshot
 from verihub.spec import SANDBOX_TOOLS
 from verihub.toolschema import function_schema
@@ -253,13 +253,6 @@ class Session:
     @staticmethod
     def _tool_message(call: _Call, content: str) -> Message:
         return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
-
-
-def grade_detail(grade: Grade) -> dict[str, Any]:
-    """A grade as JSON: status, reward, reason and each layer's verdict."""
-    return {"status": str(grade.status), "reward": grade.reward, "reason": grade.reason,
-            "layers": [{"name": layer.name, "layer": layer.layer, "status": str(layer.status), "score": layer.score,
-                        "detail": layer.detail} for layer in grade.layers]}
 
 
 def _assistant_message(action: Action) -> Message:
