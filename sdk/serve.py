@@ -6,9 +6,11 @@ stateless forms (single-turn only); ``GET /health``, ``/metadata``, ``/schema`` 
 (``/list_environments``, ``/{env}/splits``, ``/{env}/tasks``, ...) describe what is served; ``POST /grade``
 grades many task+completion pairs at once (:mod:`verihub._serve_http`).
 
-Every frame and body is bounded, bad input gets an error frame or a 4xx with a code (never a crash or a
-500), sessions past ``max_sessions`` are refused with ``CAPACITY_REACHED``, an idle session is closed, and a
-session's work dir is dropped when its connection ends. A fault is ``reward: null`` with the reason in
+Grades state answers (a layer's ``detail``), so only authorised callers reach a server: beyond loopback it
+wants a token, and without one it refuses what a web page could send (:mod:`verihub._serve_gate`). Every
+frame and body is bounded in size and in time, bad input gets an error frame or a 4xx with a code (never a
+crash or a 500), sessions past ``max_sessions`` are refused with ``CAPACITY_REACHED``, an idle or too old
+session is closed, and a session's work dir is dropped when its connection ends. A fault is ``reward: null`` with the reason in
 ``metadata``; never 0. Task listings carry ids and rendered prompts, never the reference columns.
 """
 
@@ -47,10 +49,10 @@ def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_time
                host_names: Collection[str] | None = ()) -> FastAPI:
     """The service for ``envs``; at most ``max_sessions`` WebSocket sessions, each closed after
     ``idle_timeout_s`` without a reset or step, or ``max_session_s`` after it opened; a request's body has
-    ``body_s`` seconds in all to arrive. With ``token``, every
-    route but ``/health`` wants ``Authorization: Bearer <token>``, checked before anything is parsed;
-    without one, only a ``Host`` that is an IP address, ``localhost`` or in ``host_names`` (None: any) and
-    no foreign ``Origin`` (:class:`verihub._serve_gate.Gate`)."""
+    ``body_s`` seconds in all to arrive. With ``token``, every route but ``/health`` wants
+    ``Authorization: Bearer <token>``, checked before anything is parsed; without one, a ``Host`` that is an
+    IP address, ``localhost`` or in ``host_names`` (None: any), and no foreign ``Origin``
+    (:class:`verihub._serve_gate.Gate`)."""
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     app = FastAPI(title="verihub serve", docs_url=None, redoc_url=None, openapi_url=None)
