@@ -72,6 +72,8 @@ async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> Non
     while True:
         idle_ends = worked + state.idle_timeout_s
         try:
+            if loop.time() >= min(idle_ends, ends):  # a frame already queued is taken without waiting: no timeout
+                raise TimeoutError
             async with asyncio.timeout_at(min(idle_ends, ends)):
                 message = await websocket.receive()
         except TimeoutError:
