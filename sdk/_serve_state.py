@@ -84,6 +84,7 @@ class ServeState:
 
     catalog: Catalog
     max_sessions: int
-    idle_timeout_s: float
+    idle_timeout_s: float  # a session without a reset or step for this long is closed
+    max_session_s: float  # and one open this long, however busy: a slot is not held forever
     sessions: set[Any] = field(default_factory=set)  # one entry per open WebSocket connection
     grading: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(GRADES_IN_FLIGHT))

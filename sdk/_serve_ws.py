@@ -63,12 +63,23 @@ class _Slot:
 
 
 async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> None:
+    """Frames until the client closes, or the session idles (no reset or step for ``idle_timeout_s``: a
+    ``state`` or malformed frame now and then is no work and keeps nothing open), or ``max_session_s``
+    after the connection opened."""
+    loop = asyncio.get_running_loop()
+    ends = loop.time() + state.max_session_s
+    worked = loop.time()
     while True:
+        idle_ends = worked + state.idle_timeout_s
         try:
-            message = await asyncio.wait_for(websocket.receive(), state.idle_timeout_s)
+            if loop.time() >= min(idle_ends, ends):  # a frame already queued is taken without waiting: no timeout
+                raise TimeoutError
+            async with asyncio.timeout_at(min(idle_ends, ends)):
+                message = await websocket.receive()
         except TimeoutError:
-            await websocket.send_text(error_frame(ErrorCode.SESSION_ERROR,
-                                                  f"no frame for {state.idle_timeout_s:g}s: the session is closed"))
+            why = (f"no reset or step for {state.idle_timeout_s:g}s" if idle_ends <= ends
+                   else f"it reached the longest a session may last, {state.max_session_s:g}s: connect again")
+            await websocket.send_text(error_frame(ErrorCode.SESSION_ERROR, f"the session is closed: {why}"))
             return
         if message["type"] == "websocket.disconnect":
             return
@@ -87,6 +98,8 @@ async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> Non
             return
         try:
             reply = await _answer(kind, frame.get("data", {}) if isinstance(frame, dict) else None, state, slot)
+            if kind in ("reset", "step"):
+                worked = loop.time()  # after the work: a long tool call is not idle time
         except ValidationError as error:
             from verihub.hub.deps import describe
 

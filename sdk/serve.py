@@ -6,23 +6,25 @@ stateless forms (single-turn only); ``GET /health``, ``/metadata``, ``/schema`` 
 (``/list_environments``, ``/{env}/splits``, ``/{env}/tasks``, ...) describe what is served; ``POST /grade``
 grades many task+completion pairs at once (:mod:`verihub._serve_http`).
 
-Every frame and body is bounded, bad input gets an error frame or a 4xx with a code (never a crash or a
-500), sessions past ``max_sessions`` are refused with ``CAPACITY_REACHED``, an idle session is closed, and a
-session's work dir is dropped when its connection ends. A fault is ``reward: null`` with the reason in
+Grades state answers (a layer's ``detail``), so only authorised callers reach a server: beyond loopback it
+wants a token, and without one it refuses what a web page could send (:mod:`verihub._serve_gate`). Every
+frame and body is bounded in size and in time, bad input gets an error frame or a 4xx with a code (never a
+crash or a 500), sessions past ``max_sessions`` are refused with ``CAPACITY_REACHED``, an idle or too old
+session is closed, and a session's work dir is dropped when its connection ends. A fault is ``reward: null`` with the reason in
 ``metadata``; never 0. Task listings carry ids and rendered prompts, never the reference columns.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
-from collections.abc import Sequence
+import ipaddress
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from verihub._listen import tcp_listener
+from verihub._serve_gate import BODY_S, Gate
 from verihub._serve_http import Refused, problem
 from verihub._serve_http import router as http_router
 from verihub._serve_state import Catalog, ServeState, TaskNotFound
@@ -31,22 +33,30 @@ from verihub._serve_ws import router as ws_router
 from verihub.environment import Environment
 from verihub.errors import VerihubError
 
-__all__ = ["ListenError", "TaskNotFound", "create_app", "run"]
+__all__ = ["ExposedError", "ListenError", "TaskNotFound", "create_app", "run"]
 
 
 class ListenError(VerihubError, OSError):
     """The address is taken or not ours to bind."""
 
 
+class ExposedError(VerihubError, ValueError):
+    """A server without a token on an address other machines reach: its grades state answers."""
+
+
 def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_timeout_s: float = 300.0,
-               token: str | None = None) -> FastAPI:
+               max_session_s: float = 3600.0, body_s: float = BODY_S, token: str | None = None,
+               host_names: Collection[str] | None = ()) -> FastAPI:
     """The service for ``envs``; at most ``max_sessions`` WebSocket sessions, each closed after
-    ``idle_timeout_s`` without a frame. With ``token``, every route but ``/health`` wants
-    ``Authorization: Bearer <token>``, checked before anything is parsed."""
+    ``idle_timeout_s`` without a reset or step, or ``max_session_s`` after it opened; a request's body has
+    ``body_s`` seconds in all to arrive. With ``token``, every route but ``/health`` wants
+    ``Authorization: Bearer <token>``, checked before anything is parsed; without one, a ``Host`` that is an
+    IP address, ``localhost`` or in ``host_names`` (None: any), and no foreign ``Origin``
+    (:class:`verihub._serve_gate.Gate`)."""
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     app = FastAPI(title="verihub serve", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.serve = ServeState(Catalog(envs), max_sessions, idle_timeout_s)
+    app.state.serve = ServeState(Catalog(envs), max_sessions, idle_timeout_s, max_session_s)
     app.include_router(http_router)
     app.include_router(ws_router)
 
@@ -58,31 +68,8 @@ def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_time
     async def not_found(_request: Request, error: TaskNotFound) -> JSONResponse:
         return problem(404, "NOT_FOUND", str(error))
 
-    if token:
-        app.add_middleware(_BearerToken, token=token)
+    app.add_middleware(Gate, token=token, host_names=host_names, body_s=body_s)
     return app
-
-
-class _BearerToken:
-    """Refuses a request or WebSocket without the token before the app sees a byte of it."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self.app, self.expected = app, f"Bearer {token}".encode()
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
-            return await self.app(scope, receive, send)
-        given = dict(scope["headers"]).get(b"authorization", b"")
-        if hmac.compare_digest(given, self.expected):
-            return await self.app(scope, receive, send)
-        if scope["type"] == "websocket":  # closing before accept: the handshake gets HTTP 403
-            await send({"type": "websocket.close", "code": 1008})
-            return None
-        body = json.dumps({"error": "UNAUTHORIZED", "message": "send Authorization: Bearer <token>"}).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
-        return None
 
 
 HEAD_S = 10.0  # seconds a connection has to send a request's head, at most (a client sends it at once)
@@ -125,16 +112,30 @@ def _head_deadline(seconds: float) -> type:
 
 
 def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int, idle_timeout_s: float,
-        token: str | None = None) -> None:
+        max_session_s: float = 3600.0, body_s: float = BODY_S, token: str | None = None,
+        no_token: bool = False) -> None:
     """Serve until interrupted; prints the address it listens on (``port`` 0 takes a free one). Raises
-    :class:`ListenError` if it cannot listen there."""
+    :class:`ListenError` if it cannot listen there, :class:`ExposedError` if it would listen beyond
+    loopback without a token and without ``no_token`` (an authenticating proxy of the operator's in front)."""
     import uvicorn
 
-    app = create_app(envs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, token=token)
+    if token is not None and not token.strip():
+        raise ExposedError("the serve token is empty (--token / VERIHUB_SERVE_TOKEN): give one, or leave it unset")
+    if token and no_token:
+        raise ExposedError("--no-token with a token (--token / VERIHUB_SERVE_TOKEN): choose one")
     try:
         listener = tcp_listener(host, port)
     except OSError as error:
         raise ListenError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    loopback = ipaddress.ip_address(listener.getsockname()[0]).is_loopback
+    if not loopback and not token and not no_token:
+        listener.close()
+        raise ExposedError(
+            f"verihub serve on {host} needs a token: other machines can reach it, and its grades state answers. "
+            "Set VERIHUB_SERVE_TOKEN (or --token TOKEN; clients send 'Authorization: Bearer TOKEN'), or pass "
+            "--no-token if an authenticating proxy of your own is in front")
+    app = create_app(envs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, max_session_s=max_session_s,
+                     body_s=body_s, token=token, host_names=[host] if loopback else None)
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(f"verihub serve: {', '.join(env.id for env in envs)} on http://{shown}:{bound} "

@@ -7,16 +7,22 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
+import re
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, WebSocket
 from fastapi.responses import RedirectResponse, StreamingResponse
-from test_serve import start, stop, ws_url
+from openenv import GenericEnvClient
+from test_serve import REPO, VERIHUB, active, eventually, start, stop, ws_url
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 import verihub
@@ -233,7 +239,170 @@ def test_connections_without_a_request_are_closed_before_the_token_is_checked(st
         assert kept.recv(4096).startswith(b"HTTP/1.1 200")
         assert closed_within(kept, 6, drip)
     with connect(ws_url(strict_server), additional_headers={"Authorization": "Bearer t0ken"}) as ws:
-        frame(ws, "reset", {"index": 0})
-        for _ in range(8):  # 3 s: past the deadline, a frame every 0.4 s (under the 1 s idle limit)
+        for _ in range(8):  # 3 s: past the deadline, a reset every 0.4 s (under the 1 s idle limit)
+            assert frame(ws, "reset", {"index": 0})["type"] == "observation"
             time.sleep(0.4)
-            assert frame(ws, "state")["type"] == "state"
+
+
+# -- who may reach a server: grades state answers, and POST /grade is a reward oracle --------------------
+
+
+@pytest.fixture(scope="module")
+def open_server() -> Iterator[str]:
+    """No token, on loopback: for local programs only. One session; short limits to trip."""
+    process, url = start("envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--max-session-time", "3",
+                         "--body-timeout", "1")
+    yield url
+    stop(process)
+
+
+GRADE = json.dumps({"items": [{"env": "sums", "task_id": "sums-17-12", "completion": "28"}]}).encode()
+
+
+def raw_request(url: str, head: str, body: bytes = b"") -> bytes:
+    """One request as an attacker's script sends it (any Host, any Origin): the whole reply."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(head.replace("\n", "\r\n").encode() + b"Connection: close\r\n\r\n" + body)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+        return reply
+
+
+def started_on_all_interfaces(*arguments: str, **environment: str) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen([VERIHUB, "serve", "envs/sums", "--host", "0.0.0.0", "--port", "0", *arguments],
+                               cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, **environment})
+    found = re.search(r"http://0\.0\.0\.0:(\d+)", process.stdout.readline() if process.stdout else "")
+    if found is None:
+        process.kill()
+        raise AssertionError("verihub serve did not start")
+    return process, f"http://127.0.0.1:{found.group(1)}"
+
+
+def test_a_server_without_a_token_listens_on_loopback_only() -> None:
+    """Beyond loopback a token is wanted (from the environment, so it is not in ``ps``), or the operator
+    says --no-token: an authenticating proxy of theirs decides who reaches it, and web pages still cannot."""
+    refused = subprocess.run([VERIHUB, "serve", "envs/sums", "--host", "0.0.0.0", "--port", "0"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    for named in ("needs a token", "VERIHUB_SERVE_TOKEN", "--token", "--no-token"):
+        assert named in refused.stderr, refused.stderr
+    process, url = started_on_all_interfaces(VERIHUB_SERVE_TOKEN="envt0ken")
+    try:
+        assert b"envt0ken" not in Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        assert httpx.post(f"{url}/grade", content=GRADE).status_code == 401
+        authorised = httpx.post(f"{url}/grade", content=GRADE, headers={"Authorization": "Bearer envt0ken"})
+        assert authorised.status_code == 200 and authorised.json()["grades"][0]["status"] == "wrong"
+    finally:
+        stop(process)
+    process, url = started_on_all_interfaces("--no-token")
+    try:
+        head = f"POST /grade HTTP/1.1\nHost: grader.internal\nContent-Length: {len(GRADE)}\n"
+        assert raw_request(url, head, GRADE).startswith(b"HTTP/1.1 200")
+        foreign = httpx.post(f"{url}/grade", content=GRADE, headers={"Origin": "http://attacker.example"})
+        assert foreign.status_code == 403
+    finally:
+        stop(process)
+
+
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8000", "localhost.attacker.example",
+                                  "127.0.0.1.nip.io"])
+def test_a_rebinding_host_gets_nothing_from_a_server_without_a_token(open_server: str, host: str) -> None:
+    """DNS rebinding: a page on the attacker's name, resolved to 127.0.0.1, sends that name as Host. It
+    gets neither grades (their detail states answers) nor a session, nor even the task listing."""
+    for head in (f"POST /grade HTTP/1.1\nHost: {host}\nContent-Length: {len(GRADE)}\n",
+                 f"POST /sums/tasks HTTP/1.1\nHost: {host}\nContent-Length: 2\n",
+                 f"GET /metadata HTTP/1.1\nHost: {host}\n"):
+        reply = raw_request(open_server, head, GRADE if "grade" in head else b"{}")
+        assert reply.startswith(b"HTTP/1.1 403") and b"FORBIDDEN_HOST" in reply, reply
+        assert b"grades" not in reply and b"prompt" not in reply
+    handshake = (f"GET /ws HTTP/1.1\nHost: {host}\nUpgrade: websocket\nConnection: Upgrade\n"
+                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\nSec-WebSocket-Version: 13\n")
+    assert raw_request(open_server, handshake).startswith(b"HTTP/1.1 403")
+
+
+@pytest.mark.parametrize("origin", ["http://attacker.example", "null", "http://127.0.0.1:1",
+                                    "chrome-extension://abcdef"])
+def test_a_web_page_of_another_origin_cannot_drive_a_server_without_a_token(open_server: str, origin: str) -> None:
+    """A page the user visits can open a WebSocket to loopback, or send a CORS-simple POST (text/plain,
+    no preflight); the browser adds its Origin, and the server refuses both before doing any work."""
+    with pytest.raises(InvalidStatus, match="403"):
+        connect(ws_url(open_server), origin=origin).close()  # type: ignore[arg-type]
+    posted = httpx.post(f"{open_server}/grade", content=GRADE, headers={"Origin": origin, "Content-Type": "text/plain"})
+    assert posted.status_code == 403 and posted.json()["error"] == "FORBIDDEN_ORIGIN"
+    assert "grades" not in posted.text
+
+
+def test_local_programs_still_reach_a_server_without_a_token(open_server: str) -> None:
+    """What the browser guard lets through: no Origin (OpenEnv's client, httpx, the grader pool), the
+    server's own origin, localhost and IP addresses as Host; /health for anyone (probes)."""
+    port = open_server.rsplit(":", 1)[1]
+    with GenericEnvClient(base_url=open_server.replace("127.0.0.1", "localhost")).sync() as client:
+        assert client.reset(index=0).observation["messages"]
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "127.0.0.1"):
+        reply = raw_request(open_server, f"POST /grade HTTP/1.1\nHost: {host}\nContent-Length: {len(GRADE)}\n", GRADE)
+        assert reply.startswith(b"HTTP/1.1 200"), reply
+    same = httpx.post(f"{open_server}/grade", content=GRADE, headers={"Origin": open_server})
+    assert same.status_code == 200 and same.json()["grades"][0]["status"] in ("correct", "wrong")
+    assert raw_request(open_server, "GET /health HTTP/1.1\nHost: attacker.example\n").startswith(b"HTTP/1.1 200")
+
+
+# -- holding the server's resources without doing work ------------------------------------------------------
+
+
+def test_a_body_dripped_a_byte_at_a_time_is_cut_at_one_deadline(open_server: str) -> None:
+    """Each byte well within any per-read timeout, the body as a whole past --body-timeout: 408, closed."""
+    host, port = open_server.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(f"POST /grade HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\n\r\n".encode())
+        began = time.monotonic()
+        reply = b""
+        sock.settimeout(0.1)
+        while time.monotonic() - began < 6:
+            try:
+                sock.send(b" ")
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            reply += chunk
+        assert time.monotonic() - began < 3, "the dripping body held its connection"
+    assert reply.startswith(b"HTTP/1.1 408") and b"REQUEST_TIMEOUT" in reply, reply
+
+
+def test_frames_that_do_no_work_do_not_hold_a_session_slot(open_server: str) -> None:
+    """A state frame (or a malformed one) just under --idle-timeout is no work: the session is closed a
+    second after its last reset or step, and the one slot is free for someone else."""
+    with connect(ws_url(open_server)) as ws:
+        frame(ws, "reset", {"index": 0})
+        began, told = time.monotonic(), []
+        with contextlib.suppress(ConnectionClosed):
+            for trickle in itertools.cycle([json.dumps({"type": "state"}), "{not json"]):
+                if time.monotonic() - began > 5:
+                    break
+                ws.send(trickle)
+                with contextlib.suppress(TimeoutError):
+                    while True:  # the replies, and the closing frame when it comes
+                        told.append(json.loads(ws.recv(timeout=0.4))["data"].get("message", ""))
+        assert any("no reset or step for 1s" in message for message in told), told
+        assert time.monotonic() - began < 2.5
+    eventually(lambda: active(open_server) == 0, seconds=3)
+
+
+def test_a_busy_session_ends_at_its_lifetime(open_server: str) -> None:
+    """Resets every 0.4 s keep a session from idling, not open forever: --max-session-time closes it."""
+    with connect(ws_url(open_server)) as ws:
+        began, reply = time.monotonic(), {}
+        while time.monotonic() - began < 8:
+            reply = frame(ws, "reset", {"index": 0})
+            with contextlib.suppress(TimeoutError):  # a pause between episodes; the server may speak in it
+                reply = json.loads(ws.recv(timeout=0.4))
+            if reply["type"] != "observation":
+                break
+        assert reply["type"] == "error" and "longest a session may last, 3s" in reply["data"]["message"], reply
+        assert 2.5 < time.monotonic() - began < 5
+    eventually(lambda: active(open_server) == 0, seconds=3)
