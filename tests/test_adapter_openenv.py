@@ -611,3 +611,18 @@ def test_multi_turn_sessions_and_bad_max_turns_through_the_api(guess: Remote) ->
     assert verihub.load_env(f"openenv:{guess.url}", size=5).spec.interaction.kind == "single_turn"
     with pytest.raises(SpecError, match="max_turns"):
         verihub.load_env(f"openenv:{guess.url}", size=5, max_turns=0)
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ("nan", "reward nan"), ("bigint", "reward 1000"), ("done", "non-boolean done"), ("garbage", "malformed JSON"),
+    ("error", "error EXECUTION_ERROR: boom"), ("hangup", "broke during step"),
+])
+def test_a_misbehaving_multi_turn_remote_ends_the_session_as_a_fault(hostile: Remote, answer: str, reason: str) -> None:
+    env = verihub.load_env(f"openenv:{hostile.url}", size=5, max_turns=4)
+    session = env.session(env.dataset("train")[0])
+    session.reset()
+    call = {"id": "c1", "function": {"name": "act", "arguments": {"message": answer}}}
+    observation, reward, done, info = session.step({"content": "", "tool_calls": [call]})
+    assert (reward, done, info["status"], session.grade) == (None, True, "env_error", None)
+    assert reason in info["reason"], info["reason"]
+    session.close()
