@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, quote
 
 from pydantic import Field
@@ -61,7 +61,9 @@ from verihub.adapters._openenv_wire import (
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment import Environment
 from verihub.errors import SpecError, SpecProblem, VerihubError
-from verihub.session import Session
+
+if TYPE_CHECKING:
+    from verihub.session import Session
 
 __all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "TaskSession", "base_url", "load_openenv",
            "openenv_spec", "remote_step", "tasks"]
