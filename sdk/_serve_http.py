@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
@@ -13,16 +12,17 @@ from pydantic import BaseModel, ValidationError
 
 from verihub._envdigest import environment_digest
 from verihub._serve_state import ServeState, TaskNotFound, listed
-from verihub._serve_wire import (MAX_BODY, MAX_LISTED, ActionSchema, GradeRequest, ObservationSchema, RangeBody,
-                                 ResetParams, SplitBody, StepBody, TaskBody, step_body)
+from verihub._serve_wire import (MAX_BODY, MAX_LISTED, ActionSchema, ObservationSchema, RangeBody, ResetParams,
+                                 SplitBody, StepBody, TaskBody, grade_items, step_body)
 from verihub.environment import Environment
-from verihub.grade import grade_detail
+from verihub.grade import Grade, GradeStatus, grades_json
 from verihub.session import SessionError, StepResult
 
 __all__ = ["Refused", "problem", "router"]
 
 router = APIRouter()
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 _CHUNK = 64  # pairs POST /grade grades at a time: inline checks run as a plain loop, which yields between chunks
 
 
@@ -44,11 +44,16 @@ def _state(request: Request) -> ServeState:
 
 async def _body(request: Request, model: type[M]) -> M:
     """The body as ``model``: at most MAX_BODY bytes, else 413; invalid, 422 naming the field."""
+    return await _parsed(request, model.model_validate_json)
+
+
+async def _parsed(request: Request, parse: Callable[[bytes], T]) -> T:
+    """The body read by ``parse``: at most MAX_BODY bytes, else 413; a ValidationError, 422 naming the field."""
     from verihub.hub.deps import describe, read_body
     from verihub.hub.errors import BodyTooLargeError
 
     try:
-        return model.model_validate_json(await read_body(request, MAX_BODY) or b"{}")
+        return parse(await read_body(request, MAX_BODY) or b"{}")
     except BodyTooLargeError as error:
         raise Refused(problem(413, "BODY_TOO_LARGE", str(error))) from None
     except ValidationError as error:
@@ -168,45 +173,58 @@ async def step(request: Request) -> Any:
 async def grade(request: Request) -> Any:
     """Many single-turn grades in one request, in order, each with its layers."""
     state = _state(request)
-    items = (await _body(request, GradeRequest)).items
-    batches: dict[str, tuple[Environment, list[int], list[Mapping[str, Any]], list[str]]] = {}
+    items = await _parsed(request, grade_items)
+    batches: dict[tuple[str | None, str | None], _Batch] = {}  # by (env, split) as asked: one lookup each
     for number, item in enumerate(items):
+        name, split = item.get("env"), item.get("split")
+        batch = batches.get((name, split))
         try:
-            env = state.catalog.env(item.env)
-            row = state.catalog.by_id(env, item.task_id, item.split)
+            if batch is None:
+                batch = batches[(name, split)] = _Batch(state.catalog.env(name), split)
+                if batch.env.spec.interaction.kind == "multi_turn":
+                    return problem(409, "NEEDS_SESSION",
+                                   f"items[{number}]: {batch.env.id} is multi-turn: hold a session on WS /ws")
+            batch.rows.append(state.catalog.by_id(batch.env, item["task_id"], split))
         except TaskNotFound as error:
             return problem(404, "NOT_FOUND", f"items[{number}]: {error}")
-        if env.spec.interaction.kind == "multi_turn":
-            return problem(409, "NEEDS_SESSION", f"items[{number}]: {env.id} is multi-turn: hold a session on WS /ws")
-        numbers, rows, completions = batches.setdefault(env.id, (env, [], [], []))[1:]
-        numbers.append(number)
-        rows.append(row)
-        completions.append(item.completion)
-    grades: list[dict[str, Any]] = [{}] * len(items)
-    for env, numbers, rows, completions in batches.values():
-        for start in range(0, len(rows), _CHUNK):
+        batch.numbers.append(number)
+        batch.completions.append(item["completion"])
+    grades: list[Grade] = [_UNGRADED] * len(items)
+    for batch in batches.values():
+        for start in range(0, len(batch.rows), _CHUNK):
             chunk = slice(start, start + _CHUNK)
             async with state.grading:
-                details = await _grade_many(env, rows[chunk], completions[chunk])
-            for number, detail in zip(numbers[chunk], details, strict=True):
-                grades[number] = detail
-    # one json.dumps: fastapi's encoder costs more than a cheap grade
-    return Response(json.dumps({"grades": grades}), media_type="application/json")
+                graded = await _grade_many(batch.env, batch.rows[chunk], batch.completions[chunk])
+            for number, one in zip(batch.numbers[chunk], graded, strict=True):
+                grades[number] = one
+    return Response(grades_json(grades), media_type="application/json")
 
 
-async def _grade_many(env: Environment, rows: Sequence[Mapping[str, Any]], completions: Sequence[str]) -> list[dict]:
+class _Batch:
+    """One environment's and split's pairs of a request, with their places in it."""
+
+    def __init__(self, env: Environment, split: str | None) -> None:
+        self.env, self.split = env, split
+        self.numbers: list[int] = []
+        self.rows: list[Mapping[str, Any]] = []
+        self.completions: list[str] = []
+
+
+_UNGRADED = Grade(GradeStatus.ENV_ERROR, None, (), "not graded")  # never sent: every item has a batch
+
+
+async def _grade_many(env: Environment, rows: Sequence[Mapping[str, Any]], completions: Sequence[str]) -> list[Grade]:
     """Grades of one environment's pairs: the verifier's batch path (a plain loop for inline checks), and
     pair by pair if that raises, so a verifier bug costs only its own pairs their reward."""
     try:
-        return [grade_detail(grade) for grade in await env.verifier.agrade_many(rows, completions)]
+        return await env.verifier.agrade_many(rows, completions)
     except Exception:  # noqa: BLE001 - find the pairs that fault
         pass
-    details = []
+    grades = []
     for row, completion in zip(rows, completions, strict=True):
         try:
-            details.append(grade_detail(await env.agrade(row, completion)))
+            grades.append(await env.agrade(row, completion))
         except Exception as error:  # noqa: BLE001 - a verifier bug is the environment's fault: no reward
-            details.append({"status": "env_error", "reward": None, "layers": [],
-                            "reason": f"{type(error).__name__}: {error}"[:500]})
+            grades.append(Grade(GradeStatus.ENV_ERROR, None, (), f"{type(error).__name__}: {error}"[:500]))
         await asyncio.sleep(0)
-    return details
+    return grades

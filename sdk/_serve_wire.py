@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, with_config
 
 from verihub.session import StepResult
 
 __all__ = ["MAX_BODY", "MAX_FRAME", "MAX_GRADES", "MAX_LISTED", "ErrorCode", "GradeItem", "GradeRequest", "RangeBody",
-           "ResetParams", "SplitBody", "StepBody", "TaskBody", "error_frame", "observation_frame", "step_body"]
+           "ResetParams", "SplitBody", "StepBody", "TaskBody", "error_frame", "grade_items", "observation_frame",
+           "step_body"]
 
 MAX_FRAME = 1 << 20  # bytes in one WebSocket frame: a turn's text and tool calls, never a dataset
 MAX_BODY = 16 << 20  # bytes in one HTTP body (POST /grade carries many completions)
@@ -73,15 +74,27 @@ class StepBody(_Strict):
     request_id: str | None = Field(None, max_length=255)
 
 
-class GradeItem(_Strict):
-    env: str | None = Field(None, max_length=200)
-    task_id: str = Field(max_length=1000)
-    split: str | None = Field(None, max_length=200)
+# POST /grade's body as TypedDicts: pydantic checks them as strictly as the models above, but builds no
+# model per item (that cost a twentieth of a cheap grade).
+@with_config(ConfigDict(extra="forbid"))
+class GradeItem(TypedDict):
+    env: NotRequired[Annotated[str | None, Field(max_length=200)]]
+    task_id: Annotated[str, Field(max_length=1000)]
+    split: NotRequired[Annotated[str | None, Field(max_length=200)]]
     completion: str
 
 
-class GradeRequest(_Strict):
-    items: list[GradeItem] = Field(max_length=MAX_GRADES)
+@with_config(ConfigDict(extra="forbid"))
+class GradeRequest(TypedDict):
+    items: Annotated[list[GradeItem], Field(max_length=MAX_GRADES)]
+
+
+_GRADE_REQUEST = TypeAdapter(GradeRequest)
+
+
+def grade_items(body: bytes) -> list[GradeItem]:
+    """A ``POST /grade`` body's items; pydantic's ValidationError naming the bad field if it is none."""
+    return _GRADE_REQUEST.validate_json(body)["items"]
 
 
 class ActionSchema(BaseModel):

@@ -510,3 +510,119 @@ def test_the_train_commands_env_option_takes_an_openenv_url(reverse: Remote) -> 
     assert parse_env_option(f"openenv:{reverse.url.rsplit(':', 1)[0]}/:0.5")[1] == 0.5
     (mixed,) = resolve_envs(dict([parse_env_option(f"openenv:{reverse.url}:0.5")]))
     assert mixed.weight == 1.0 and len(mixed.env.dataset("train")) > 0
+
+
+# -- multi-turn remotes in verihub eval: the remote's episode is a Session the eval's tool loop drives -------
+
+
+def bisecting_model(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Finds the number by bisection on the remote's answers: with the remote's one tool on even turns, in
+    plain text on odd ones (a turn's text is an action too)."""
+    (tool,) = request["tools"]
+    assert tool["function"]["name"] == "act" and "guess" in tool["function"]["parameters"]["properties"]
+    low, high, guesses = 1, 100, []
+    for message in request["messages"]:
+        if message["role"] == "assistant":
+            calls = message.get("tool_calls") or []
+            guesses.append(json.loads(calls[0]["function"]["arguments"])["guess"] if calls else int(message["content"]))
+        elif message["role"] in ("tool", "user") and guesses:
+            low, high = (guesses[-1] + 1, high) if message["content"] == "higher" else (low, guesses[-1] - 1)
+    middle = (low + high) // 2
+    if len(guesses) % 2:
+        return [{"content": str(middle)}]
+    return [{"content": "", "tool_calls": [{"name": "act", "arguments": {"guess": middle}}]}]
+
+
+def _eval(ref: str, model: ScriptedChatServer, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([VERIHUB, "eval", ref, "--model", f"openai:scripted@{model.url}", "--out", str(out),
+                           *options], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_verihub_eval_plays_a_multi_turn_remote_through_its_tool(guess: Remote, tmp_path: Path) -> None:
+    with ScriptedChatServer(bisecting_model) as model:
+        result = _eval(f"openenv:{guess.url}?size=20&max_turns=10", model, tmp_path, "-n", "4", "-k", "2")
+    assert result.returncode == 0, result.stderr
+    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+    assert len(table) == 8 and set(table["status"]) == {"ok"} and set(table["reward"]) == {1.0}
+    assert all(1 <= turns <= 7 for turns in table["turns"]) and max(table["turns"]) > 2  # a step a turn
+    for messages in map(json.loads, table["messages"]):
+        replies = [message["content"] for message in messages[1:] if message["role"] != "assistant"]
+        assert replies[-1] == "correct" and set(replies[:-1]) <= {"higher", "lower"}
+        assert {message["role"] for message in messages} >= {"tool", "assistant"}
+    assert json.loads((tmp_path / "metadata.json").read_text())["metrics"]["pass@1"] == 1.0
+
+
+def stubborn_model(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Always guesses 1 (one task's target, by chance, at most), now and then with a malformed call."""
+    turn = sum(message["role"] == "assistant" for message in request["messages"])
+    calls = [{"name": "act", "arguments": {"guess": "one"} if turn == 1 else {"guess": 1}}]
+    if turn == 2:
+        calls = [{"name": "guess", "arguments": {"guess": 1}}]  # no such tool: the model hears so
+    return [{"content": "", "tool_calls": calls}]
+
+
+def test_a_multi_turn_remotes_own_end_and_the_turn_limit_are_zeros_not_faults(guess: Remote, tmp_path: Path) -> None:
+    with ScriptedChatServer(stubborn_model) as model:
+        played = _eval(f"openenv:{guess.url}?size=20&max_turns=12", model, tmp_path / "played", "-n", "4")
+        short = _eval(f"openenv:{guess.url}?size=20&max_turns=3", model, tmp_path / "short", "-n", "4")
+    for result in (played, short):
+        assert result.returncode == 0, result.stderr
+    played_table = datasets.load_dataset("parquet", data_files=str(tmp_path / "played" / "results.parquet"), split="train")
+    messages = [json.loads(text) for text in played_table["messages"]]
+    assert all(m[-1]["content"] in ("out of turns", "correct") for m in messages)  # the remote ended each one
+    assert set(played_table["status"]) <= {"wrong", "ok"} and 0.0 in played_table["reward"]
+    tool_replies = [m["content"] for m in max(messages, key=len) if m["role"] == "tool"]
+    assert "refused the action" in tool_replies[1] and "no tool named 'guess'" in tool_replies[2]
+    assert max(played_table["turns"]) == 10  # two refused turns, then the remote's 8 guesses
+    short_table = datasets.load_dataset("parquet", data_files=str(tmp_path / "short" / "results.parquet"), split="train")
+    assert set(short_table["status"]) <= {"wrong", "ok"} and set(short_table["turns"]) <= {1, 3}
+    assert any("did not end within 3 turns" in reason for reason in short_table["reason"])
+
+
+def test_a_multi_turn_remote_killed_mid_episode_is_env_error_never_zero(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    with served(tmp_path_factory, "guess") as remote:
+        def kill_mid_episode(request: dict[str, Any]) -> list[dict[str, Any]]:
+            if len(request["messages"]) > 1 and remote.process.poll() is None:
+                remote.kill()  # an episode has taken a step on the remote (no first guess is right, seed 1)
+            return bisecting_model(request)
+
+        with ScriptedChatServer(kill_mid_episode) as model:
+            result = _eval(f"openenv:{remote.url}?size=20&seed=1&max_turns=10", model, tmp_path, "-n", "4")
+    assert result.returncode == 0, result.stderr
+    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+    assert set(table["status"]) == {"env_error"} and set(table["reward"]) == {None}, table["reason"]
+    assert all("broke during step" in reason or "cannot reach" in reason for reason in table["reason"])
+
+
+def test_multi_turn_sessions_and_bad_max_turns_through_the_api(guess: Remote) -> None:
+    env = verihub.load_env(f"openenv:{guess.url}", size=5, max_turns=10)
+    assert (env.spec.interaction.kind, env.spec.interaction.max_turns) == ("multi_turn", 10)
+    session = env.session(env.dataset("train")[0])
+    assert isinstance(session, verihub.session.Session)
+    observation = session.reset()
+    assert observation["messages"][-1]["content"] == "Guess my number between 1 and 100."
+    assert [tool["function"]["name"] for tool in observation["tools"]] == ["act"]
+    observation, reward, done, info = session.step({"content": "", "tool_calls": [
+        {"id": "c1", "function": {"name": "act", "arguments": {"guess": 50}}}]})
+    assert observation["messages"][0]["content"] in ("higher", "lower", "correct") and session.state()["step_count"] == 1
+    session.close()
+    assert verihub.load_env(f"openenv:{guess.url}", size=5).spec.interaction.kind == "single_turn"
+    with pytest.raises(SpecError, match="max_turns"):
+        verihub.load_env(f"openenv:{guess.url}", size=5, max_turns=0)
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ("nan", "reward nan"), ("bigint", "reward 1000"), ("done", "non-boolean done"), ("garbage", "malformed JSON"),
+    ("error", "error EXECUTION_ERROR: boom"), ("hangup", "broke during step"),
+])
+def test_a_misbehaving_multi_turn_remote_ends_the_session_as_a_fault(hostile: Remote, answer: str, reason: str) -> None:
+    env = verihub.load_env(f"openenv:{hostile.url}", size=5, max_turns=4)
+    session = env.session(env.dataset("train")[0])
+    session.reset()
+    call = {"id": "c1", "function": {"name": "act", "arguments": {"message": answer}}}
+    observation, reward, done, info = session.step({"content": "", "tool_calls": [call]})
+    assert (reward, done, info["status"], session.grade) == (None, True, "env_error", None)
+    assert reason in info["reason"], info["reason"]
+    session.close()

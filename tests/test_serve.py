@@ -55,9 +55,13 @@ gold: {reference: '{answer}', negatives: ['no']}
 """
 
 FRAGILE_CHECK = """\
+from verihub.checks.base import CheckResult
+
 def says(completion, task):
     if completion == "boom":
         raise RuntimeError("the check broke")
+    if completion.startswith("echo:"):  # a detail that is the model's own text, whatever it holds
+        return CheckResult(0.0, completion.removeprefix("echo:"))
     return completion == task["answer"]
 """
 
@@ -320,6 +324,25 @@ def test_a_check_that_raises_costs_only_its_own_pair_its_reward(server: str) -> 
     grades = httpx.post(f"{server}/grade", json={"items": items}).json()["grades"]
     assert [(g["status"], g["reward"]) for g in grades] == [("ok", 1.0), ("env_error", None), ("wrong", 0.0)]
     assert "the check broke" in grades[1]["reason"] + json.dumps(grades[1]["layers"])
+
+
+def test_batch_grades_carry_any_detail_intact_as_strict_json(server: str) -> None:
+    # The server writes grades' JSON itself and remembers short layers: every detail, however odd or
+    # long, and however often repeated, must come back as it was, in JSON that a strict parser reads.
+    details = ['quote " backslash \\ slash / newline \n tab \t', "\x00\x1f\x7f", "é ü 日本 😀", "\u2028\u2029",
+               "</script>", "x" * 3000, "", "a", "b", '{"score": 1}', "NaN", "1e999"]
+    texts = [*details, *details[::-1], *details]
+    items = [{"env": "fragile", "task_id": "f1", "completion": "echo:" + text} for text in texts]
+    response = httpx.post(f"{server}/grade", json={"items": items}, timeout=60)
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+
+    def strict(constant: str) -> None:
+        raise AssertionError(f"not JSON: {constant}")
+
+    grades = json.loads(response.content.decode("utf-8"), parse_constant=strict)["grades"]
+    assert [grade["layers"][0]["detail"] for grade in grades] == texts
+    assert {(grade["status"], grade["reward"], grade["reason"]) for grade in grades} == {("wrong", 0.0, "")}
+    assert all(grade["layers"][0].keys() == {"name", "layer", "status", "score", "detail"} for grade in grades)
 
 
 def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:

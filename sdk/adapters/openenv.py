@@ -18,8 +18,11 @@
   must still be the prompt), steps once with the completion as the action and scores the remote's
   reward. The completion fills the action's only field (``action_field=`` names one when there are
   several); a field that is not a string takes the completion parsed as JSON.
-- **episodes**: ``env.episode(task)`` drives a multi-turn remote episode turn by turn; ``env.session(task)``
-  is verihub's one-step session that eval and the trainer use, graded through the remote.
+- **multi-turn**: ``max_turns=N`` (N > 1) loads the remote as a multi-turn environment: ``env.session(task)``
+  (what ``verihub eval`` drives) plays its episode through one tool whose arguments are the remote's action
+  (:mod:`verihub.adapters._openenv_session`); its end's reward is the grade, at most N turns. Without it a
+  task is one step, graded by the verifier. ``env.episode(task)`` drives an episode by hand, a turn's text
+  as the action.
 
 The remote is untrusted (TRUST.md): every reply is bounded (``max_reply_bytes``, default 1 MiB), every
 request has a deadline (``timeout_s``, default 30), and anything but a finite reward inside
@@ -41,7 +44,7 @@ import threading
 import time
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, quote
 
 from pydantic import Field
@@ -58,6 +61,9 @@ from verihub.adapters._openenv_wire import (
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment import Environment
 from verihub.errors import SpecError, SpecProblem, VerihubError
+
+if TYPE_CHECKING:
+    from verihub.session import Session
 
 __all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "TaskSession", "base_url", "load_openenv",
            "openenv_spec", "remote_step", "tasks"]
@@ -170,9 +176,20 @@ class Remote(CheckParams):
     timeout_s: float = Field(30.0, gt=0, le=600)
     max_reply_bytes: int = Field(MAX_REPLY_BYTES, ge=1024, le=64 << 20)
     reward_range: tuple[float, float] = (0.0, 1.0)
+    action_schema: dict[str, Any] = Field(default_factory=dict, description="The action's JSON schema (/schema).")
 
     def columns(self) -> set[str]:
         return {"reset", "prompt"}
+
+    def tool_parameters(self) -> dict[str, Any]:
+        """The action's schema as a tool's parameters: its fields but ``metadata`` (OpenEnv's own)."""
+        schema = self.action_schema
+        fields = {name: value for name, value in (schema.get("properties") or {}).items() if name != "metadata"}
+        required = [name for name in schema.get("required") or [] if name in fields]
+        parameters = {"type": "object", "properties": fields, "required": required}
+        if "$defs" in schema:
+            parameters["$defs"] = schema["$defs"]
+        return parameters
 
     def session(self) -> RemoteSession:
         return RemoteSession(self.url, timeout_s=self.timeout_s, max_reply_bytes=self.max_reply_bytes,
@@ -267,7 +284,7 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
             return CheckResult(0.0, f"the remote refused the action: {error}"[:300])
     if reward is None and not done:
         raise RemoteEnvError(f"{params.url}: the episode goes on after the answer, with no reward yet (a multi-turn "
-                             "environment: drive it turn by turn with env.episode(task))")
+                             "environment: load it with max_turns=N, or drive it turn by turn with env.episode(task))")
     if reward is None:
         raise RemoteEnvError(f"{params.url} gave no reward for the step")
     return CheckResult(reward, "" if reward >= 1.0 else f"remote reward {reward:g}")
@@ -304,11 +321,15 @@ def _task_splits(url: str, timeout_s: float, limit: int) -> tuple[list[tuple[str
     return splits, evaluate
 
 
-def _action_field(url: str, schema: Any, wanted: str | None) -> tuple[str, Literal["text", "json"]]:
+def _action_schema(url: str, schema: Any) -> dict[str, Any]:
     action = schema.get("action") if isinstance(schema, dict) else None
-    properties = action.get("properties") if isinstance(action, dict) else None
-    if not isinstance(properties, dict):
+    if not isinstance(action, dict) or not isinstance(action.get("properties"), dict):
         raise RemoteEnvError(f"{url}/schema holds no action schema with properties")
+    return action
+
+
+def _action_field(url: str, action: dict[str, Any], wanted: str | None) -> tuple[str, Literal["text", "json"]]:
+    properties = action["properties"]
     fields = {name: value for name, value in properties.items() if name != "metadata" and isinstance(value, dict)}
     if wanted is None:
         listed = action.get("required")
@@ -325,7 +346,7 @@ def _action_field(url: str, schema: Any, wanted: str | None) -> tuple[str, Liter
     return wanted, "text" if fields[wanted].get("type") == "string" else "json"
 
 
-OPTIONS = ("size", "seed", "action_field", "timeout_s", "max_reply_bytes", "reward_range")
+OPTIONS = ("size", "seed", "action_field", "timeout_s", "max_reply_bytes", "reward_range", "max_turns")
 
 
 def openenv_spec(ref: str, **given: Any) -> tuple[Any, Remote]:
@@ -340,7 +361,8 @@ def openenv_spec(ref: str, **given: Any) -> tuple[Any, Remote]:
 
 def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = None, action_field: str | None = None,
           timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
-          reward_range: tuple[float, float] | list[float] = (0.0, 1.0)) -> tuple[Any, Remote]:
+          reward_range: tuple[float, float] | list[float] = (0.0, 1.0),
+          max_turns: int = 1) -> tuple[Any, Remote]:
     from verihub._yaml import LineMap
     from verihub.spec import EnvSpec
     from verihub.spec_loader import LoadedSpec
@@ -360,13 +382,16 @@ def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = Non
         "timeout_s": (number(timeout_s) and 0 < timeout_s <= 600, "must be a number of seconds in (0, 600]", timeout_s),
         "max_reply_bytes": (number(max_reply_bytes, True) and 1024 <= max_reply_bytes <= 64 << 20,
                             f"must be an integer in [1024, {64 << 20}]", max_reply_bytes),
+        "max_turns": (number(max_turns, True) and 1 <= max_turns <= 1000,
+                      "must be an integer in [1, 1000] (the model's turns in an episode; 1: single-turn)", max_turns),
     }
     problems = [SpecProblem(ref, None, name, f"{rule}, got {value!r}")
                 for name, (ok, rule, value) in rules.items() if not ok]
     if problems:
         raise SpecError(problems)
     limit = min(max_reply_bytes, MAX_REPLY_BYTES)
-    field, kind = _action_field(url, fetch(url, "/schema", timeout_s, limit), action_field)
+    action = _action_schema(url, fetch(url, "/schema", timeout_s, limit))
+    field, kind = _action_field(url, action, action_field)
     metadata = fetch(url, "/metadata", timeout_s, limit) or {}
     catalog = _task_splits(url, timeout_s, limit)
     name = str(metadata.get("name") or "remote") if isinstance(metadata, dict) else "remote"
@@ -374,7 +399,7 @@ def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = Non
     version = str(metadata.get("version") or "") if isinstance(metadata, dict) else ""
     version = version if re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", version) else "0.0.0"
     remote = {"url": url, "action_field": field, "action_kind": kind, "timeout_s": timeout_s,
-              "max_reply_bytes": max_reply_bytes, "reward_range": list(reward_range)}
+              "max_reply_bytes": max_reply_bytes, "reward_range": list(reward_range), "action_schema": action}
     spec = EnvSpec.model_validate({
         "id": "openenv-" + slug,
         "version": version,  # what the remote says; verihub cannot pin what it serves
@@ -386,6 +411,7 @@ def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = Non
                     "split": SPLIT if catalog is None else {_ALL: 1.0}},
         "eval": {} if catalog is None else {"split": catalog[1]},
         "prompt": {"user": "{prompt}"},
+        "interaction": {"kind": "multi_turn", "max_turns": max_turns} if max_turns > 1 else {},
         "verifier": [{"name": "remote", "layer": "check", "use": f"{__name__}:remote_step", "args": remote,
                       "timeout_s": 3 * timeout_s + 5}],
         "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a remote ships no oracle answers
@@ -397,7 +423,8 @@ def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = Non
 class OpenEnvEnvironment(Environment):
     """An :class:`~verihub.Environment` whose tasks and rewards come from an OpenEnv server.
 
-    Besides grading, :meth:`session` runs a task's episode turn by turn (multi-turn remotes)."""
+    Loaded with ``max_turns`` > 1, :meth:`session` plays a task's remote episode turn by turn through a
+    tool (what ``verihub eval`` drives); :meth:`episode` drives one by hand."""
 
     def __init__(self, loaded: Any, remote: Remote, **options: Any) -> None:
         super().__init__(loaded, **options)
@@ -407,6 +434,15 @@ class OpenEnvEnvironment(Environment):
             names = list(dict.fromkeys(rows["remote_split"]))
             column = rows["remote_split"]
             self._splits = {name: rows.select([i for i, split in enumerate(column) if split == name]) for name in names}
+
+    def session(self, task: Mapping[str, Any], *, sandbox: Any = None) -> Session:
+        """A multi-turn remote's episode as a :class:`~verihub.session.Session` (its tool calls are the
+        remote's steps); a single-turn remote's, the one-step session graded by the verifier."""
+        if self.spec.interaction.kind != "multi_turn":
+            return super().session(task, sandbox=sandbox)
+        from verihub.adapters._openenv_session import OpenEnvSession
+
+        return OpenEnvSession(self, task)
 
     def episode(self, task: Mapping[str, Any]) -> TaskSession:
         """The task's remote episode, turn by turn, for a multi-turn remote."""

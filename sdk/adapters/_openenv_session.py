@@ -1,0 +1,158 @@
+"""A multi-turn OpenEnv remote's episode as a :class:`verihub.session.Session`, which ``verihub eval``'s
+tool loop (:mod:`verihub.rollout`) drives like a local tool environment's.
+
+The model gets one tool, :data:`TOOL`, whose parameters are the remote's action schema: each call is one
+``step`` of the remote episode and its observation comes back as the tool's output. A turn without a tool
+call is an action too, its text filling the action's field (as single-turn grading does), and the
+observation comes back as the next user message. The remote's ``done`` ends the session and its reward
+is the grade; a turn the model spends on an action the remote refuses gets the refusal back (the remote
+keeps its episode), and turns past ``max_turns`` without an end score 0. A remote that fails (unreachable,
+slow, a broken frame, an error, an end without a reward) ends the session as a fault: reward None,
+``env_error``, never 0.
+
+The connection is made at the first step, on the event loop that steps: :meth:`reset` is local (the
+prompt is the task's). Use one style per session: ``astep`` on one loop, or the sync ``step``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import TYPE_CHECKING, Any
+
+from verihub.adapters._openenv_wire import ActionRefusedError, RemoteEnvError, RemoteSession
+from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
+from verihub.session import Action, Message, Session, StepResult, _Call
+
+if TYPE_CHECKING:
+    from verihub.adapters.openenv import OpenEnvEnvironment
+
+__all__ = ["TOOL", "OpenEnvSession", "action_tool"]
+
+TOOL = "act"
+_CLOSING: set[asyncio.Task[None]] = set()  # connections closed in the background (close() from a running loop)
+
+
+def action_tool(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool schema (OpenAI form) whose arguments are the remote's action."""
+    return {"type": "function", "function": {
+        "name": TOOL, "parameters": dict(parameters),
+        "description": "Take your turn in the environment: the arguments are your action; the reply is what "
+                       "the environment shows you next. The episode ends when the environment says so."}}
+
+
+class OpenEnvSession(Session):
+    """One task's episode on a multi-turn OpenEnv remote (see the module docstring)."""
+
+    env: OpenEnvEnvironment
+
+    def __init__(self, env: OpenEnvEnvironment, task: Mapping[str, Any]) -> None:
+        self._connection: RemoteSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the sync methods' loop, made on first use
+        super().__init__(env, task)
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return [action_tool(self.env.remote.tool_parameters())]
+
+    async def astep(self, action: Action) -> StepResult:
+        calls = self._begin(action)
+        outputs: list[Message] = []
+        try:
+            if self._connection is None:
+                from verihub.adapters.openenv import pose
+
+                self._connection = await pose(self.env.remote, self.task)
+            if calls:
+                for call in calls:
+                    outputs.append(self._tool_message(call, await self._call(call)))
+            else:
+                outputs.append({"role": "user", "content": await self._act(self.messages[-1]["content"])})
+        except RemoteEnvError as error:
+            self._end(fault=str(error))
+        if not self.done and self.turns >= self.max_turns:
+            self._end(grade=self._graded(0.0, f"the remote episode did not end within {self.max_turns} turns"))
+        if self.done:
+            await self._disconnect()
+        return self._result(outputs)
+
+    async def _call(self, call: _Call) -> str:
+        """One tool call: a step of the remote episode; its observation, or what is wrong with the call."""
+        if self.done:
+            return "error: the episode is over; this call did not run"
+        if refusal := self._refusal(call):
+            return refusal
+        if call.name != TOOL:
+            return f"error: no tool named {call.name!r}; tools: {TOOL}"
+        if call.arguments is None:
+            return "error: the arguments must be a JSON object (the action)"
+        return await self._step(call.arguments)
+
+    async def _act(self, text: str) -> str:
+        """A turn without a tool call: its text as the action."""
+        try:
+            action = self.env.remote.action(text)
+        except ValueError as error:
+            return f"error: {error}; call {TOOL} with the action as its arguments"
+        return await self._step(action)
+
+    async def _step(self, action: dict[str, Any]) -> str:
+        from verihub.adapters.openenv import prompt_text
+
+        try:
+            observation, reward, done = await self._connection.step(action)  # type: ignore[union-attr]
+        except ActionRefusedError as error:  # the server refused this action; its episode goes on
+            return f"error: the environment refused the action: {error}"[:500]
+        text = prompt_text(observation)
+        if done:
+            if reward is None:
+                raise RemoteEnvError(f"{self.env.remote.url}: the episode ended without a reward")
+            self._end(grade=self._graded(reward, "" if reward >= 1.0 else f"remote reward {reward:g}"))
+        return text
+
+    def _graded(self, reward: float, detail: str) -> Grade:
+        """The remote's reward as a grade by the environment's one layer (its weight and pass score)."""
+        layer = self.env.verifier.layers[0].spec
+        passed = reward >= layer.pass_score
+        result = LayerResult(layer.name, str(layer.layer), LayerStatus.PASSED if passed else LayerStatus.FAILED,
+                             reward, layer.weight, 0.0, detail)
+        return Grade(GradeStatus.OK if passed else GradeStatus.WRONG, layer.weight * reward, (result,), "")
+
+    # -- the connection ---------------------------------------------------------------------------------
+
+    async def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+    def close(self) -> None:
+        """End the episode; the remote's connection is closed (in the background when called on the loop
+        that holds it, which a close cannot block)."""
+        if self._connection is not None:
+            if self._loop is not None:
+                self._sync(self._disconnect())
+            else:
+                try:
+                    closing = asyncio.get_running_loop().create_task(self._disconnect())
+                except RuntimeError:  # no loop runs here: the connection's loop is gone with it
+                    self._connection = None
+                else:
+                    _CLOSING.add(closing)
+                    closing.add_done_callback(_CLOSING.discard)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+        super().close()
+
+    # -- sync -------------------------------------------------------------------------------------------
+
+    def step(self, action: Action) -> StepResult:
+        return self._sync(self.astep(action))
+
+    def _sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coroutine`` on the session's own loop (its connection belongs to one loop)."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="verihub-openenv-session", daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
