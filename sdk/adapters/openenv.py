@@ -121,10 +121,13 @@ def serve_installed(ref: str) -> str:
         import uvicorn
 
         from verihub._listen import tcp_listener
+        from verihub._serve_gate import Gate
 
         listener = tcp_listener("127.0.0.1", 0)
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        # behind verihub serve's guard for a server without a token: a web page the user visits cannot
+        # drive it (no DNS-rebound Host, no foreign Origin); this process's client sends neither
+        server = uvicorn.Server(uvicorn.Config(Gate(app, token=None), log_level="warning"))
         threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name=f"openenv:{ref}", daemon=True).start()
         deadline = time.monotonic() + 30
         while not server.started:
