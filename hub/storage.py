@@ -41,6 +41,7 @@ _AUTHOR = {"GIT_AUTHOR_NAME": "verihub", "GIT_AUTHOR_EMAIL": "hub@verihub.invali
            "GIT_COMMITTER_NAME": "verihub", "GIT_COMMITTER_EMAIL": "hub@verihub.invalid"}
 _SETTINGS = "verihub.json"  # inside the bare repository: {"private": bool}
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
+_COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
 _REF_NAME = re.compile(r"^[A-Za-z0-9._+-]+(?:/[A-Za-z0-9._+-]+)*$")
 
 
@@ -179,20 +180,21 @@ class HubStorage:
         _check_ref_name(tag, "tag")
         with self._locked(repo):
             sha = self.resolve(repo, revision)
-            existing = self._ref(path, f"refs/tags/{tag}")
+            refs = self.refs(repo)  # every ref in one git call: the tag, a branch of its name, same-version tags
+            existing = refs["tags"].get(tag)
             if existing == sha:
                 return False
             if existing is not None:
                 raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move",
                                      commit=existing)
-            if self._ref(path, f"refs/heads/{tag}") is not None:
+            if tag in refs["branches"]:
                 raise RefExistsError(f"{repo}: {tag!r} is a branch; a tag may not take a branch's name")
             if is_release_like(tag):
                 version = release_version(tag)
                 if version is None:
                     raise InvalidRefNameError(f"release tag {tag!r}: write the version normalized, as "
                                               f"v{_normalized(tag[1:])}")
-                same = [other for other in self.refs(repo)["tags"] if _same_version(other, version)]
+                same = [other for other in refs["tags"] if _same_version(other, version)]
                 if same:
                     raise TagExistsError(f"{repo}: version {version} is already tagged {same[0]!r}")
             _git(path, "update-ref", f"refs/tags/{tag}", sha, "0" * 40)
@@ -240,6 +242,11 @@ class HubStorage:
         """The commit id of a tag, a branch or an (abbreviated) hex commit id, in that order: a tag never
         moves, so nothing can shadow it."""
         path = self._path(repo, self._require(repo))
+        if _COMMIT_ID.match(revision):  # a full commit id, which no ref name may be: one git call, not two
+            result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+                                    cwd=path, capture_output=True, text=True)
+            if result.returncode == 0:
+                return result.stdout.strip()
         candidates = [f"refs/tags/{revision}", f"refs/heads/{revision}"] if _REF_NAME.match(revision) else []
         if candidates:  # both refs in one git call (a ref name has no glob characters: patterns match exactly)
             found: dict[str, tuple[str, str]] = {}
@@ -370,10 +377,10 @@ def _check_layout(paths: set[str]) -> None:
 
 def _check_ref_name(name: str, what: str) -> None:
     parts = name.split("/")
-    if (not _REF_NAME.match(name) or len(name) > 200 or ".." in name or name == "HEAD"
+    if (not _REF_NAME.match(name) or len(name) > 200 or ".." in name or name == "HEAD" or _COMMIT_ID.match(name)
             or any(part.startswith(".") or part.endswith((".lock", ".")) for part in parts)):
         raise InvalidRefNameError(f"{what} name {name[:200]!r}: use letters, digits and . _ + - / (no '..', no part "
-                                  "starting with '.' or ending in '.lock')")
+                                  "starting with '.' or ending in '.lock', not a 40-hex commit id)")
 
 
 def _normalized(version: str) -> str:

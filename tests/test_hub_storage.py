@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from verihub.hub.errors import InvalidRefNameError
 from verihub.hub.ids import RepoId
 from verihub.hub.storage import HubStorage, RepoExistsError, RepoNotFoundError, RevisionNotFoundError, TagExistsError
 
@@ -107,3 +108,16 @@ def test_revisions_resolve_tags_first_in_one_lookup(storage: HubStorage, tmp_pat
     for missing in ("v9", "refs/heads/main", "0" * 40, "sha*", "main^", "-h"):
         with pytest.raises(RevisionNotFoundError):
             storage.resolve(REPO, missing)
+
+
+def test_no_ref_may_take_a_commit_id_for_a_name(storage: HubStorage) -> None:
+    """A full commit id resolves to that commit in one git call: so no tag or branch may be named like one
+    (it would be a ref that the commit id shadows)."""
+    first = storage.commit(REPO, {"a": b"1"}, "one")
+    second = storage.commit(REPO, {"a": b"2"}, "two")
+    with pytest.raises(InvalidRefNameError, match="40-hex commit id"):
+        storage.tag(REPO, first, second)
+    with pytest.raises(InvalidRefNameError, match="40-hex commit id"):
+        storage.create_branch(REPO, second, first)
+    assert storage.refs(REPO) == {"branches": {"main": second}, "tags": {}}
+    assert storage.resolve(REPO, first) == first and storage.tag(REPO, "v1.0.0", first)
