@@ -239,14 +239,20 @@ class HubStorage:
         return int(out.strip()) if out.strip() else None
 
     def resolve(self, repo: RepoId, revision: str = "main") -> str:
-        """The commit id of a tag, a branch or an (abbreviated) hex commit id, in that order: a tag never
-        moves, so nothing can shadow it."""
+        """The commit id of a full commit id, a tag, a branch or an abbreviated hex commit id, in that order:
+        no ref may be named like a full commit id, and a tag never moves, so nothing can shadow a tag."""
         path = self._path(repo, self._require(repo))
-        if _COMMIT_ID.match(revision):  # a full commit id, which no ref name may be: one git call, not two
+        if _COMMIT_ID.match(revision):  # a full commit id, which no ref name may be: checked once per repository
+            seen = _seen_commits(path)
+            if revision in seen:
+                return revision
             result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
                                     cwd=path, capture_output=True, text=True)
             if result.returncode == 0:
-                return result.stdout.strip()
+                commit = result.stdout.strip()
+                if commit == revision:  # (an annotated tag's object id peels to another: not remembered)
+                    seen.add(commit)
+                return commit
         candidates = [f"refs/tags/{revision}", f"refs/heads/{revision}"] if _REF_NAME.match(revision) else []
         if candidates:  # both refs in one git call (a ref name has no glob characters: patterns match exactly)
             found: dict[str, tuple[str, str]] = {}
@@ -355,6 +361,24 @@ class HubStorage:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# Commit ids known to be commits of a repository directory: a commit is never removed from one, and a
+# deleted (or recreated) repository is another directory (device, inode and change time), so an entry never
+# goes stale. It saves a git process on nearly every request that names a commit.
+_SEEN_COMMITS: dict[tuple[int, int, int], set[str]] = {}
+_SEEN_LIMIT = 4096  # directories remembered; past it the memory starts over
+
+
+def _seen_commits(path: Path) -> set[str]:
+    status = path.stat()
+    key = (status.st_dev, status.st_ino, status.st_ctime_ns)
+    seen = _SEEN_COMMITS.get(key)
+    if seen is None:
+        if len(_SEEN_COMMITS) >= _SEEN_LIMIT:
+            _SEEN_COMMITS.clear()
+        seen = _SEEN_COMMITS[key] = set()
+    return seen
 
 
 def _check_path(name: str) -> None:

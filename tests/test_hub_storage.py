@@ -121,3 +121,25 @@ def test_no_ref_may_take_a_commit_id_for_a_name(storage: HubStorage) -> None:
         storage.create_branch(REPO, second, first)
     assert storage.refs(REPO) == {"branches": {"main": second}, "tags": {}}
     assert storage.resolve(REPO, first) == first and storage.tag(REPO, "v1.0.0", first)
+
+
+def test_a_commit_id_of_a_deleted_repository_does_not_resolve_in_its_successor(storage: HubStorage) -> None:
+    """Commit ids are remembered per repository directory once checked: a repository deleted and made again
+    under its name is another directory, where the old commits do not resolve."""
+    import subprocess
+
+    old = storage.commit(REPO, {"a": b"1"}, "one")
+    assert storage.resolve(REPO, old) == old and storage.resolve(REPO, old) == old
+    git = storage.root / "repos" / "env" / REPO.owner / f"{REPO.name}.git"
+    env = {"GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "tag", "-a", "-m", "annotated", "v0.9.0", old], cwd=git, check=True, env=env)
+    tag_object = subprocess.run(["git", "rev-parse", "refs/tags/v0.9.0"], cwd=git, check=True, capture_output=True,
+                                text=True).stdout.strip()
+    assert tag_object != old and storage.resolve(REPO, tag_object) == old == storage.resolve(REPO, tag_object)
+    storage.delete_repo(REPO)
+    storage.create_repo(REPO)
+    for gone in (old, tag_object):
+        with pytest.raises(RevisionNotFoundError):
+            storage.resolve(REPO, gone)
+    new = storage.commit(REPO, {"b": b"2"}, "two")
+    assert storage.resolve(REPO, new) == new and storage.files(REPO, new)[0].path == "b"
