@@ -170,6 +170,7 @@ class HubStorage:
             sha = _git(path, *command, env={**env, **_AUTHOR}).strip()
             # compare-and-swap: fails if the branch moved under us (it cannot, under the lock)
             _git(path, "update-ref", f"refs/heads/{branch}", sha, head or "0" * 40)
+            _seen_commits(path).add(sha)
             return sha
 
     def tag(self, repo: RepoId, tag: str, revision: str = "main") -> bool:
@@ -262,6 +263,7 @@ class HubStorage:
                 found[name] = kind, sha
             for ref in candidates:
                 if ref in found and found[ref][0] == "commit":
+                    _seen_commits(path).add(found[ref][1])
                     return found[ref][1]
                 if ref in found:  # an annotated tag: peeled by rev-parse below
                     break
@@ -337,15 +339,22 @@ class HubStorage:
 
     @staticmethod
     def _entries(path: Path, sha: str) -> list[FileEntry]:
-        out = _git(path, "ls-tree", "-r", "-l", "-z", sha)
-        entries = []
-        for record in out.split("\0"):
-            if record:
-                meta, name = record.split("\t", 1)
-                _, kind, blob, size = meta.split()
-                if kind == "blob":
-                    entries.append(FileEntry(name, int(size), blob))
-        return entries
+        """The files of the commit ``sha`` (a commit's files never change: listed once per repository)."""
+        key = (_directory_key(path), sha)
+        entries = _LISTINGS.get(key)
+        if entries is None:
+            out = _git(path, "ls-tree", "-r", "-l", "-z", sha)
+            found = []
+            for record in out.split("\0"):
+                if record:
+                    meta, name = record.split("\t", 1)
+                    _, kind, blob, size = meta.split()
+                    if kind == "blob":
+                        found.append(FileEntry(name, int(size), blob))
+            if len(_LISTINGS) >= _LISTINGS_LIMIT:
+                _LISTINGS.clear()  # (request threads share it: no eviction order to keep consistent)
+            entries = _LISTINGS[key] = tuple(found)
+        return list(entries)
 
     @staticmethod
     def _ref(path: Path, ref: str) -> str | None:
@@ -363,16 +372,24 @@ class HubStorage:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-# Commit ids known to be commits of a repository directory: a commit is never removed from one, and a
-# deleted (or recreated) repository is another directory (device, inode and change time), so an entry never
-# goes stale. It saves a git process on nearly every request that names a commit.
-_SEEN_COMMITS: dict[tuple[int, int, int], set[str]] = {}
+# What is known of a repository directory's commits: which ids are commits, and each listed commit's files.
+# A commit never changes and is never removed from a repository, and a deleted (or recreated) repository is
+# another directory (device, inode and change time), so an entry never goes stale. It saves git processes
+# on nearly every request that names a commit.
+_DirectoryKey = tuple[int, int, int]
+_SEEN_COMMITS: dict[_DirectoryKey, set[str]] = {}
 _SEEN_LIMIT = 4096  # directories remembered; past it the memory starts over
+_LISTINGS: dict[tuple[_DirectoryKey, str], tuple[FileEntry, ...]] = {}
+_LISTINGS_LIMIT = 256  # commits' file lists kept; past it the memory starts over
+
+
+def _directory_key(path: Path) -> _DirectoryKey:
+    status = path.stat()
+    return status.st_dev, status.st_ino, status.st_ctime_ns
 
 
 def _seen_commits(path: Path) -> set[str]:
-    status = path.stat()
-    key = (status.st_dev, status.st_ino, status.st_ctime_ns)
+    key = _directory_key(path)
     seen = _SEEN_COMMITS.get(key)
     if seen is None:
         if len(_SEEN_COMMITS) >= _SEEN_LIMIT:

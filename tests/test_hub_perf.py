@@ -195,4 +195,4 @@ def test_a_push_through_the_server_reads_the_refs_once_and_runs_few_git_processe
     assert result.created and result.version == "0.1.1"
     assert refs_reads == ["alice/counted"]
     processes = calls.read_text().split()
-    assert len(processes) <= 30, processes
+    assert len(processes) <= 26, processes
