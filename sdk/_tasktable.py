@@ -2,9 +2,9 @@
 
 A generator's rows and a JSON Lines file's rows are kept as Python dicts when Arrow would store them as
 they are: every row has the same keys, and each column holds one scalar type (``str``, ``int`` within
-int64, ``bool``; ``float`` from a generator) or None. Any other shape (nested values, mixed types,
-strings Arrow reads as timestamps, ...) returns None and the caller loads through `datasets`, whose
-reading then decides. The `datasets.Dataset` form of a table is built from these very rows when asked
+int64, ``bool``; ``float`` from a generator) or None, and the source is of modest size. Any other shape
+(nested values, mixed types, strings Arrow reads as timestamps, ...) returns None and the caller loads
+through `datasets`, whose reading then decides. The `datasets.Dataset` form of a table is built from these very rows when asked
 for (:meth:`TaskTable.dataset`), so what validation grades and what a trainer gets cannot differ.
 """
 
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 __all__ = ["TaskTable", "plain_rows", "read_jsonl"]
 
 _INT64 = range(-(1 << 63), 1 << 63)
+# Past these the rows go to `datasets` anyway: its Arrow reader is faster on big files, and its tables are
+# memory-mapped where Python dicts would be held in memory.
+MAX_PLAIN_ROWS = 100_000
+MAX_PLAIN_BYTES = 32 << 20
 # pyarrow's JSON reader turns a string like "2020-01-01 10:00:00" into a timestamp; leave any string that
 # starts like a date to it.
 _DATE_LIKE = re.compile(r"\s*[+-]?\d{4,}-\d\d-\d\d")
@@ -106,7 +110,7 @@ def plain_rows(rows: Sequence[Mapping[str, Any]], *, parsed_json: bool = False) 
     """``rows`` as dicts with their keys in the first row's order, if Arrow keeps every value as it is;
     else None. ``parsed_json`` for rows parsed from JSON text, which pyarrow's reader would read instead:
     it parses floats its own way and reads some strings as timestamps, so rows with either are left to it."""
-    if not rows:
+    if not rows or len(rows) > MAX_PLAIN_ROWS:
         return None
     keys = list(rows[0])
     if not all(type(key) is str for key in keys):
@@ -138,6 +142,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]] | None:
     """A JSON Lines file's rows, or None where `datasets` (pyarrow's reader) might read it differently
     or refuse it (then it is the one to read it, and to name what is wrong)."""
     try:
+        if path.stat().st_size > MAX_PLAIN_BYTES:
+            return None
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None

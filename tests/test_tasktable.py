@@ -82,3 +82,18 @@ def test_a_task_edited_by_its_reader_stays_as_published(make_env: MakeEnv) -> No
     next(iter(env.tasks("train")))["answer"] = "forged"
     assert env.tasks("train")[0]["answer"] != "forged" and env.dataset("train")[0]["answer"] != "forged"
     assert json.dumps(env.tasks("train")[0])  # a plain dict: serializable as it is
+
+
+def test_a_big_source_is_left_to_datasets(make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past a size Python rows would cost more memory and time than Arrow's memory-mapped tables."""
+    import verihub._tasktable as tasktable
+
+    monkeypatch.setattr(tasktable, "MAX_PLAIN_BYTES", 200)
+    env = verihub.load_env(make_env(rows=ROWS))
+    assert not isinstance(env.tasks("train"), tasktable.TaskTable)
+    assert list(env.tasks("train")) == list(env.dataset("train"))
+    monkeypatch.setattr(tasktable, "MAX_PLAIN_BYTES", 1 << 20)
+    monkeypatch.setattr(tasktable, "MAX_PLAIN_ROWS", 5)
+    assert not isinstance(verihub.load_env(make_env(rows=ROWS, name="rows")).tasks("train"), tasktable.TaskTable)
+    monkeypatch.setattr(tasktable, "MAX_PLAIN_ROWS", 100)
+    assert isinstance(verihub.load_env(make_env(rows=ROWS, name="small")).tasks("train"), tasktable.TaskTable)
