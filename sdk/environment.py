@@ -90,7 +90,7 @@ class Environment:
 
     def tasks(self, split: str = "train") -> Sequence[Mapping[str, Any]]:
         """The tasks of one split, the rows :meth:`dataset` holds, without importing `datasets` where the
-        source allows (a generator or a flat JSON Lines file): what validation and digests read."""
+        source allows (a generator or a flat JSON Lines file): what validation and the red-team suite read."""
         try:
             return self._splits[split]
         except KeyError:
