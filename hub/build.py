@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -12,7 +13,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as PackagingRequirement
@@ -21,6 +22,9 @@ from packaging.version import InvalidVersion, Version
 
 from verihub.errors import VerihubError
 from verihub.hub.ids import RepoId
+
+if TYPE_CHECKING:
+    from verihub.spec_loader import LoadedSpec
 
 __all__ = ["Built", "PackageSource", "Prepared", "bump_version", "dist_name", "prepare"]
 
@@ -84,12 +88,17 @@ class PackageSource:
             raise VerihubError(f"{self.root}: neither an environment (environment.yaml) nor a verifier package "
                                "(entry points in [project.entry-points.\"verihub.checks\"])")
 
+    @functools.cached_property
+    def spec(self) -> LoadedSpec:
+        """The environment's spec (an environment package only), read once."""
+        from verihub.spec_loader import load_spec
+
+        return load_spec(self.root)
+
     @property
     def version(self) -> str:
         if self.kind == "env":
-            from verihub.spec_loader import load_spec
-
-            spec_version = load_spec(self.root).spec.version
+            spec_version = self.spec.spec.version
             if spec_version != self.project_version:
                 raise VerihubError(f"{self.root}: environment.yaml says version {spec_version} but pyproject.toml "
                                    f"says {self.project_version!r}; make them equal")
@@ -227,9 +236,7 @@ def prepare(path: str | Path, owner: str, *, bump: Bump | None = None, validate:
         bump_version(Path(path), bump)
     source = PackageSource(path)
     if source.kind == "env":
-        from verihub.spec_loader import load_spec
-
-        name = load_spec(source.root).spec.id
+        name = source.spec.spec.id
     else:
         name = str((source.pyproject.get("project") or {}).get("name", source.root.name))
     repo = RepoId.parse(f"{owner}/{name}")

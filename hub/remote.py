@@ -36,6 +36,7 @@ class RemoteHub(Hub):
         self.url = url.rstrip("/")
         self.token = token
         self.api = HfApi(endpoint=self.url, token=token or False)
+        self._refs_read: tuple[RepoId, Any] | None = None
 
     @property
     def index_url(self) -> str:
@@ -78,8 +79,9 @@ class RemoteHub(Hub):
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
 
     def _tag_target(self, repo: RepoId, tag: str) -> str | None:
-        tags = {ref.name: ref.target_commit for ref in self._call(self.api.list_repo_refs, str(repo)).tags}
-        return tags.get(tag)
+        refs = self._call(self.api.list_repo_refs, str(repo))
+        self._refs_read = (repo, refs)  # the next upload's first attempt starts from this branch head
+        return {ref.name: ref.target_commit for ref in refs.tags}.get(tag)
 
     def _contents(self, repo: RepoId, commit: str) -> dict[str, str]:
         tree = self._call(lambda: list(self.api.list_repo_tree(str(repo), revision=commit, recursive=True)))
@@ -91,9 +93,13 @@ class RemoteHub(Hub):
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
         error: HubError | None = None
+        read, self._refs_read = self._refs_read, None
         for _ in range(COMMIT_ATTEMPTS):
-            branches = {ref.name: ref.target_commit for ref in self._call(self.api.list_repo_refs, str(repo)).branches}
-            head = branches.get("main")
+            # The refs the push just read, if any: a head that moved since makes the commit conflict and the
+            # next attempt read them again.
+            refs = read[1] if read is not None and read[0] == repo else self._call(self.api.list_repo_refs, str(repo))
+            read = None
+            head = {ref.name: ref.target_commit for ref in refs.branches}.get("main")
             current = set(self._contents(repo, head)) if head else set()
             operations: list[Any] = [CommitOperationDelete(path) for path in sorted(current - set(files))]
             operations += [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]

@@ -41,6 +41,7 @@ _AUTHOR = {"GIT_AUTHOR_NAME": "verihub", "GIT_AUTHOR_EMAIL": "hub@verihub.invali
            "GIT_COMMITTER_NAME": "verihub", "GIT_COMMITTER_EMAIL": "hub@verihub.invalid"}
 _SETTINGS = "verihub.json"  # inside the bare repository: {"private": bool}
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
+_COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
 _REF_NAME = re.compile(r"^[A-Za-z0-9._+-]+(?:/[A-Za-z0-9._+-]+)*$")
 
 
@@ -169,6 +170,7 @@ class HubStorage:
             sha = _git(path, *command, env={**env, **_AUTHOR}).strip()
             # compare-and-swap: fails if the branch moved under us (it cannot, under the lock)
             _git(path, "update-ref", f"refs/heads/{branch}", sha, head or "0" * 40)
+            _seen_commits(path).add(sha)
             return sha
 
     def tag(self, repo: RepoId, tag: str, revision: str = "main") -> bool:
@@ -179,20 +181,21 @@ class HubStorage:
         _check_ref_name(tag, "tag")
         with self._locked(repo):
             sha = self.resolve(repo, revision)
-            existing = self._ref(path, f"refs/tags/{tag}")
+            refs = self.refs(repo)  # every ref in one git call: the tag, a branch of its name, same-version tags
+            existing = refs["tags"].get(tag)
             if existing == sha:
                 return False
             if existing is not None:
                 raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move",
                                      commit=existing)
-            if self._ref(path, f"refs/heads/{tag}") is not None:
+            if tag in refs["branches"]:
                 raise RefExistsError(f"{repo}: {tag!r} is a branch; a tag may not take a branch's name")
             if is_release_like(tag):
                 version = release_version(tag)
                 if version is None:
                     raise InvalidRefNameError(f"release tag {tag!r}: write the version normalized, as "
                                               f"v{_normalized(tag[1:])}")
-                same = [other for other in self.refs(repo)["tags"] if _same_version(other, version)]
+                same = [other for other in refs["tags"] if _same_version(other, version)]
                 if same:
                     raise TagExistsError(f"{repo}: version {version} is already tagged {same[0]!r}")
             _git(path, "update-ref", f"refs/tags/{tag}", sha, "0" * 40)
@@ -237,9 +240,20 @@ class HubStorage:
         return int(out.strip()) if out.strip() else None
 
     def resolve(self, repo: RepoId, revision: str = "main") -> str:
-        """The commit id of a tag, a branch or an (abbreviated) hex commit id, in that order: a tag never
-        moves, so nothing can shadow it."""
+        """The commit id of a full commit id, a tag, a branch or an abbreviated hex commit id, in that order:
+        no ref may be named like a full commit id, and a tag never moves, so nothing can shadow a tag."""
         path = self._path(repo, self._require(repo))
+        if _COMMIT_ID.match(revision):  # a full commit id, which no ref name may be: checked once per repository
+            seen = _seen_commits(path)
+            if revision in seen:
+                return revision
+            result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+                                    cwd=path, capture_output=True, text=True)
+            if result.returncode == 0:
+                commit = result.stdout.strip()
+                if commit == revision:  # (an annotated tag's object id peels to another: not remembered)
+                    seen.add(commit)
+                return commit
         candidates = [f"refs/tags/{revision}", f"refs/heads/{revision}"] if _REF_NAME.match(revision) else []
         if candidates:  # both refs in one git call (a ref name has no glob characters: patterns match exactly)
             found: dict[str, tuple[str, str]] = {}
@@ -249,6 +263,7 @@ class HubStorage:
                 found[name] = kind, sha
             for ref in candidates:
                 if ref in found and found[ref][0] == "commit":
+                    _seen_commits(path).add(found[ref][1])
                     return found[ref][1]
                 if ref in found:  # an annotated tag: peeled by rev-parse below
                     break
@@ -324,15 +339,22 @@ class HubStorage:
 
     @staticmethod
     def _entries(path: Path, sha: str) -> list[FileEntry]:
-        out = _git(path, "ls-tree", "-r", "-l", "-z", sha)
-        entries = []
-        for record in out.split("\0"):
-            if record:
-                meta, name = record.split("\t", 1)
-                _, kind, blob, size = meta.split()
-                if kind == "blob":
-                    entries.append(FileEntry(name, int(size), blob))
-        return entries
+        """The files of the commit ``sha`` (a commit's files never change: listed once per repository)."""
+        key = (_directory_key(path), sha)
+        entries = _LISTINGS.get(key)
+        if entries is None:
+            out = _git(path, "ls-tree", "-r", "-l", "-z", sha)
+            found = []
+            for record in out.split("\0"):
+                if record:
+                    meta, name = record.split("\t", 1)
+                    _, kind, blob, size = meta.split()
+                    if kind == "blob":
+                        found.append(FileEntry(name, int(size), blob))
+            if len(_LISTINGS) >= _LISTINGS_LIMIT:
+                _LISTINGS.clear()  # (request threads share it: no eviction order to keep consistent)
+            entries = _LISTINGS[key] = tuple(found)
+        return list(entries)
 
     @staticmethod
     def _ref(path: Path, ref: str) -> str | None:
@@ -348,6 +370,32 @@ class HubStorage:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# What is known of a repository directory's commits: which ids are commits, and each listed commit's files.
+# A commit never changes and is never removed from a repository, and a deleted (or recreated) repository is
+# another directory (device, inode and change time), so an entry never goes stale. It saves git processes
+# on nearly every request that names a commit.
+_DirectoryKey = tuple[int, int, int]
+_SEEN_COMMITS: dict[_DirectoryKey, set[str]] = {}
+_SEEN_LIMIT = 4096  # directories remembered; past it the memory starts over
+_LISTINGS: dict[tuple[_DirectoryKey, str], tuple[FileEntry, ...]] = {}
+_LISTINGS_LIMIT = 256  # commits' file lists kept; past it the memory starts over
+
+
+def _directory_key(path: Path) -> _DirectoryKey:
+    status = path.stat()
+    return status.st_dev, status.st_ino, status.st_ctime_ns
+
+
+def _seen_commits(path: Path) -> set[str]:
+    key = _directory_key(path)
+    seen = _SEEN_COMMITS.get(key)
+    if seen is None:
+        if len(_SEEN_COMMITS) >= _SEEN_LIMIT:
+            _SEEN_COMMITS.clear()
+        seen = _SEEN_COMMITS[key] = set()
+    return seen
 
 
 def _check_path(name: str) -> None:
@@ -370,10 +418,10 @@ def _check_layout(paths: set[str]) -> None:
 
 def _check_ref_name(name: str, what: str) -> None:
     parts = name.split("/")
-    if (not _REF_NAME.match(name) or len(name) > 200 or ".." in name or name == "HEAD"
+    if (not _REF_NAME.match(name) or len(name) > 200 or ".." in name or name == "HEAD" or _COMMIT_ID.match(name)
             or any(part.startswith(".") or part.endswith((".lock", ".")) for part in parts)):
         raise InvalidRefNameError(f"{what} name {name[:200]!r}: use letters, digits and . _ + - / (no '..', no part "
-                                  "starting with '.' or ending in '.lock')")
+                                  "starting with '.' or ending in '.lock', not a 40-hex commit id)")
 
 
 def _normalized(version: str) -> str:

@@ -1,4 +1,8 @@
-"""Loading an environment's tasks through `datasets`: files, Hugging Face datasets, seeded generators."""
+"""Loading an environment's tasks: files, Hugging Face datasets, seeded generators.
+
+Generators and flat JSON Lines files are read as plain rows (:mod:`verihub._tasktable`), without
+importing `datasets`; every other source, and any rows Arrow would change, go through `datasets`.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,18 @@ import importlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from verihub._tasktable import TaskTable, plain_rows, read_jsonl
 from verihub.spec import DATA_FILE_FORMATS, DatasetSpec, SourceKind
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["EmptySplitError", "SplitError", "load_splits", "task_id"]
+Split: TypeAlias = "TaskTable | Dataset"
+"""One split's tasks: plain rows where the source allows, else a `datasets.Dataset`."""
+
+__all__ = ["EmptySplitError", "Split", "SplitError", "as_dataset", "load_splits", "task_id"]
 
 ID_COLUMN = "id"
 
@@ -28,24 +36,41 @@ def task_id(task: Mapping[str, Any]) -> str:
     return hashlib.sha1(canonical.encode()).hexdigest()[:16]
 
 
-def load_splits(spec: DatasetSpec, root: Path) -> dict[str, Dataset]:
+def load_splits(spec: DatasetSpec, root: Path) -> dict[str, Split]:
     """Every split named in the spec, each with an ``id`` column.
 
     Fractional splits are carved from one seeded shuffle of the whole source, so they never overlap
-    and do not change between runs.
+    and do not change between runs (the same rows and order whether read as plain rows or by `datasets`).
     """
+    generated = _generate(spec) if spec.kind is SourceKind.GENERATOR else None
+    rows = _plain(spec, root, generated)
+    if rows is not None:
+        return _carve(_with_ids(TaskTable(rows)), spec)
     import datasets
 
     quiet = datasets.are_progress_bars_disabled()
     datasets.disable_progress_bars()  # loading a spec's data is not worth a progress bar
     try:
-        return _load(spec, root, datasets)
+        return _load(spec, root, datasets, generated)
     finally:
         if not quiet:
             datasets.enable_progress_bars()
 
 
-def _load(spec: DatasetSpec, root: Path, datasets: Any) -> dict[str, Dataset]:
+def as_dataset(split: Split) -> Dataset:
+    """A split as a `datasets.Dataset` (built from its plain rows on first use)."""
+    return split.dataset() if isinstance(split, TaskTable) else split
+
+
+def _plain(spec: DatasetSpec, root: Path, generated: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    if generated is not None:
+        return plain_rows(generated)
+    if spec.kind is SourceKind.FILE and spec.source.endswith(".jsonl"):
+        return read_jsonl(root / spec.source)
+    return None
+
+
+def _load(spec: DatasetSpec, root: Path, datasets: Any, generated: list[dict[str, Any]] | None) -> dict[str, Dataset]:
     if spec.kind is SourceKind.HUB:
         loaded = datasets.load_dataset(spec.source, name=spec.config)
         names = {name: value for name, value in spec.split.items() if isinstance(value, str)}
@@ -57,7 +82,7 @@ def _load(spec: DatasetSpec, root: Path, datasets: Any) -> dict[str, Dataset]:
         builder = DATA_FILE_FORMATS[path.suffix]
         whole = datasets.load_dataset(builder, data_files=str(path), split="train")
     else:
-        whole = datasets.Dataset.from_list(_generate(spec))
+        whole = datasets.Dataset.from_list(generated)
     return _carve(_with_ids(whole), spec)
 
 
@@ -70,16 +95,16 @@ def _generate(spec: DatasetSpec) -> list[dict[str, Any]]:
     return [dict(row) for row in rows]
 
 
-def _with_ids(dataset: Dataset) -> Dataset:
+def _with_ids(dataset: Any) -> Any:  # a Dataset or a TaskTable (the same calls)
     if ID_COLUMN in dataset.column_names:
         return dataset
     return dataset.add_column(ID_COLUMN, [task_id(row) for row in dataset])
 
 
-def _carve(whole: Dataset, spec: DatasetSpec) -> dict[str, Dataset]:
+def _carve(whole: Any, spec: DatasetSpec) -> dict[str, Any]:
     shuffled = whole.shuffle(seed=spec.seed) if len(spec.split) > 1 else whole
     groups = iter(_groups(shuffled, spec.group_by))
-    splits: dict[str, Dataset] = {}
+    splits: dict[str, Any] = {}
     total = len(whole)
     taken = 0
     for name, fraction in spec.split.items():
@@ -96,7 +121,7 @@ def _carve(whole: Dataset, spec: DatasetSpec) -> dict[str, Dataset]:
     return splits
 
 
-def _groups(shuffled: Dataset, column: str | None) -> list[list[int]]:
+def _groups(shuffled: Any, column: str | None) -> list[list[int]]:
     """Row indices grouped by ``column`` (each row alone without one), groups in order of first row."""
     if column is None:
         return [[index] for index in range(len(shuffled))]

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from verihub.dataset import SplitError, load_splits
+from verihub.dataset import Split, SplitError, as_dataset, load_splits
 from verihub.errors import EnvNotFoundError, SpecError, SpecProblem
 from verihub.grade import Grade
 from verihub.installed import hub_env_entry_point, installed_env_dir, installed_envs
@@ -57,7 +57,7 @@ class Environment:
             on_missing_judge=on_missing_judge,
         )
         try:
-            self._splits: dict[str, Dataset] = load_splits(self.spec.dataset, self.root)
+            self._splits: dict[str, Split] = load_splits(self.spec.dataset, self.root)
         except SplitError as error:
             raise SpecError([loaded.problem(error.loc, str(error))]) from None
         except Exception as error:  # noqa: BLE001 - whatever `datasets` or a generator raises, say where
@@ -86,6 +86,11 @@ class Environment:
 
     def dataset(self, split: str = "train") -> Dataset:
         """The tasks of one split, as a `datasets.Dataset` with an ``id`` column."""
+        return as_dataset(self.tasks(split))
+
+    def tasks(self, split: str = "train") -> Sequence[Mapping[str, Any]]:
+        """The tasks of one split, the rows :meth:`dataset` holds, without importing `datasets` where the
+        source allows (a generator or a flat JSON Lines file): what validation and the red-team suite read."""
         try:
             return self._splits[split]
         except KeyError:

@@ -149,7 +149,7 @@ def _tasks(env: Environment) -> list[Mapping[str, Any]]:
     first = env.spec.gold.split or ("eval" if "eval" in names else names[0])
     chosen: list[Mapping[str, Any]] = []
     for name in [first, *(name for name in names if name != first)]:
-        split = env.dataset(name)
+        split = env.tasks(name)
         order = sorted(range(len(split)), key=lambda index: (index * _SPREAD) % 1.0)
         chosen += [split[index] for index in order[: _SCANNED - len(chosen)]]
         if len(chosen) >= _SCANNED:

@@ -89,7 +89,7 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None, attack
     )
     report.layers = [LayerTally(layer.spec.name, layer.spec.layer.value, layer.spec.gate) for layer in env.verifier.layers]
     splits = [gold.split] if gold.split is not None else env.split_names
-    tasks = [task for name in splits for task in _first(env.dataset(name), gold.max_tasks)]
+    tasks = [task for name in splits for task in _first(env.tasks(name), gold.max_tasks)]
     references = [env.reference(task) for task in tasks]
     negatives = [(task, text) for task in tasks for text in env.negatives(task)]
     reference_grades = env.verifier.grade_many(tasks, references)
@@ -134,10 +134,10 @@ def _held_out_repeats(env: Environment) -> Iterator[str]:
     def prompt(task: Mapping[str, Any]) -> str:
         return " ".join(" ".join(m["content"] for m in env.render(task)).casefold().split())
 
-    seen = {prompt(task): task["id"] for task in env.dataset("train")}
+    seen = {prompt(task): task["id"] for task in env.tasks("train")}
     for name in env.split_names:
         if name != "train":
-            for task in env.dataset(name):
+            for task in env.tasks(name):
                 twin = seen.get(prompt(task))
                 if twin is not None:
                     yield (f"{name} task {task['id']} poses the same prompt as train task {twin}: a held-out task "

@@ -153,3 +153,46 @@ def test_a_listing_from_before_the_index_is_indexed(tmp_path: Path) -> None:
                          "tags TEXT NOT NULL DEFAULT '[]', summary TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '');"
                          "INSERT INTO repos VALUES ('alice/old', 'env', 0, 0, 0, 0, '[]', 'from long ago', 'alice');")
     assert [str(m.repo) for m in Accounts(path).search(text="long ago")] == ["alice/old"]
+
+
+def test_a_push_through_the_server_reads_the_refs_once_and_runs_few_git_processes(tmp_path: Path) -> None:
+    """The git processes the server starts for one push of a new version (commit, its checks, the release
+    tag), counted through a `git` on its PATH that logs each call; and the client asks for the refs once."""
+    from conftest import free_port, wait_until_serving
+    from verihub.hub.remote import RemoteHub
+
+    real_git = shutil.which("git")
+    assert real_git is not None
+    calls = tmp_path / "git-calls.txt"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {real_git} "$@"\n')
+    wrapper.chmod(0o755)
+    data = tmp_path / "hub"
+    LocalHub(data)
+    token = Accounts(data / "hub.db").create_token("alice")
+    port = free_port()
+    verihub = str(Path(sys.executable).with_name("verihub"))
+    server = subprocess.Popen([verihub, "hub", "serve", "--port", str(port), "--data", str(data)],
+                              env={**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"})
+    try:
+        wait_until_serving(f"http://127.0.0.1:{port}/simple/", timeout_s=60)
+        package = init_env("counted", "single-turn", tmp_path)
+        hub = RemoteHub(f"http://127.0.0.1:{port}", token)
+        hub.push(package, owner="alice", validate=False)
+        (package / "README.md").write_text("# counted\n\nA second version.\n")
+        for name in ("environment.yaml", "pyproject.toml"):
+            text = (package / name).read_text()
+            (package / name).write_text(text.replace("0.1.0", "0.1.1", 1))
+        read_refs = hub.api.list_repo_refs
+        refs_reads: list[str] = []
+        hub.api.list_repo_refs = lambda *args, **kwargs: refs_reads.append(args[0]) or read_refs(*args, **kwargs)  # type: ignore[method-assign]
+        calls.write_text("")
+        result = hub.push(package, owner="alice", validate=False)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert result.created and result.version == "0.1.1"
+    assert refs_reads == ["alice/counted"]
+    processes = calls.read_text().split()
+    assert len(processes) <= 26, processes

