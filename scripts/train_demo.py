@@ -71,7 +71,7 @@ def measure(model: str, adapter: str | None, mix: list, tasks: int, what: str) -
                                               sampling=Sampling(temperature=0.0, max_tokens=32))}
         for item in mix:
             spec = item.env.spec.eval
-            mode = f"T={spec.temperature:g}, {spec.k} samples"
+            mode = f"T={spec.temperature:g} x{spec.k}"  # k samples per task at the spec's temperature
             sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=tasks, samples=spec.k,
                                          sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0))
             rates.setdefault(mode, {}).update(sampled)
@@ -152,9 +152,10 @@ def train(out: Path, args: argparse.Namespace) -> None:
                           f"{last.pass_rate:.1%}", f"[{colour}]{change * 100:+.1f}[/]", f"±{margin * 100:.1f}",
                           f"{first.faulted}/{last.faulted} of {first.samples}")
     console.print(table)
-    console.print("tasks: held-out tasks per environment; change: points of pass@1 (green: beyond the noise, "
-                  "twice the standard error of the difference); faulted: samples whose grade faulted "
-                  "(SFT/SFT+GRPO), counted as failed in these rates", highlight=False)
+    console.print("tasks: held-out tasks per environment; T=t xk: k samples per task at temperature t (the spec's "
+                  "eval settings); change: "
+                  "points of pass@1 (green: beyond the noise, twice the standard error of the difference); faulted: "
+                  "samples whose grade faulted (SFT/SFT+GRPO), counted as failed in these rates", highlight=False)
     curves = plot_run(out / "grpo")
     if curves:
         console.print(f"curves in {curves[0].parent}: {', '.join(path.name for path in curves)}", highlight=False)
