@@ -1,7 +1,7 @@
 """The training demo, CPU only: hub -> install -> tiny model -> SFT warm start -> GRPO with LoRA -> before/after.
 
-    python scripts/train_demo.py [--out runs/demo] [--seed 0] [--sft-demos 96] [--sft-steps 400]
-                                 [--grpo-steps 800] [--heldout-tasks N]
+    python scripts/train_demo.py [--out runs/demo] [--seed 0] [--sft-demos 48] [--sft-steps 300]
+                                 [--grpo-steps 400] [--heldout-tasks N]
 
 1. Publish the bundled environments to an embedded hub (a directory under --out) as ``demo/<name>``
    and install them back with pip from its index, into a venv of the demo's own (it sees this one's
@@ -9,17 +9,23 @@
 2. Build a tiny Qwen2-style model here (nothing downloaded) and warm it up with SFT on a few
    reference answers per environment (``--sft-demos``): demonstrations are the costly part, so
    the warm start sees few; it learns the answer format and part of the skill.
-3. GRPO with LoRA on a mix of two environments (``demo/compare`` and ``demo/sums``) over all of their
-   training prompts, rewarded by the verifiers alone; adaptive curriculum, held-out pass rate
-   measured during training.
+3. GRPO with LoRA on a mix of two environments (``demo/reverse`` and ``demo/sort``: write a 4- or
+   5-digit number backwards, sort its digits; tens of thousands and hundreds of possible answers, so
+   chance is below 5% even for a guess among the digits' orderings) over all of their training
+   prompts, rewarded by the verifiers alone; adaptive curriculum, held-out pass rate measured during
+   training.
 4. Held-out pass rate per environment (greedy, every held-out task) of the SFT checkpoint and of the
-   SFT checkpoint + the GRPO adapter; the difference is what RL bought. Curves go to PNG files.
+   SFT checkpoint + the GRPO adapter; the difference is what RL bought, beside its measurement noise
+   (twice the standard error of a difference of two rates on that many samples, as the monitors'
+   held-out alert uses). Curves go to PNG files; the numbers, and the whole demo's wall and CPU
+   time, to summary.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -32,8 +38,8 @@ from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLED = ("compare", "sums")
-MIX = {"demo/compare@^1.0": 0.75, "demo/sums@^1.0": 0.25}  # what SFT and GRPO train on
+BUNDLED = ("reverse", "sort")
+MIX = {"demo/reverse@^1.0": 0.4, "demo/sort@^1.0": 0.6}  # what SFT and GRPO train on; sort learns slower
 
 console = Console(soft_wrap=True)  # paths stay whole, even in a narrow terminal or a log
 
@@ -65,7 +71,7 @@ def measure(model: str, adapter: str | None, mix: list, tasks: int, what: str) -
                                               sampling=Sampling(temperature=0.0, max_tokens=32))}
         for item in mix:
             spec = item.env.spec.eval
-            mode = f"T={spec.temperature:g}, {spec.k} samples"
+            mode = f"T={spec.temperature:g} x{spec.k}"  # k samples per task at the spec's temperature
             sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=tasks, samples=spec.k,
                                          sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0))
             rates.setdefault(mode, {}).update(sampled)
@@ -93,18 +99,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "demo")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sft-steps", type=int, default=400)
-    parser.add_argument("--grpo-steps", type=int, default=800)
-    parser.add_argument("--sft-demos", type=int, default=96, help="reference answers per environment for SFT (0: all)")
+    parser.add_argument("--sft-steps", type=int, default=300)
+    parser.add_argument("--grpo-steps", type=int, default=400)
+    parser.add_argument("--sft-demos", type=int, default=48, help="reference answers per environment for SFT (0: all)")
     parser.add_argument("--heldout-tasks", type=int, default=1000, help="held-out tasks per environment to measure")
     parser.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)  # stage 2-4, in the demo venv
     args = parser.parse_args()
     out: Path = args.out.resolve()
+    began = time.perf_counter()
     if not args.in_venv:
         console.rule("1. publish to the hub, install back")
         python = demo_venv(out / "venv")
         publish_and_install(out / "hub", python)
         completed = subprocess.run([python, __file__, *sys.argv[1:], "--out", str(out), "--in-venv"])
+        if completed.returncode == 0:
+            _record_time(out / "summary.json", time.perf_counter() - began)
         sys.exit(completed.returncode)
     train(out, args)
 
@@ -123,28 +132,35 @@ def train(out: Path, args: argparse.Namespace) -> None:
 
     console.rule("4. held-out pass@1, SFT checkpoint vs SFT + GRPO adapter")
     from verihub.trainers.heldout import heldout_split
+    from verihub.trainers.monitors import measurement_noise
     from verihub.trainers.plot import plot_run
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fits 80 columns
-    for column in ("environment", "tasks", "decoding", "SFT", "SFT+GRPO", "change", "faulted"):
+    for column in ("environment", "tasks", "decoding", "SFT", "SFT+GRPO", "change", "noise", "faulted"):
         table.add_column(column, justify="left" if column in ("environment", "decoding") else "right",
                          no_wrap=column in ("environment", "decoding"))
+    noise: dict[str, dict[str, float]] = {}
     for item in mix:
         held = str(min(args.heldout_tasks, len(item.env.dataset(heldout_split(item)))))
         for row, mode in enumerate(mode for mode in before if item.name in before[mode]):
             first, last = before[mode][item.name], after[mode][item.name]
             change = last.pass_rate - first.pass_rate
+            margin = noise.setdefault(mode, {})[item.name] = measurement_noise(first.pass_rate, last.pass_rate,
+                                                                              first.samples)
+            colour = "green" if change > margin else "red" if change < -margin else "yellow"
             table.add_row(item.name if row == 0 else "", held if row == 0 else "", mode, f"{first.pass_rate:.1%}",
-                          f"{last.pass_rate:.1%}", f"[{'green' if change > 0 else 'red'}]{change * 100:+.1f}[/]",
+                          f"{last.pass_rate:.1%}", f"[{colour}]{change * 100:+.1f}[/]", f"±{margin * 100:.1f}",
                           f"{first.faulted}/{last.faulted} of {first.samples}")
     console.print(table)
-    console.print("tasks: held-out tasks per environment; change: points of pass@1; faulted: samples whose grade "
-                  "faulted (SFT/SFT+GRPO), counted as failed in these rates", highlight=False)
+    console.print("tasks: held-out tasks per environment; T=t xk: k samples per task at temperature t (the spec's "
+                  "eval settings); change: "
+                  "points of pass@1 (green: beyond the noise, twice the standard error of the difference); faulted: "
+                  "samples whose grade faulted (SFT/SFT+GRPO), counted as failed in these rates", highlight=False)
     curves = plot_run(out / "grpo")
     if curves:
         console.print(f"curves in {curves[0].parent}: {', '.join(path.name for path in curves)}", highlight=False)
     summary = {**_by_stage(before, after, "pass_rate"), "faulted": _by_stage(before, after, "faulted"),
-               "sft_s": round(sft_s, 1),
+               "noise": noise, "sft_s": round(sft_s, 1),
                "total_s": round(time.perf_counter() - start, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(f"done in {summary['total_s']:.0f}s; {out / 'summary.json'}, metrics in "
@@ -182,6 +198,18 @@ def _stages(out: Path, args: argparse.Namespace, seed: int) -> tuple[list[Any], 
                 **cpu).train()
     after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix, args.heldout_tasks, "SFT + the GRPO adapter")
     return mix, before, after, sft_s
+
+
+def _record_time(summary_path: Path, wall_s: float) -> None:
+    """The whole demo's wall and CPU time (set-up stage included; CPU: user + system of this process and
+    every process it waited for), printed and added to summary.json."""
+    cpu_s = sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                for field in ("ru_utime", "ru_stime"))
+    summary = json.loads(summary_path.read_text())
+    summary.update(demo_wall_s=round(wall_s, 1), demo_cpu_s=round(cpu_s, 1))
+    summary_path.write_text(json.dumps(summary, indent=2))
+    console.print(f"whole demo, set-up stage included: {wall_s:.0f}s wall, {cpu_s:.0f}s CPU (user + system)",
+                  highlight=False)
 
 
 def _by_stage(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], field: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from verihub.trainers.rewards import Outcome
 if TYPE_CHECKING:
     from verihub.trainers.heldout import HeldoutRate
 
-__all__ = ["MonitorKnobs", "RunMonitor"]
+__all__ = ["MonitorKnobs", "RunMonitor", "measurement_noise"]
 
 logger = logging.getLogger("verihub.trainers")
 
@@ -210,14 +210,17 @@ class RunMonitor:
         return found
 
 
-def _noise(best: float, last: float, series: _Series) -> float:
-    """Twice the standard error of the difference of two held-out rates measured on the same sample size:
-    a drop smaller than this is what re-measuring an unchanged model could show."""
-    samples = series.heldout_last.samples if series.heldout_last is not None else 0
+def measurement_noise(first: float, second: float, samples: int) -> float:
+    """Twice the standard error of the difference of two pass rates measured on the same number of
+    samples: a change smaller than this is what re-measuring an unchanged model could show."""
     if not samples:
         return 0.0
-    rate = (best + last) / 2
+    rate = (first + second) / 2
     return 2 * math.sqrt(2 * rate * (1 - rate) / samples)
+
+
+def _noise(best: float, last: float, series: _Series) -> float:
+    return measurement_noise(best, last, series.heldout_last.samples if series.heldout_last is not None else 0)
 
 
 def _mean(values: Sequence[float]) -> float:
