@@ -98,7 +98,7 @@ async def list_environments(request: Request) -> list[str]:
 async def splits(name: str, request: Request) -> list[dict[str, Any]]:
     env = _state(request).catalog.env(name)
     return [{"name": split, "type": split if split in ("train", "validation", "test") else "validation",
-             "num_tasks": len(env.dataset(split))} for split in env.split_names]
+             "num_tasks": len(env.tasks(split))} for split in env.split_names]
 
 
 async def _env_split(request: Request, name: str, model: type[SplitBody]) -> tuple[Environment, str, Any]:
@@ -111,13 +111,13 @@ async def _env_split(request: Request, name: str, model: type[SplitBody]) -> tup
 @router.post("/{name}/num_tasks")
 async def num_tasks(name: str, request: Request) -> dict[str, Any]:
     env, split, _ = await _env_split(request, name, SplitBody)
-    return {"num_tasks": len(env.dataset(split))}
+    return {"num_tasks": len(env.tasks(split))}
 
 
 @router.post("/{name}/tasks")
 async def tasks(name: str, request: Request) -> Any:
     env, split, _ = await _env_split(request, name, SplitBody)
-    rows = env.dataset(split)
+    rows = env.tasks(split)
     if len(rows) > MAX_LISTED:
         return problem(413, "TOO_MANY_TASKS", f"{env.id}/{split} has {len(rows)} tasks: page with /{name}/task_range")
     return {"tasks": [listed(env, row, index) for index, row in enumerate(rows)], "env_name": env.id}
@@ -126,7 +126,7 @@ async def tasks(name: str, request: Request) -> Any:
 @router.post("/{name}/task")
 async def task(name: str, request: Request) -> Any:
     env, split, params = await _env_split(request, name, TaskBody)
-    rows = env.dataset(split)
+    rows = env.tasks(split)
     if params.index >= len(rows):
         return problem(400, "INVALID_INDEX", f"{env.id}/{split} has {len(rows)} tasks")
     return {"task": listed(env, rows[params.index], params.index)}
@@ -135,11 +135,11 @@ async def task(name: str, request: Request) -> Any:
 @router.post("/{name}/task_range")
 async def task_range(name: str, request: Request) -> Any:
     env, split, params = await _env_split(request, name, RangeBody)
-    indexes = range(len(env.dataset(split)))[params.start:params.stop]
+    rows = env.tasks(split)
+    indexes = range(len(rows))[params.start:params.stop]
     if len(indexes) > MAX_LISTED:
         return problem(413, "TOO_MANY_TASKS", f"at most {MAX_LISTED} tasks a range")
-    rows = env.dataset(split).select(indexes)
-    return {"tasks": [listed(env, row, index) for index, row in zip(indexes, rows, strict=True)]}
+    return {"tasks": [listed(env, rows[index], index) for index in indexes]}
 
 
 # -- OpenEnv's stateless forms, and batch grading ----------------------------------------------------------

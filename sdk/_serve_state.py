@@ -54,7 +54,7 @@ class Catalog:
         if params.task_id is not None:
             return env, self.by_id(env, params.task_id, params.split)
         split = self.split(env, params.split)
-        rows = env.dataset(split)
+        rows = env.tasks(split)
         index = params.index if params.index is not None else random.Random(params.seed).randrange(len(rows))
         if index >= len(rows):
             raise TaskNotFound(f"{env.id}/{split} has {len(rows)} tasks; index {index} is past the end")
@@ -64,7 +64,7 @@ class Catalog:
         for name in [self.split(env, split)] if split is not None else env.split_names:
             rows = self._rows.get((env.id, name))
             if rows is None:  # a row lookup in Arrow costs more than a cheap grade
-                rows = self._rows[(env.id, name)] = {str(row["id"]): row for row in env.dataset(name)}
+                rows = self._rows[(env.id, name)] = {str(row["id"]): row for row in env.tasks(name)}
             if task_id in rows:
                 return rows[task_id]
         raise TaskNotFound(f"{env.id} has no task {task_id!r}" + (f" in split {split!r}" if split else ""))

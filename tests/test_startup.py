@@ -112,3 +112,32 @@ def test_pushing_an_environment_loads_neither_datasets_nor_the_hub_server(tmp_pa
     assert (tmp_path / "hub" / "files" / "me-arithmetic").is_dir()  # it did publish
     assert {"verihub.validate", "verihub.redteam"} <= modules
     assert loaded(modules, ("datasets", "pandas", "pyarrow", "fastapi", "uvicorn", "verihub.hub.server", "torch")) == []
+
+
+_SERVE_AND_GRADE = """
+import asyncio, httpx, verihub
+from verihub.serve import create_app
+
+app = create_app([verihub.load_env("envs/sums")], max_sessions=4, idle_timeout_s=60)
+
+async def main():
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        listing = (await client.post("/sums/task_range", json={"start": 0, "stop": 3})).json()["tasks"]
+        graded = await client.post("/grade", json={"items": [{"task_id": listing[2]["id"], "completion": "1"}]})
+        assert graded.status_code == 200 and graded.json()["grades"][0]["status"] == "wrong", graded.text
+        assert (await client.post("/sums/num_tasks", json={})).json()["num_tasks"] > 3
+
+try:
+    asyncio.run(main())
+except AssertionError as error:  # exit 1 is a CLI's refusal to `imported`; this is a failure
+    print(error)
+    raise SystemExit(2) from None
+"""
+
+
+def test_serving_and_grading_a_plain_environment_loads_no_datasets(tmp_path: Path) -> None:
+    """The server reads a generated environment's tasks as plain rows too: its first grade does not wait
+    half a second for `datasets` (pandas, pyarrow)."""
+    modules = imported("-c", _SERVE_AND_GRADE, tmp_path=tmp_path)
+    assert "verihub._serve_http" in modules
+    assert loaded(modules, ("datasets", "pandas", "pyarrow")) == []
