@@ -13,6 +13,7 @@ a tag may not take a branch's, and revisions resolve tags first.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import re
@@ -340,21 +341,7 @@ class HubStorage:
     @staticmethod
     def _entries(path: Path, sha: str) -> list[FileEntry]:
         """The files of the commit ``sha`` (a commit's files never change: listed once per repository)."""
-        key = (_directory_key(path), sha)
-        entries = _LISTINGS.get(key)
-        if entries is None:
-            out = _git(path, "ls-tree", "-r", "-l", "-z", sha)
-            found = []
-            for record in out.split("\0"):
-                if record:
-                    meta, name = record.split("\t", 1)
-                    _, kind, blob, size = meta.split()
-                    if kind == "blob":
-                        found.append(FileEntry(name, int(size), blob))
-            if len(_LISTINGS) >= _LISTINGS_LIMIT:
-                _LISTINGS.clear()  # (request threads share it: no eviction order to keep consistent)
-            entries = _LISTINGS[key] = tuple(found)
-        return list(entries)
+        return list(_listing(path, _directory_key(path), sha))
 
     @staticmethod
     def _ref(path: Path, ref: str) -> str | None:
@@ -379,13 +366,24 @@ class HubStorage:
 _DirectoryKey = tuple[int, int, int]
 _SEEN_COMMITS: dict[_DirectoryKey, set[str]] = {}
 _SEEN_LIMIT = 4096  # directories remembered; past it the memory starts over
-_LISTINGS: dict[tuple[_DirectoryKey, str], tuple[FileEntry, ...]] = {}
-_LISTINGS_LIMIT = 256  # commits' file lists kept; past it the memory starts over
 
 
 def _directory_key(path: Path) -> _DirectoryKey:
     status = path.stat()
     return status.st_dev, status.st_ino, status.st_ctime_ns
+
+
+@functools.lru_cache(maxsize=256)  # commits' file lists kept
+def _listing(path: Path, directory: _DirectoryKey, sha: str) -> tuple[FileEntry, ...]:
+    """``git ls-tree`` of a commit; ``directory`` (the repository directory's identity) is part of the key."""
+    found = []
+    for record in _git(path, "ls-tree", "-r", "-l", "-z", sha).split("\0"):
+        if record:
+            meta, name = record.split("\t", 1)
+            _, kind, blob, size = meta.split()
+            if kind == "blob":
+                found.append(FileEntry(name, int(size), blob))
+    return tuple(found)
 
 
 def _seen_commits(path: Path) -> set[str]:

@@ -180,7 +180,7 @@ async def grade(request: Request) -> Any:
         batch = batches.get((name, split))
         try:
             if batch is None:
-                batch = batches[(name, split)] = _Batch(state.catalog.env(name), split)
+                batch = batches[(name, split)] = _Batch(state.catalog.env(name))
                 if batch.env.spec.interaction.kind == "multi_turn":
                     return problem(409, "NEEDS_SESSION",
                                    f"items[{number}]: {batch.env.id} is multi-turn: hold a session on WS /ws")
@@ -203,8 +203,8 @@ async def grade(request: Request) -> Any:
 class _Batch:
     """One environment's and split's pairs of a request, with their places in it."""
 
-    def __init__(self, env: Environment, split: str | None) -> None:
-        self.env, self.split = env, split
+    def __init__(self, env: Environment) -> None:
+        self.env = env
         self.numbers: list[int] = []
         self.rows: list[Mapping[str, Any]] = []
         self.completions: list[str] = []

@@ -55,6 +55,7 @@ class TaskTable(Sequence[dict[str, Any]]):
                  _base: _Base | None = None) -> None:
         self._base = _base or _Base(rows)
         self._indices = list(range(len(rows))) if indices is None else list(indices)
+        self._dataset: Dataset | None = None
 
     @property
     def column_names(self) -> list[str]:
@@ -101,9 +102,11 @@ class TaskTable(Sequence[dict[str, Any]]):
         return TaskTable([{**row, name: value} for row, value in zip(self._base.rows, values, strict=True)])
 
     def dataset(self) -> Dataset:
-        """These tasks as a `datasets.Dataset`: the shared rows' Dataset, these rows selected."""
-        whole = self._base.dataset()
-        return whole if self._indices == list(range(len(self._base.rows))) else whole.select(self._indices)
+        """These tasks as a `datasets.Dataset`: the shared rows' Dataset, these rows selected (once)."""
+        if self._dataset is None:
+            whole = self._base.dataset()
+            self._dataset = whole if self._indices == list(range(len(self._base.rows))) else whole.select(self._indices)
+        return self._dataset
 
 
 def plain_rows(rows: Sequence[Mapping[str, Any]], *, parsed_json: bool = False) -> list[dict[str, Any]] | None:

@@ -17,6 +17,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The layers and gold answers both test specs grade with: a format gate, then the number.
+_GRADED = """\
+verifier:
+  - {name: format, layer: rule, use: boxed, gate: true}
+  - {name: correct, layer: check, use: numeric}
+gold:
+  reference: '\\boxed{{{answer}}}'
+  negatives: ['\\boxed{{{wrong}}}']
+"""
+
 BASE_SPEC = """\
 id: tiny
 version: 0.1.0
@@ -28,13 +38,7 @@ dataset:
 prompt:
   system: "Answer in \\\\boxed{{}}."
   user: "What is {question}?"
-verifier:
-  - {name: format, layer: rule, use: boxed, gate: true}
-  - {name: correct, layer: check, use: numeric}
-gold:
-  reference: '\\boxed{{{answer}}}'
-  negatives: ['\\boxed{{{wrong}}}']
-"""
+""" + _GRADED
 
 # A tool environment on BASE_SPEC's tasks: compute with the python tool, then answer.
 TOOL_SPEC = """\
@@ -48,13 +52,7 @@ prompt:
   user: "What is {question}?"
 interaction: {kind: multi_turn, max_turns: 3, tools: [python]}
 sandbox: {wall_s: 5, memory_mb: 256}
-verifier:
-  - {name: format, layer: rule, use: boxed, gate: true}
-  - {name: correct, layer: check, use: numeric}
-gold:
-  reference: '\\boxed{{{answer}}}'
-  negatives: ['\\boxed{{{wrong}}}']
-"""
+""" + _GRADED
 
 TASKS = [
     {"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(1, 9)

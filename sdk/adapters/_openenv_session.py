@@ -17,11 +17,10 @@ prompt is the task's). Use one style per session: ``astep`` on one loop, or the 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from verihub.adapters._openenv_wire import ActionRefusedError, RemoteEnvError, RemoteSession
+from verihub.adapters._openenv_wire import ActionRefusedError, OwnLoop, RemoteEnvError, RemoteSession
 from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
 from verihub.session import Action, Message, Session, StepResult, _Call
 
@@ -42,14 +41,13 @@ def action_tool(parameters: Mapping[str, Any]) -> dict[str, Any]:
                        "the environment shows you next. The episode ends when the environment says so."}}
 
 
-class OpenEnvSession(Session):
+class OpenEnvSession(Session, OwnLoop):
     """One task's episode on a multi-turn OpenEnv remote (see the module docstring)."""
 
     env: OpenEnvEnvironment
 
     def __init__(self, env: OpenEnvEnvironment, task: Mapping[str, Any]) -> None:
         self._connection: RemoteSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # the sync methods' loop, made on first use
         super().__init__(env, task)
 
     @property
@@ -140,19 +138,10 @@ class OpenEnvSession(Session):
                 else:
                     _CLOSING.add(closing)
                     closing.add_done_callback(_CLOSING.discard)
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop = None
+        self._stop_loop()
         super().close()
 
     # -- sync -------------------------------------------------------------------------------------------
 
     def step(self, action: Action) -> StepResult:
         return self._sync(self.astep(action))
-
-    def _sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        """Run ``coroutine`` on the session's own loop (its connection belongs to one loop)."""
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="verihub-openenv-session", daemon=True).start()
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()

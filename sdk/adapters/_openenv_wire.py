@@ -20,7 +20,8 @@ from typing import Any
 
 from verihub.errors import MissingDependencyError, VerihubError
 
-__all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "RemoteEnvError", "RemoteSession", "describe", "fetch", "run_sync"]
+__all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "OwnLoop", "RemoteEnvError", "RemoteSession", "describe", "fetch",
+           "run_sync"]
 
 INSTALL_HINT = "pip install openenv"
 MAX_REPLY_BYTES = 1 << 20
@@ -198,6 +199,32 @@ def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+class OwnLoop:
+    """Sync methods over async ones whose connection belongs to one event loop: the object's own loop, on a
+    daemon thread started at the first sync call (use one style, sync or async, per object)."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def _sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=_run_until_stopped, args=(self._loop,), name="verihub-openenv-session",
+                             daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _stop_loop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def fetch(url: str, path: str, timeout_s: float, limit: int, body: dict[str, Any] | None = None) -> Any:

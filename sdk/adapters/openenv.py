@@ -42,7 +42,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, quote
@@ -52,6 +52,7 @@ from pydantic import Field
 from verihub.adapters._openenv_wire import (
     MAX_REPLY_BYTES,
     ActionRefusedError,
+    OwnLoop,
     RemoteEnvError,
     RemoteSession,
     describe,
@@ -452,7 +453,7 @@ class OpenEnvEnvironment(Environment):
         return TaskSession(self.remote, task)
 
 
-class TaskSession:
+class TaskSession(OwnLoop):
     """One task's remote episode: ``reset() -> observation``, ``step(action) -> (observation, reward | None,
     done, info)``, ``close()``; async as ``areset``/``astep``/``aclose``, sync otherwise.
 
@@ -462,7 +463,6 @@ class TaskSession:
     def __init__(self, remote: Remote, task: Mapping[str, Any]) -> None:
         self.remote, self.task = remote, task
         self._session: RemoteSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def areset(self) -> str:
         await self.aclose()
@@ -509,14 +509,6 @@ class TaskSession:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    # The sync methods run the async ones on a loop of the session's own (its connection belongs to one
-    # loop); use one style per session.
-    def _sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="verihub-openenv-session", daemon=True).start()
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
     def reset(self) -> str:
         return self._sync(self.areset())
 
@@ -529,8 +521,7 @@ class TaskSession:
     def close(self) -> None:
         if self._loop is not None:
             self._sync(self.aclose())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop = None
+            self._stop_loop()
 
 
 def load_openenv(ref: str, *, size: int | None = None, seed: int | None = None, config: Mapping[str, Any] | None = None,
