@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from verihub.errors import MissingDependencyError
 from verihub.grade import Grade, GradeStatus, grade_detail, grade_from_detail
 from verihub.graders import Refuses, Retry, Unavailable
-from verihub.session import Message, Observation, SessionError, StepResult, _assistant_message, _toolset
+from verihub.session import CallsAreTurns, Message, Observation, SessionError, StepResult, _assistant_message
 
 if TYPE_CHECKING:
     from verihub.graders import RemoteGrader, _Server
@@ -32,7 +32,7 @@ __all__ = ["RemoteSession"]
 MAX_FRAME = (1 << 20) + 1024  # the server's bound on a frame, and what it may send back
 
 
-class RemoteSession:
+class RemoteSession(CallsAreTurns):
     """One episode of a multi-turn environment on one server of a grader pool."""
 
     def __init__(self, grader: RemoteGrader, task: Mapping[str, Any]) -> None:
@@ -67,7 +67,7 @@ class RemoteSession:
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return _toolset(self.env).schemas
+        return self.env.tool_schemas
 
     def step(self, action: Any) -> StepResult:
         return self.pool.run(self._step(action))
@@ -75,19 +75,11 @@ class RemoteSession:
     async def astep(self, action: Any) -> StepResult:
         return await self.pool.arun(self._step(action))
 
-    def call_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
-        """One tool call as a turn of its own (the trainer's tools are called one at a time); its output."""
-        if self.done:
-            return f"error: {self.fault}; this rollout will not be scored" if self.fault else \
-                "error: the episode is over (its turns are spent)"
-        call = {"id": f"call_{self.turns}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments) if arguments is not None else "null"}}
-        observation = self.step({"content": "", "tool_calls": [call]}).observation
-        outputs = [message.get("content", "") for message in observation.get("messages", [])]
-        return str(outputs[0]) if outputs else "error: the server ran no tool"
-
     def info(self) -> dict[str, Any]:
         return {"turns": self.turns, **self._detail}
+
+    async def aend_rollout(self) -> None:
+        """Nothing to end: the answer's turn ended the server's episode."""
 
     @property
     def workdir(self) -> Any:

@@ -81,6 +81,21 @@ class Environment:
         return f"<Environment {self.id}@{self.version} ({self.domain}) from {self.root}>"
 
     @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The schemas (OpenAI form) of the tools a model may call in this environment's sessions."""
+        if self.spec.interaction.kind != "multi_turn":
+            return []
+        from verihub.session import _toolset
+
+        return _toolset(self).schemas
+
+    @property
+    def graded_remotely(self) -> bool:
+        """Whether this environment's rewards come from a remote it talks to itself (an OpenEnv server), so
+        that a pool of ``verihub serve`` graders has nothing to do for it."""
+        return False
+
+    @property
     def split_names(self) -> list[str]:
         return list(self._splits)
 

@@ -108,9 +108,12 @@ class GraderPool:
     def __repr__(self) -> str:  # never shows the token
         return f"GraderPool({[server.url for server in self.servers]})"
 
-    def grader(self, env: Environment, split: str | None = None) -> RemoteGrader:
+    def grader(self, env: Environment, split: str | None = None) -> RemoteGrader | None:
         """``env``'s grading on this pool; ``split`` names where its tasks are (default: any split). One per
-        environment and split, so that all their grades share batches."""
+        environment and split, so that all their grades share batches. None for an environment whose
+        rewards come from its own remote (an OpenEnv server): it grades where it is loaded, not here."""
+        if env.graded_remotely:
+            return None
         grader = self._graders.get((env, split))
         if grader is None:
             grader = self._graders[(env, split)] = RemoteGrader(self, env, split)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from verihub.environment import Environment
     from verihub.sandbox import Sandbox
 
-__all__ = ["Session", "SessionError", "StepResult", "grade_detail"]
+__all__ = ["CallsAreTurns", "Session", "SessionError", "StepResult", "grade_detail"]
 
 Task = Mapping[str, Any]
 Message = dict[str, Any]
@@ -160,11 +160,15 @@ class Session:
         self.tools = None
         self.done = True
 
+    async def aend_rollout(self) -> None:
+        """The caller's rollout is over (the trainer's, after its answer's step). Here that step ended the
+        episode; a session whose episode can outlast an answer (a remote's) ends it by its own rule."""
+
     # -- tools ----------------------------------------------------------------------------------------
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return _toolset(self.env).schemas if self.multi_turn else []
+        return self.env.tool_schemas
 
     @property
     def workdir(self) -> Snapshot:
@@ -253,6 +257,36 @@ class Session:
     @staticmethod
     def _tool_message(call: _Call, content: str) -> Message:
         return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+
+
+class CallsAreTurns:
+    """For sessions in which every tool call is a turn of its own (a grader's session, a remote episode):
+    the trainer's tools, called one at a time, each take a step of a single call."""
+
+    done: bool
+    fault: str | None
+    turns: int
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
+        return self._refused() or self._output(self.step(self._single_call(name, arguments)))  # type: ignore[attr-defined]
+
+    async def acall_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
+        return self._refused() or self._output(await self.astep(self._single_call(name, arguments)))  # type: ignore[attr-defined]
+
+    def _refused(self) -> str:
+        if not self.done:
+            return ""
+        return f"error: {self.fault}; this rollout will not be scored" if self.fault else \
+            "error: the episode is over; this call did not run"
+
+    def _single_call(self, name: str, arguments: dict[str, Any] | None) -> Message:
+        return {"content": "", "tool_calls": [{"id": f"call_{self.turns}", "type": "function", "function": {
+            "name": name, "arguments": json.dumps(arguments) if arguments is not None else "null"}}]}
+
+    @staticmethod
+    def _output(result: StepResult) -> str:
+        outputs = [message.get("content", "") for message in result.observation.get("messages", [])]
+        return str(outputs[0]) if outputs else "error: the call ran no tool"
 
 
 def _assistant_message(action: Action) -> Message:

@@ -458,9 +458,11 @@ def reversing_model(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_verihub_eval_runs_an_openenv_environment(reverse: Remote, tmp_path: Path) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"  # a grader pool has nothing to do for a remote's rewards
     with ScriptedChatServer(reversing_model) as model:
         result = subprocess.run([VERIHUB, "eval", f"openenv:{reverse.url}?size=20", "--model",
-                                 f"openai:scripted@{model.url}", "-n", "4", "-k", "2", "--out", str(tmp_path)],
+                                 f"openai:scripted@{model.url}", "-n", "4", "-k", "2", "--out", str(tmp_path),
+                                 "--grader", nobody],
                                 cwd=REPO, capture_output=True, text=True, timeout=300,
                                 env={**os.environ, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
@@ -515,6 +517,60 @@ def test_the_train_commands_env_option_takes_an_openenv_url(reverse: Remote) -> 
     assert mixed.weight == 1.0 and len(mixed.env.dataset("train")) > 0
 
 
+@pytest.mark.slow
+def test_the_trainer_plays_a_multi_turn_remote_through_its_act_tool(guess: Remote, tiny_model: Path,
+                                                                     tmp_path: Path) -> None:
+    from transformers.utils import get_json_schema
+
+    from verihub.trainers import GRPOTrainer
+    from verihub.trainers.rewards import EnvReward, GradeLedger
+
+    trainer = GRPOTrainer(str(tiny_model), [f"openenv:{guess.url}?size=8&max_turns=10"], lora=True, max_steps=1,
+                          num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
+                          output_dir=tmp_path / "run")
+    (item,) = trainer.mix
+    (act,) = trainer.trl._env_tools[item.name]
+    offered = get_json_schema(act)["function"]
+    assert offered["name"] == "act" and offered["parameters"]["properties"]["guess"]["type"] == "integer"
+    assert trainer.config.max_tool_calling_iterations == 9  # every call is a remote step; the answer one more
+    trainer.train()
+    record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert record["step"] == 1 and record[f"rewards/{item.name}/mean"] is not None and record[f"verihub/{item.name}/fault_rate"] == 0.0
+
+    task = item.env.tasks("train")[0]
+    reward = EnvReward(item, GradeLedger())
+
+    def scored(instance: Any, answer: str) -> list[float | None]:
+        return asyncio.run(reward(prompts=[[]], completions=[[{"role": "assistant", "content": answer}]],
+                                  environment=[item.name], task=[json.dumps(task)], difficulty=["all"],
+                                  environments=[instance]))
+
+    async def bisect(instance: Any) -> list[str]:
+        guesses = [50, 75]  # one turn, two calls: TRL runs them concurrently; the remote sees them in order
+        replies = list(await asyncio.gather(*(instance.act(guess=number) for number in guesses)))
+        low, high = 1, 100
+        while True:
+            for number, reply in zip(guesses, replies, strict=True):
+                low, high = (max(low, number + 1), high) if reply == "higher" else \
+                    (low, min(high, number - 1)) if reply == "lower" else (low, high)
+            if instance.session.done:
+                return replies
+            guesses.append((low + high) // 2)
+            replies.append(await instance.act(guess=guesses[-1]))
+
+    player = type(act.__self__)()
+    player.reset(task=json.dumps(dict(task)))
+    replies = asyncio.run(bisect(player))
+    assert replies[0] in ("higher", "lower", "correct") and "correct" in replies and player.session.turns <= 8
+    assert scored(player, "done") == [1.0] and player.session._connection is None  # its end closed it
+
+    quitter = type(act.__self__)()
+    quitter.reset(task=json.dumps(dict(task)))
+    assert asyncio.run(quitter.act(guess=0)) in ("higher", "lower")
+    assert scored(quitter, "I give up") == [0.0]  # not a fault: the model stopped before the remote's end
+    assert "rollout ended before" in quitter.session.grade.layers[0].detail and quitter.session._connection is None
+
+
 # -- multi-turn remotes in verihub eval: the remote's episode is a Session the eval's tool loop drives -------
 
 
@@ -544,7 +600,8 @@ def _eval(ref: str, model: ScriptedChatServer, out: Path, *options: str) -> subp
 
 def test_verihub_eval_plays_a_multi_turn_remote_through_its_tool(guess: Remote, tmp_path: Path) -> None:
     with ScriptedChatServer(bisecting_model) as model:
-        result = _eval(f"openenv:{guess.url}?size=20&max_turns=10", model, tmp_path, "-n", "4", "-k", "2")
+        result = _eval(f"openenv:{guess.url}?size=20&max_turns=10", model, tmp_path, "-n", "4", "-k", "2",
+                       "--grader", f"http://127.0.0.1:{free_port()}")  # the remote's sessions stay here
     assert result.returncode == 0, result.stderr
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert len(table) == 8 and set(table["status"]) == {"ok"} and set(table["reward"]) == {1.0}
@@ -596,7 +653,8 @@ def test_a_multi_turn_remote_killed_mid_episode_is_env_error_never_zero(
     assert result.returncode == 0, result.stderr
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert set(table["status"]) == {"env_error"} and set(table["reward"]) == {None}, table["reason"]
-    assert all("broke during step" in reason or "cannot reach" in reason for reason in table["reason"])
+    # an episode the kill caught mid-step, or one that started (reset) or connected after it
+    assert all(re.search("broke during (reset|step)|cannot reach", reason) for reason in table["reason"]), table["reason"]
 
 
 def test_multi_turn_sessions_and_bad_max_turns_through_the_api(guess: Remote) -> None:

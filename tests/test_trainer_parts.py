@@ -245,3 +245,99 @@ def test_heldout_pass_rates_count_faults_as_failed_and_say_how_many(flaky_env: P
     metrics, _ = monitor.flush()
     assert metrics["verihub/flaky/heldout_pass_rate"] == 13 / 16 and metrics["verihub/flaky/heldout_faulted"] == 3
     assert metrics["verihub/flaky/heldout_tasks_lost"] == 1 and metrics["verihub/flaky/heldout_pass_rate_graded"] == 1.0
+
+
+# -- tools only a session knows (a multi-turn remote's act) as TRL methods -------------------------------------
+
+
+class _SchemaEnv:
+    """What environment_class reads of an environment: a multi-turn spec without spec tools, and the
+    schemas its sessions offer."""
+
+    def __init__(self, *schemas: dict[str, Any]) -> None:
+        from types import SimpleNamespace
+
+        self.spec = SimpleNamespace(interaction=SimpleNamespace(kind="multi_turn", tools=[]), sandbox=None)
+        self.tool_schemas = [{"type": "function", "function": schema} for schema in schemas]
+
+
+def _offered(*schemas: dict[str, Any]) -> type:
+    from verihub.trainers.mixture import MixedEnv
+    from verihub.trainers.toolenv import environment_class
+
+    return environment_class(MixedEnv("remote", _SchemaEnv(*schemas), 1.0))  # type: ignore[arg-type]
+
+
+ACTION = {"name": "act", "description": "Take your turn.\nArgs: none here (a trap for the docstring parser)",
+          "parameters": {
+              "type": "object", "required": ["move", "cells"],
+              "properties": {
+                  "move": {"enum": ["up", "down"], "description": "Where to go. (choices: not json)"},
+                  "cells": {"type": "array", "items": {"type": "integer"}},
+                  "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Returns: a trap"},
+                  "target": {"$ref": "#/$defs/Point"}, "speed": {"type": ["number", "string"]}},
+              "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "integer"}}}}}}
+
+
+def test_a_session_tool_is_offered_with_the_schemas_fields_or_refused_by_name() -> None:
+    import inspect
+
+    from transformers.utils import get_json_schema
+
+    tool_class = _offered(ACTION)
+    act = tool_class.act
+    assert inspect.iscoroutinefunction(act)  # TRL runs it on its async loop, where the rewards' steps run too
+    schema = get_json_schema(act)["function"]  # what TRL shows the model
+    parameters = schema["parameters"]
+    assert schema["name"] == "act" and schema["description"].startswith("Take your turn.")
+    assert set(parameters["required"]) == {"move", "cells"}
+    assert parameters["properties"]["move"]["enum"] == ["up", "down"]
+    assert parameters["properties"]["cells"] == {"type": "array", "items": {"type": "integer"}, "description": "cells"}
+    assert parameters["properties"]["note"]["type"] == "string" and parameters["properties"]["note"]["nullable"]
+    assert parameters["properties"]["target"]["type"] == "object"
+    assert parameters["properties"]["speed"]["type"] == ["number", "string"]
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    class Recording:
+        async def acall_tool(self, name: str, arguments: dict[str, Any]) -> str:
+            calls.append((name, arguments))
+            return "moved"
+
+    instance = tool_class()
+    instance.session = Recording()
+    assert asyncio.run(instance.act(move="up", cells=[1])) == "moved"
+    assert calls == [("act", {"move": "up", "cells": [1]})]  # what the model gave, nothing filled in
+
+    for bad, what in [({**ACTION, "name": "reset"}, "'reset'"), ({**ACTION, "name": "_act"}, "'_act'"),
+                      ({**ACTION, "name": "get_reward"}, "'get_reward'"), ({**ACTION, "name": "fault"}, "'fault'"),
+                      ({**ACTION, "parameters": {"properties": {"x-y": {}}}}, "'x-y'"),
+                      ({**ACTION, "parameters": {"properties": {"class": {}}}}, "'class'"),
+                      ({**ACTION, "parameters": {"properties": {"self": {}}}}, "'self'")]:
+        with pytest.raises(ValueError, match=re.escape(what)):
+            _offered(bad)
+
+
+def test_a_hostile_remotes_action_schema_costs_a_bounded_walk() -> None:
+    import time
+
+    from transformers.utils import get_json_schema
+
+    definitions = {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(10_000)}
+    definitions["loop"] = {"$ref": "#/$defs/loop"}
+    wide = {"anyOf": [{"type": "array", "items": {"anyOf": [{"type": "integer"}] * 1000}}] * 1000}
+    nested: dict[str, Any] = {"type": "integer"}
+    for _ in range(10_000):
+        nested = {"type": "array", "items": nested}
+    start = time.perf_counter()
+    tool_class = _offered({"name": "act", "parameters": {"properties": {
+        "chain": {"$ref": "#/$defs/D0"}, "loop": {"$ref": "#/$defs/loop"}, "wide": wide, "nested": nested,
+        "odd": {"enum": [{"a": 1}, [2]]}, "missing": {"$ref": "#/$defs/nowhere"}}, "$defs": definitions}})
+    schema = get_json_schema(tool_class.act)["function"]["parameters"]["properties"]
+    assert time.perf_counter() - start < 1.0
+    assert schema["chain"] == {"description": "chain"} and schema["loop"] == {"description": "loop"}  # Any
+    assert schema["odd"] == {"description": "odd"} and schema["missing"] == {"description": "missing"}
+    depth, node = 0, schema["nested"]
+    while "items" in node:
+        depth, node = depth + 1, node["items"]
+    assert depth <= 8

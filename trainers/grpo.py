@@ -134,9 +134,11 @@ class GRPOTrainer(TrainerRun):
         """What differs from TRL's defaults: settings that work on CPU, per-step logs, tool turns by spec."""
         defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no",
                                     "report_to": "none"}
-        turns = [item.env.spec.interaction.max_turns for item in self.mix if item.multi_turn]
-        if turns:  # on graders each tool call is a turn of the server's session, and the answer one more
-            defaults["max_tool_calling_iterations"] = max(turns) - (1 if self.graders is not None else 0)
+        # a session whose every tool call is a turn (a grader's, a remote's episode) needs one more for the answer
+        turns = [item.env.spec.interaction.max_turns - (self.graders is not None or item.env.graded_remotely)
+                 for item in self.mix if item.multi_turn]
+        if turns:
+            defaults["max_tool_calling_iterations"] = max(turns)
         return defaults
 
     def _environment_factories(self) -> dict[str, Any] | None:

@@ -124,10 +124,13 @@ class EnvReward:
                 completion_text(completion)  # a rollout without an answer is a fault, as below
                 if not session.done:
                     await session.astep({"content": text})
+                await session.aend_rollout()  # a remote's episode still going when the rollout is over ends here
                 grade = session.grade
             else:
                 grade = await self.grader.agrade(json.loads(task_json), completion)
         except Exception as error:  # noqa: BLE001 - a verifier bug is this environment's fault, not a wrong answer
+            if session is not None:
+                session.close()  # whatever it holds (a sandbox, a remote's connection) goes now
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
                            f"{type(error).__name__}: {error}")
         if grade is None:  # the session ended in a fault (a sandbox or a grader that failed)

@@ -10,6 +10,11 @@ keeps its episode), and turns past ``max_turns`` without an end score 0. A remot
 slow, a broken frame, an error, an end without a reward) ends the session as a fault: reward None,
 ``env_error``, never 0.
 
+The trainer calls the tool itself, one call at a time (:class:`~verihub.session.CallsAreTurns`: each a
+turn), then steps its answer; an episode the remote has not ended when the rollout is over
+(:meth:`OpenEnvSession.aend_rollout`) scores 0, as one past ``max_turns`` does. Steps are taken one at a
+time (TRL runs a turn's calls concurrently): the remote sees them in the order they came.
+
 The connection is made at the first step, on the event loop that steps: :meth:`reset` is local (the
 prompt is the task's). Use one style per session: ``astep`` on one loop, or the sync ``step``.
 """
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from verihub.adapters._openenv_wire import ActionRefusedError, OwnLoop, RemoteEnvError, RemoteSession
 from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
-from verihub.session import Action, Message, Session, StepResult, _Call
+from verihub.session import Action, CallsAreTurns, Message, Session, StepResult, _Call
 
 if TYPE_CHECKING:
     from verihub.adapters.openenv import OpenEnvEnvironment
@@ -41,20 +46,24 @@ def action_tool(parameters: Mapping[str, Any]) -> dict[str, Any]:
                        "the environment shows you next. The episode ends when the environment says so."}}
 
 
-class OpenEnvSession(Session, OwnLoop):
+class OpenEnvSession(CallsAreTurns, Session, OwnLoop):
     """One task's episode on a multi-turn OpenEnv remote (see the module docstring)."""
 
     env: OpenEnvEnvironment
 
     def __init__(self, env: OpenEnvEnvironment, task: Mapping[str, Any]) -> None:
         self._connection: RemoteSession | None = None
+        self._connection_loop: asyncio.AbstractEventLoop | None = None  # the loop the connection lives on
+        self._turn: asyncio.Lock | None = None
         super().__init__(env, task)
 
-    @property
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        return [action_tool(self.env.remote.tool_parameters())]
-
     async def astep(self, action: Action) -> StepResult:
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:  # one step at a time, in the order they came
+            return await self._take_turn(action)
+
+    async def _take_turn(self, action: Action) -> StepResult:
         calls = self._begin(action)
         outputs: list[Message] = []
         try:
@@ -62,6 +71,7 @@ class OpenEnvSession(Session, OwnLoop):
                 from verihub.adapters.openenv import pose
 
                 self._connection = await pose(self.env.remote, self.task)
+                self._connection_loop = asyncio.get_running_loop()
             if calls:
                 for call in calls:
                     outputs.append(self._tool_message(call, await self._call(call)))
@@ -74,6 +84,12 @@ class OpenEnvSession(Session, OwnLoop):
         if self.done:
             await self._disconnect()
         return self._result(outputs)
+
+    async def aend_rollout(self) -> None:
+        """The rollout ended before the remote's episode did: the model stopped acting, a 0 (not a fault)."""
+        if not self.done:
+            self._end(grade=self._graded(0.0, "the rollout ended before the remote episode did"))
+            await self._disconnect()
 
     async def _call(self, call: _Call) -> str:
         """One tool call: a step of the remote episode; its observation, or what is wrong with the call."""
@@ -125,23 +141,35 @@ class OpenEnvSession(Session, OwnLoop):
             await connection.close()
 
     def close(self) -> None:
-        """End the episode; the remote's connection is closed (in the background when called on the loop
-        that holds it, which a close cannot block)."""
+        """End the episode; the remote's connection is closed on the loop it lives on (in the background
+        when that is not this thread's, or when this thread runs it: a close cannot block that loop)."""
         if self._connection is not None:
             if self._loop is not None:
                 self._sync(self._disconnect())
             else:
-                try:
-                    closing = asyncio.get_running_loop().create_task(self._disconnect())
-                except RuntimeError:  # no loop runs here: the connection's loop is gone with it
-                    self._connection = None
-                else:
-                    _CLOSING.add(closing)
-                    closing.add_done_callback(_CLOSING.discard)
+                connection, loop, self._connection = self._connection, self._connection_loop, None
+                _close_on(loop, connection)
         self._stop_loop()
+        self._turn = None  # a lock belongs to the loop it was used on; the next episode may step on another
         super().close()
 
     # -- sync -------------------------------------------------------------------------------------------
 
     def step(self, action: Action) -> StepResult:
         return self._sync(self.astep(action))
+
+
+def _close_on(loop: asyncio.AbstractEventLoop | None, connection: RemoteSession) -> None:
+    """Close ``connection`` on ``loop``, the one it lives on, without waiting for it."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is not None and loop is running:
+        closing = loop.create_task(connection.close())
+        _CLOSING.add(closing)
+        closing.add_done_callback(_CLOSING.discard)
+    elif loop is not None and loop.is_running():  # e.g. TRL's reset() on its main thread; the tools' loop
+        asyncio.run_coroutine_threadsafe(connection.close(), loop)
+    # else the connection's loop is gone, and the connection with it
+

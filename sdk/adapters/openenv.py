@@ -439,6 +439,19 @@ class OpenEnvEnvironment(Environment):
             column = rows["remote_split"]
             self._splits = {name: rows.select([i for i, split in enumerate(column) if split == name]) for name in names}
 
+    @property
+    def graded_remotely(self) -> bool:
+        return True
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """A multi-turn remote's one tool, :data:`~verihub.adapters._openenv_session.TOOL`: its action."""
+        if self.spec.interaction.kind != "multi_turn":
+            return []
+        from verihub.adapters._openenv_session import action_tool
+
+        return [action_tool(self.remote.tool_parameters())]
+
     def session(self, task: Mapping[str, Any], *, sandbox: Any = None) -> Session:
         """A multi-turn remote's episode as a :class:`~verihub.session.Session` (its tool calls are the
         remote's steps); a single-turn remote's, the one-step session graded by the verifier."""
