@@ -1,12 +1,15 @@
 """What grading through `verihub serve` costs next to grading in-process, measured side by side in one run.
 
-    python bench/serve_bench.py [--grades 1024] [--batch 256] [--repeats 3] [--episodes 16] [--concurrency 4]
+    python bench/serve_bench.py [--grades 8192] [--batch 256] [--repeats 3] [--episodes 64] [--concurrency 4]
 
 Cheap check (`sums`): in-process grading (``env.agrade`` one by one, and the verifier's ``agrade_many``
 in batches; the ratio is against the faster) against ``POST /grade`` (batches of ``--batch``) and
 against WebSocket sessions (reset + one step each, ``--concurrency`` connections). Sandboxed env
 (`shell-task`, needs nsjail): in-process sessions against WebSocket sessions, each episode one bash call
-(the task's solution) and a final answer, graded on the work dir. The server is a real `verihub serve`
+(the task's solution) and a final answer, graded on the work dir (each answer differs, so that the checker
+runs in the jail every time rather than the grade cache answering). Defaults are long enough for a
+steady flow (a few hundred milliseconds of start-up per mode would otherwise weigh on short rounds). The
+server is a real `verihub serve`
 process on loopback. Prints grades/s and p50/p95 latency per mode; the last line the ratios (remote time
 per grade / in-process). Targets: batch grading of a cheap check <= 1.3x; sandboxed sessions <= 1.1x.
 """
@@ -148,26 +151,28 @@ async def sandboxed(url: str, episodes: int, concurrency: int, repeats: int) -> 
     tasks = [task for task in env.dataset("train")][:episodes]
     tasks = [tasks[n % len(tasks)] for n in range(episodes)]
 
-    def actions(task: dict[str, Any]) -> list[dict[str, Any]]:
+    def actions(task: dict[str, Any], episode: str) -> list[dict[str, Any]]:
         call = {"id": "1", "function": {"name": "bash", "arguments": {"command": task["solution"]}}}
-        return [{"content": "", "tool_calls": [call]}, {"content": "done"}]
+        return [{"content": "", "tool_calls": [call]}, {"content": f"done ({episode})"}]  # no two grades alike
 
-    async def local(task: dict[str, Any]) -> None:
+    async def local(task: dict[str, Any], episode: str) -> None:
         session = env.session(task)
         await session.areset()
-        for action in actions(task):
+        for action in actions(task, episode):
             result = await session.astep(action)
         assert result.done and result.reward == 1.0, result
 
-    async def one_round() -> tuple[Timing, Timing]:
-        in_process = await timed("sandboxed: in-process sessions", episodes, [lambda t=t: local(t) for t in tasks],
+    async def one_round(round_: int) -> tuple[Timing, Timing]:
+        in_process = await timed("sandboxed: in-process sessions", episodes,
+                                 [lambda t=t, n=n: local(t, f"local {round_}.{n}") for n, t in enumerate(tasks)],
                                  concurrency)
         remote = await ws_episodes(url, [({"env": "shell-task", "task_id": task["id"], "split": "train"},
-                                          actions(task)) for task in tasks], concurrency, "sandboxed: WS sessions")
+                                          actions(task, f"remote {round_}.{n}")) for n, task in enumerate(tasks)],
+                                   concurrency, "sandboxed: WS sessions")
         return in_process, remote
 
-    await one_round()  # warm: the jail, the checker's imports, on both sides
-    rounds = [await one_round() for _ in range(repeats)]  # interleaved; the best of each
+    await one_round(-1)  # warm: the jail, the checker's imports, on both sides
+    rounds = [await one_round(round_) for round_ in range(repeats)]  # interleaved; the best of each
     return [min((r[mode] for r in rounds), key=lambda t: t.seconds) for mode in range(2)]
 
 
@@ -194,10 +199,10 @@ async def main(arguments: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--grades", type=int, default=1024, help="cheap grades per mode and round")
+    parser.add_argument("--grades", type=int, default=8192, help="cheap grades per mode and round")
     parser.add_argument("--batch", type=int, default=256, help="items per POST /grade")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each comparison (best kept)")
-    parser.add_argument("--episodes", type=int, default=16, help="sandboxed episodes per mode")
+    parser.add_argument("--episodes", type=int, default=64, help="sandboxed episodes per mode")
     parser.add_argument("--concurrency", type=int, default=4, help="requests / connections in flight")
     parser.add_argument("--no-sandbox", action="store_true", help="skip the sandboxed env (no nsjail here)")
     asyncio.run(main(parser.parse_args()))
