@@ -16,6 +16,7 @@ session is closed, and a session's work dir is dropped when its connection ends.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -142,4 +143,8 @@ def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int,
           f"(ws://{shown}:{bound}/ws, at most {max_sessions} sessions)", flush=True)
     config = uvicorn.Config(app, http=_head_deadline(min(idle_timeout_s, HEAD_S)), ws="websockets-sansio",
                             ws_max_size=MAX_FRAME + 1024, log_level="warning")
+    # Start-up's objects (modules, the environments and their tasks) live as long as the server: frozen,
+    # the collector's full passes, which a steady flow of grades sets off, skip them (a server grades
+    # cheap checks ~10% faster).
+    gc.freeze()
     uvicorn.Server(config).run(sockets=[listener])
