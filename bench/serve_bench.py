@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import re
 import statistics
@@ -139,6 +140,7 @@ async def cheap(url: str, grades: int, batch: int, concurrency: int, repeats: in
             return one_by_one, many, batched
 
         await one_round(-1)  # warm both sides: imports, the server's task index
+        gc.freeze()  # as `verihub serve` does at start: both sides' collectors then skip their start-up objects
         rounds = [await one_round(round_) for round_ in range(repeats)]  # interleaved; the best of each
     best = [min((r[mode] for r in rounds), key=lambda t: t.seconds) for mode in range(3)]
     sessions = await ws_episodes(url, [({"env": "sums", "task_id": task["id"]}, [{"content": text}])

@@ -86,6 +86,11 @@ class Verifier:
 
     ``judge`` scores judge layers; without one they are environment faults (``on_missing_judge="error"``)
     or left out of the grade (``"skip"``, used by ``validate`` when no judge model is configured).
+
+    ``cache_size`` grades are remembered (0: none), the oldest dropped first. Repeats come close together
+    (a GRPO group's identical answers, an eval's samples of one task), so a few thousand cover them; a
+    larger cache costs memory (each key holds its completion) and time: CPython's full collections walk
+    every cached grade (at 100,000 a steady flow of cheap grades ran 12-20% slower than at 8,192).
     """
 
     def __init__(
@@ -97,7 +102,7 @@ class Verifier:
         render: Callable[[Task], list[dict[str, str]]] | None = None,
         on_missing_judge: Literal["error", "skip"] = "error",
         max_concurrency: int = 64,
-        cache_size: int = 100_000,
+        cache_size: int = 8192,
     ) -> None:
         if not layers:
             raise ValueError("a verifier needs at least one layer")
