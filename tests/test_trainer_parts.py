@@ -273,7 +273,7 @@ ACTION = {"name": "act", "description": "Take your turn.\nArgs: none here (a tra
               "type": "object", "required": ["move", "cells"],
               "properties": {
                   "move": {"enum": ["up", "down"], "description": "Where to go. (choices: not json)"},
-                  "cells": {"type": "array", "items": {"type": "integer"}},
+                  "cells": {"type": "array", "items": {"type": "integer"}, "description": "Cells (in order)."},
                   "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Returns: a trap"},
                   "target": {"$ref": "#/$defs/Point"}, "speed": {"type": ["number", "string"]}},
               "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "integer"}}}}}}
@@ -292,7 +292,8 @@ def test_a_session_tool_is_offered_with_the_schemas_fields_or_refused_by_name() 
     assert schema["name"] == "act" and schema["description"].startswith("Take your turn.")
     assert set(parameters["required"]) == {"move", "cells"}
     assert parameters["properties"]["move"]["enum"] == ["up", "down"]
-    assert parameters["properties"]["cells"] == {"type": "array", "items": {"type": "integer"}, "description": "cells"}
+    assert parameters["properties"]["cells"] == {"type": "array", "items": {"type": "integer"},
+                                                 "description": "Cells (in order)."}
     assert parameters["properties"]["note"]["type"] == "string" and parameters["properties"]["note"]["nullable"]
     assert parameters["properties"]["target"]["type"] == "object"
     assert parameters["properties"]["speed"]["type"] == ["number", "string"]

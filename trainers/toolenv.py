@@ -185,7 +185,8 @@ def _one_line(text: Any, fallback: str) -> str:
     """A description that transformers' docstring parser reads back as it is: one line, no section
     headers, no trailing ``(choices: ...)`` (which it would parse as JSON)."""
     line = " ".join(str(text).split())[:300] if isinstance(text, str) and text.strip() else fallback
-    return re.sub(r"\b(Args|Returns|Raises)\s*:", r"\1 -", line).replace("(", "[").replace(")", "]")
+    line = re.sub(r"\b(Args|Returns|Raises)\s*:", r"\1 -", line)
+    return re.sub(r"\(\s*choices\s*:", "[choices:", line, flags=re.IGNORECASE)
 
 
 class _SchemaWalk:
