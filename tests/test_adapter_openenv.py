@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -672,6 +673,26 @@ def test_multi_turn_sessions_and_bad_max_turns_through_the_api(guess: Remote) ->
     assert verihub.load_env(f"openenv:{guess.url}", size=5).spec.interaction.kind == "single_turn"
     with pytest.raises(SpecError, match="max_turns"):
         verihub.load_env(f"openenv:{guess.url}", size=5, max_turns=0)
+
+
+def test_a_session_closed_from_another_thread_closes_its_connection_on_its_own_loop(guess: Remote) -> None:
+    env = verihub.load_env(f"openenv:{guess.url}", size=5, max_turns=10)
+    loop = asyncio.new_event_loop()  # the tools' loop (TRL's), on its own thread
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        session = env.session(env.dataset("train")[0])
+        asyncio.run_coroutine_threadsafe(session.acall_tool("act", {"guess": 0}), loop).result(30)
+        connection = session._connection
+        assert connection is not None and connection._ws is not None
+        session.close()  # from this thread, as TRL's reset() does between rollouts
+        deadline = time.monotonic() + 10
+        while connection._ws is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert connection._ws is None and session._connection is None  # closed there, not dropped open
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
 
 
 @pytest.mark.parametrize(("answer", "reason"), [
