@@ -335,7 +335,7 @@ def test_a_hostile_remotes_action_schema_costs_a_bounded_walk() -> None:
         "chain": {"$ref": "#/$defs/D0"}, "loop": {"$ref": "#/$defs/loop"}, "wide": wide, "nested": nested,
         "odd": {"enum": [{"a": 1}, [2]]}, "missing": {"$ref": "#/$defs/nowhere"}}, "$defs": definitions}})
     schema = get_json_schema(tool_class.act)["function"]["parameters"]["properties"]
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 2.0  # a walk without its bounds takes far longer, or never ends
     assert schema["chain"] == {"description": "chain"} and schema["loop"] == {"description": "loop"}  # Any
     assert schema["odd"] == {"description": "odd"} and schema["missing"] == {"description": "missing"}
     depth, node = 0, schema["nested"]
