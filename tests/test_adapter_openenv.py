@@ -691,6 +691,12 @@ def test_a_session_closed_from_another_thread_closes_its_connection_on_its_own_l
             time.sleep(0.05)
         assert connection._ws is None and session._connection is None  # closed there, not dropped open
     finally:
+        async def settled() -> None:  # the close runs to its end before the loop stops
+            others = asyncio.all_tasks() - {asyncio.current_task()}
+            if others:
+                await asyncio.wait(others, timeout=10)
+
+        asyncio.run_coroutine_threadsafe(settled(), loop).result(15)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
 

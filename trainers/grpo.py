@@ -135,7 +135,7 @@ class GRPOTrainer(TrainerRun):
         defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no",
                                     "report_to": "none"}
         # a session whose every tool call is a turn (a grader's, a remote's episode) needs one more for the answer
-        turns = [item.env.spec.interaction.max_turns - (self.graders is not None or item.env.graded_remotely)
+        turns = [item.env.spec.interaction.max_turns - int(self.graders is not None or item.env.graded_remotely)
                  for item in self.mix if item.multi_turn]
         if turns:
             defaults["max_tool_calling_iterations"] = max(turns)

@@ -143,7 +143,7 @@ def environment_class(item: MixedEnv, grader: Any = None) -> type[ToolEnvironmen
 
 MAX_DEPTH = 8  # of nested schemas ($ref chains, arrays of arrays): past it a value is Any
 MAX_NODES = 512  # schema nodes read for one tool: a hostile remote's schema costs a bounded walk
-_RESERVED = {"reset", "get_reward"} | {name for name in dir(ToolEnvironment) if not name.startswith("_")}
+_RESERVED = {"get_reward"} | {name for name in dir(ToolEnvironment) if not name.startswith("_")}  # TRL's, ours
 
 
 def _usable(name: Any) -> bool:
@@ -158,10 +158,11 @@ def _session_tool(env_name: str, function: Mapping[str, Any]) -> Callable[..., A
     if not _usable(name) or name.startswith("_") or name in _RESERVED:
         raise ValueError(f"{env_name}: tool {name!r} cannot be offered to TRL, which calls tools as public methods "
                          f"of the environment class (reserved: {', '.join(sorted(_RESERVED))})")
-    if not isinstance(fields, Mapping) or (bad := [field for field in fields if not _usable(field) or field == "self"]):
+    bad = [field for field in fields if not _usable(field) or field == "self"] if isinstance(fields, Mapping) else \
+        ["properties"]
+    if bad:
         raise ValueError(f"{env_name}: tool {name!r} cannot be offered to TRL, which passes arguments as Python "
-                         f"keywords: {', '.join(map(repr, bad[:5])) if isinstance(fields, Mapping) else 'properties'} "
-                         f"is not a usable name")
+                         f"keywords: {', '.join(map(repr, bad[:5]))} is not a usable name")
     walk = _SchemaWalk(parameters.get("$defs") or parameters.get("definitions") or {})
     required = set(parameters.get("required") or [])
     hints = {field: walk.hint(schema) for field, schema in fields.items()}
