@@ -180,14 +180,17 @@ async def grade(request: Request) -> Any:
         batch = batches.get((name, split))
         try:
             if batch is None:
-                batch = batches[(name, split)] = _Batch(state.catalog.env(name))
-                if batch.env.spec.interaction.kind == "multi_turn":
-                    return problem(409, "NEEDS_SESSION",
-                                   f"items[{number}]: {batch.env.id} is multi-turn: hold a session on WS /ws")
-            batch.rows.append(state.catalog.by_id(batch.env, item["task_id"], split))
+                env = state.catalog.env(name)
+                if env.spec.interaction.kind == "multi_turn":
+                    return problem(409, "NEEDS_SESSION", f"items[{number}]: {env.id} is multi-turn: hold a session on WS /ws")
+                batch = batches[(name, split)] = _Batch(env, state.catalog.ids(env, split))
+            row = batch.tasks.get(item["task_id"])
+            if row is None:
+                row = state.catalog.by_id(batch.env, item["task_id"], split)  # raises, naming what is missing
         except TaskNotFound as error:
             return problem(404, "NOT_FOUND", f"items[{number}]: {error}")
         batch.numbers.append(number)
+        batch.rows.append(row)
         batch.completions.append(item["completion"])
     grades: list[Grade] = [_UNGRADED] * len(items)
     for batch in batches.values():
@@ -203,8 +206,8 @@ async def grade(request: Request) -> Any:
 class _Batch:
     """One environment's and split's pairs of a request, with their places in it."""
 
-    def __init__(self, env: Environment) -> None:
-        self.env = env
+    def __init__(self, env: Environment, tasks: Mapping[str, Mapping[str, Any]]) -> None:
+        self.env, self.tasks = env, tasks  # tasks: the split's (or every split's) tasks by id
         self.numbers: list[int] = []
         self.rows: list[Mapping[str, Any]] = []
         self.completions: list[str] = []

@@ -29,7 +29,7 @@ class Catalog:
             if env.id in self.envs:
                 raise ValueError(f"two environments are named {env.id!r}: serve one of them")
             self.envs[env.id] = env
-        self._rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self._rows: dict[tuple[str, str | None], dict[str, dict[str, Any]]] = {}
 
     def env(self, name: str | None) -> Environment:
         if name is None:
@@ -61,13 +61,25 @@ class Catalog:
         return env, rows[index]
 
     def by_id(self, env: Environment, task_id: str, split: str | None) -> dict[str, Any]:
-        for name in [self.split(env, split)] if split is not None else env.split_names:
-            rows = self._rows.get((env.id, name))
-            if rows is None:  # a row lookup in Arrow costs more than a cheap grade
-                rows = self._rows[(env.id, name)] = {str(row["id"]): row for row in env.tasks(name)}
-            if task_id in rows:
-                return rows[task_id]
-        raise TaskNotFound(f"{env.id} has no task {task_id!r}" + (f" in split {split!r}" if split else ""))
+        row = self.ids(env, split).get(task_id)
+        if row is None:
+            raise TaskNotFound(f"{env.id} has no task {task_id!r}" + (f" in split {split!r}" if split else ""))
+        return row
+
+    def ids(self, env: Environment, split: str | None) -> dict[str, dict[str, Any]]:
+        """The tasks of ``split`` by id; with no split, of every split (an id in an earlier split first).
+        Built on first use: a row lookup in Arrow costs more than a cheap grade."""
+        rows = self._rows.get((env.id, split))
+        if rows is None:
+            if split is None:
+                rows = {}
+                for name in env.split_names:
+                    for task_id, row in self.ids(env, name).items():
+                        rows.setdefault(task_id, row)
+            else:
+                rows = {str(row["id"]): row for row in env.tasks(self.split(env, split))}
+            self._rows[(env.id, split)] = rows  # a split that is not the env's raised above: no entry
+        return rows
 
 
 def listed(env: Environment, row: Mapping[str, Any], index: int) -> dict[str, Any]:

@@ -319,6 +319,26 @@ def test_batch_grading_matches_in_process_grades(server: str) -> None:
     assert {g["status"] for g in grades} == {"ok", "wrong"}
 
 
+def test_tasks_are_found_by_id_in_the_split_asked_or_the_first_split_that_has_it() -> None:
+    from types import SimpleNamespace
+
+    from verihub._serve_state import Catalog, TaskNotFound
+
+    splits = {"train": [{"id": "a", "from": "train"}, {"id": 7, "from": "train"}],
+              "eval": [{"id": "a", "from": "eval"}, {"id": "b", "from": "eval"}]}
+    env = SimpleNamespace(id="two", split_names=list(splits), tasks=lambda split: splits[split])
+    catalog = Catalog([env])  # type: ignore[list-item]
+    assert catalog.by_id(env, "a", None)["from"] == "train"  # an id in two splits: the first split's
+    assert catalog.by_id(env, "a", "eval")["from"] == "eval"
+    assert catalog.by_id(env, "b", None)["from"] == "eval" and catalog.by_id(env, "7", "train")["id"] == 7
+    with pytest.raises(TaskNotFound, match="no task 'b' in split 'train'"):
+        catalog.by_id(env, "b", "train")
+    for asked in range(100):  # a caller naming splits that do not exist adds nothing to what is held
+        with pytest.raises(TaskNotFound, match="no split"):
+            catalog.by_id(env, "a", f"split-{asked}")
+    assert len(catalog._rows) == 3  # train, eval, and every split's ids
+
+
 def test_a_check_that_raises_costs_only_its_own_pair_its_reward(server: str) -> None:
     items = [{"env": "fragile", "task_id": "f1", "completion": text} for text in ("1", "boom", "2")]
     grades = httpx.post(f"{server}/grade", json={"items": items}).json()["grades"]
@@ -355,6 +375,12 @@ def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
     missing = post({"items": [{"env": "sums", "task_id": task_id, "completion": "1"},
                               {"env": "sums", "task_id": "no-such", "completion": "1"}]})
     assert missing.status_code == 404 and "items[1]" in missing.json()["message"]
+    in_split = post({"items": [{"env": "sums", "task_id": task_id, "split": "eval", "completion": "1"}]})
+    assert in_split.status_code == 200 and len(in_split.json()["grades"]) == 1
+    other_split = post({"items": [{"env": "sums", "task_id": task_id, "split": "train", "completion": "1"}]})
+    assert other_split.status_code == 404 and "in split 'train'" in other_split.json()["message"]
+    no_split = post({"items": [{"env": "sums", "task_id": task_id, "split": "nope", "completion": "1"}]})
+    assert no_split.status_code == 404 and "no split 'nope'" in no_split.json()["message"]
     assert post({"items": [{"task_id": task_id, "completion": "1"}]}).json()["error"] == "NOT_FOUND"  # which env?
     tool = post({"items": [{"env": "shell-task", "task_id": "sh-001", "completion": "1"}]})
     assert tool.status_code == 409 and tool.json()["error"] == "NEEDS_SESSION"
