@@ -5,7 +5,9 @@
 1. Publishing: `verihub push` of a bundled environment to a hub server on loopback (validate, build, upload,
    tag) plus `pip install` of it from the server's index, against `pip install` of the same wheel from a
    local file (the floor), each into a fresh virtual environment. One more push, in this process, is timed
-   by stage (validation, build, upload and tag).
+   by stage (validation, build, upload and tag). Beside them: a process that only imports the libraries a
+   push cannot go without (its CLI framework, pydantic for the spec, the huggingface_hub client), which
+   bounds how close to the floor any push through that client can come.
 2. Search: `GET /api/models?search=...&limit=20` on a hub holding --repos repositories, against the same
    query on a hub holding a handful, both servers up and the requests alternated; a selective query (env-N)
    and a broad one (every repository matches).
@@ -41,6 +43,7 @@ from verihub.hub.local import LocalHub
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JSON_INDEX = "application/vnd.pypi.simple.v1+json"
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
+PUSH_LIBRARIES = "import typer, pydantic, huggingface_hub.hf_api"
 
 
 def fresh_venv(path: Path) -> str:
@@ -235,10 +238,13 @@ def main() -> None:
             process.terminate()
             process.wait()
         help_s = statistics.median(timed([VERIHUB, "--help"]) for _ in range(3))
+        imports_s = statistics.median(timed([sys.executable, "-c", PUSH_LIBRARIES]) for _ in range(5))
     timings = stages()
     print(f"pip install of the wheel from a file (floor): {floor_s * 1000:.0f} ms")
     print(f"verihub push through the server: {push_s * 1000:.0f} ms; pip install from the server: {install_s * 1000:.0f} ms; "
           f"`verihub --help` (start-up alone): {help_s * 1000:.0f} ms")
+    print(f"`python -c '{PUSH_LIBRARIES}'`: {imports_s * 1000:.0f} ms; with the install from the server that alone is "
+          f"{(imports_s + install_s) / floor_s:.2f}x the floor")
     print("one push in-process, by stage: " + ", ".join(f"{name} {value * 1000:.0f} ms" for name, value in timings.items()))
     print(f"search p50: {few_search * 1000:.1f} ms with a handful of repos, {big_search * 1000:.1f} ms with "
           f"{options.repos}; a query every repo matches: {few_broad * 1000:.1f} ms / {big_broad * 1000:.1f} ms")
