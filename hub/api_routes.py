@@ -7,7 +7,6 @@ routes find repositories through the same rule."""
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime
 import hashlib
 import json
@@ -323,7 +322,7 @@ def _parse_commit(raw: bytes, existing: set[str]) -> tuple[str, dict[str, bytes]
             continue
         try:
             item = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past what the parser follows
             raise InvalidRequestError(f"commit line {number} is not JSON") from None
         key = item.get("key") if isinstance(item, dict) else None
         if key not in _KEYS:
@@ -354,7 +353,7 @@ def _content(value: _File, number: int) -> bytes:
         return value.content.encode()
     try:
         return base64.b64decode(value.content, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, and a content that is not ASCII
         raise InvalidRequestError(f"commit line {number}: the content of {value.path[:200]!r} is not valid base64") from None
 
 

@@ -29,8 +29,9 @@ from typing import Literal
 from packaging.version import Version
 
 from verihub.errors import VerihubError
-from verihub.hub.errors import (CommitConflictError, InvalidPathError, InvalidRefNameError, RefExistsError,
-                                RepoExistsError, RepoNotFoundError, RevisionNotFoundError, TagExistsError)
+from verihub.hub.errors import (CommitConflictError, InvalidPathError, InvalidRefNameError, InvalidRequestError,
+                                RefExistsError, RepoExistsError, RepoNotFoundError, RevisionNotFoundError,
+                                TagExistsError)
 from verihub.hub.ids import RepoId, is_release_like, release_version
 
 __all__ = ["Commit", "FileEntry", "HubStorage", "RepoExistsError", "RepoNotFoundError", "RevisionNotFoundError",
@@ -43,6 +44,7 @@ _AUTHOR = {"GIT_AUTHOR_NAME": "verihub", "GIT_AUTHOR_EMAIL": "hub@verihub.invali
 _SETTINGS = "verihub.json"  # inside the bare repository: {"private": bool}
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
+MAX_MESSAGE_CHARS = 65_536  # a commit message (summary and description)
 _REF_NAME = re.compile(r"^[A-Za-z0-9._+-]+(?:/[A-Za-z0-9._+-]+)*$")
 
 
@@ -145,6 +147,7 @@ class HubStorage:
         path = self._path(repo, self._require(repo))
         for name in [*files, *delete]:
             _check_path(name)
+        _check_message(message)
         with self._locked(repo), tempfile.TemporaryDirectory(prefix="verihub-commit-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             head = self._ref(path, f"refs/heads/{branch}")
@@ -157,18 +160,17 @@ class HubStorage:
             _check_layout((kept - set(delete)) | set(files))
             if head and not replace:
                 _git(path, "read-tree", head, env=env)
-            work = Path(scratch) / "work"
-            for name, content in files.items():
-                target = work / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-            if files:
-                _git(path, f"--work-tree={work}", "add", "--force", "--", *files, env=env)
-            if delete:
-                _git(path, "rm", "--cached", "--quiet", "--ignore-unmatch", "--", *delete, env=env)
+            # Plumbing that takes every name literally and stores the bytes as sent: `git add` would read a
+            # name as a pathspec ('*.txt' adds every .txt file) and apply a committed .gitattributes (eol,
+            # working-tree-encoding), and a command line of every name can outgrow the kernel's limit.
+            blobs = _write_blobs(path, Path(scratch), list(files.values()))
+            entries = [f"100644 {blob}\t{name}" for name, blob in zip(files, blobs, strict=True)]
+            entries += [f"0 {'0' * 40}\t{name}" for name in delete if name not in files]
+            if entries:
+                _git(path, "update-index", "--add", "-z", "--index-info", env=env, stdin="\0".join(entries) + "\0")
             tree = _git(path, "write-tree", env=env).strip()
-            command = ["commit-tree", tree, "-m", message] + (["-p", head] if head else [])
-            sha = _git(path, *command, env={**env, **_AUTHOR}).strip()
+            command = ["commit-tree", tree] + (["-p", head] if head else [])  # the message on stdin: any length
+            sha = _git(path, *command, env={**env, **_AUTHOR}, stdin=message).strip()
             # compare-and-swap: fails if the branch moved under us (it cannot, under the lock)
             _git(path, "update-ref", f"refs/heads/{branch}", sha, head or "0" * 40)
             _seen_commits(path).add(sha)
@@ -398,10 +400,34 @@ def _seen_commits(path: Path) -> set[str]:
 
 def _check_path(name: str) -> None:
     parts = name.split("/")
-    if (not name or name.startswith("/") or any(part in ("", ".", "..", ".git") for part in parts) or "\\" in name
-            or not name.isprintable() or len(name) > 1024 or any(len(part.encode()) > 255 for part in parts)):
+    if (not name or name.startswith("/") or any(part in ("", ".", "..") or _is_dot_git(part) for part in parts)
+            or "\\" in name or not name.isprintable() or len(name) > 1024 or any(len(part.encode()) > 255 for part in parts)):
         raise InvalidPathError(f"file path {name[:200]!r} must be relative, without '..', '.git', empty parts or "
                                "control characters, each part at most 255 bytes")
+
+
+def _is_dot_git(part: str) -> bool:
+    """A name some file system reads as ``.git`` (git refuses them all: any case, trailing dots or spaces, the
+    short name ``git~1``, an NTFS stream suffix)."""
+    return part.lower().split(":")[0].rstrip(". ") in (".git", "git~1")
+
+
+def _write_blobs(path: Path, scratch: Path, contents: list[bytes]) -> list[str]:
+    """Store each content as a blob, unfiltered, in one git process; their ids in order."""
+    if not contents:
+        return []
+    staged = scratch / "blobs"
+    staged.mkdir()
+    for number, content in enumerate(contents):
+        (staged / str(number)).write_bytes(content)
+    names = "".join(f"{staged / str(number)}\n" for number in range(len(contents)))
+    return _git(path, "hash-object", "-w", "--no-filters", "--stdin-paths", stdin=names).split()
+
+
+def _check_message(message: str) -> None:
+    if "\0" in message or len(message) > MAX_MESSAGE_CHARS:
+        raise InvalidRequestError(f"a commit message must hold no NUL character and at most {MAX_MESSAGE_CHARS:,} "
+                                  f"characters (this one: {len(message):,})")
 
 
 def _check_layout(paths: set[str]) -> None:
@@ -440,9 +466,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
-def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
-    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})})
+def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
+    # Literal pathspecs: a name a command is given means that file, never a pattern (`log -- NAME`).
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, input=stdin,
+                            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1", **(env or {})})
     if result.returncode != 0:
         raise VerihubError(f"git {args[0]} failed in {cwd.name}: {result.stderr.strip()[-300:]}")
     return result.stdout

@@ -97,9 +97,14 @@ COMMIT_LINES = {
     "a header that is a string": {"key": "header", "value": "summary"},
     "a summary that is a list": {"key": "header", "value": {"summary": ["a"]}},
     "a deleted folder without a path": {"key": "deletedFolder", "value": {}},
+    "nested past the parser's depth": "[" * 100_000 + "]" * 100_000,
+    "content that is not ASCII": {"key": "file", "value": {"path": "x", "content": "\u00e9t\u00e9", "encoding": "base64"}},
+    "a NUL in the summary": {"key": "header", "value": {"summary": "one\u0000two"}},
+    "a summary of 300,000 characters": {"key": "header", "value": {"summary": "s" * 300_000}},
 }
 TRAVERSALS = ["../escape.txt", "/etc/passwd", "a/../../b", ".git/config", "a/.git/hooks/x", "a\\..\\b", "a//b", ".",
-              "a/./b", "nul\x00byte", "new\nline", "x" * 300, "a/" * 600 + "b", ""]
+              "a/./b", "nul\x00byte", "new\nline", "x" * 300, "a/" * 600 + "b", "",
+              ".GIT/config", "GIT~1/config", "a/.Git./hooks/x", ".git /x", ".git::$INDEX_ALLOCATION/x"]  # .git elsewhere
 
 
 @pytest.mark.parametrize("shape", list(COMMIT_LINES))
@@ -119,6 +124,38 @@ def test_paths_that_leave_the_repository_are_refused(hub_server: HubServer, repo
     refused(httpx.post(f"{repo}/commit/main", content=b"\xff\xfe\x00garbage", headers=alice(hub_server)), 400)
     files = httpx.get(f"{repo}/tree/main", params={"recursive": "true"}).json()
     assert [entry["path"] for entry in files] == ["README.md"]  # nothing was half-written
+
+
+def test_a_commit_stores_each_name_literally_and_each_byte_as_sent(hub_server: HubServer) -> None:
+    """Names that are git pathspecs ('*.txt' matched every .txt file and deleted them, ':!x' every file) and
+    a committed .gitattributes (which rewrote line ends and text encodings) change nothing of what is stored."""
+    headers = alice(hub_server)
+    assert httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "literal"}, headers=headers).status_code == 200
+    repo = f"{hub_server.url}/api/models/alice/literal"
+
+    def commit(files: dict[str, bytes]) -> None:
+        body = ndjson({"key": "header", "value": {"summary": "add"}},
+                      *({"key": "file", "value": {"path": path, "content": b64(data)}} for path, data in files.items()))
+        response = httpx.post(f"{repo}/commit/main", content=body, headers=headers, timeout=120)
+        assert response.status_code == 200, response.text[:300]
+
+    def stored() -> dict[str, bytes]:
+        paths = [entry["path"] for entry in httpx.get(f"{repo}/tree/main", params={"recursive": "true"}).json()]
+        return {path: httpx.get(f"{hub_server.url}/alice/literal/resolve/main/{path}").content for path in paths}
+
+    expected = {"README.md": b"# literal\n", "a.txt": b"a", "keep/c.txt": b"c",
+                ".gitattributes": b"*.txt text eol=crlf\n*.u16 working-tree-encoding=UTF-16\n* filter=lfs\n"}
+    commit(expected)
+    for name in ["*.txt", ":!nothing", ":(glob)**", ":/y", "[ak]*"]:
+        commit({name: b"x"})
+        expected[name] = b"x"
+    odd = {"crlf.txt": b"line1\r\nline2\n", "lf.txt": b"one\ntwo\n", "text.u16": "hi".encode("utf-16")}
+    commit(odd)
+    assert stored() == {**expected, **odd}
+    many = {f"many/{number:05d}-{'n' * 180}": b"m" for number in range(12_000)}  # 2.3 MB of names: past argv's limit
+    commit(many)
+    listed = httpx.get(f"{repo}/tree/main", params={"recursive": "true"}, timeout=60).json()
+    assert len(listed) == len(expected) + len(odd) + len(many)
 
 
 def test_urls_that_climb_out_are_404s(hub_server: HubServer, repo: str) -> None:
