@@ -328,7 +328,8 @@ class HubStorage:
     def _require(self, repo: RepoId) -> RepoKind:
         kind = self.kind_of(repo)
         if kind is None:
-            known = [str(each) for each, _ in self.repos()]
+            # Suggest public names only: the message reaches whoever asked, who may not see private ones.
+            known = [str(each) for each, _ in self.repos() if not self.is_private(each)]
             close = repo.close_matches(known)
             raise RepoNotFoundError(f"no repository {repo}" + (f"; did you mean {', '.join(close)}?" if close else ""))
         return kind

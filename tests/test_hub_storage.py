@@ -55,6 +55,10 @@ def test_errors_name_what_exists(storage: HubStorage, tmp_path: Path) -> None:
     storage.create_repo(REPO, "env", exist_ok=True)
     with pytest.raises(RepoNotFoundError, match="did you mean alice/code-repair"):
         storage.files(RepoId("alice", "code-repiar"))
+    storage.create_repo(RepoId("alice", "topsecret"), private=True)
+    with pytest.raises(RepoNotFoundError) as missing:  # never a private name: the message reaches any caller
+        storage.files(RepoId("bob", "topsecret"))
+    assert "alice" not in str(missing.value)
     storage.commit(REPO, {"a": b"1"}, "one")
     with pytest.raises(RevisionNotFoundError, match="no revision 'v9'"):
         storage.resolve(REPO, "v9")
