@@ -186,7 +186,8 @@ def install_error_handlers(app: Any) -> None:
 
 def error_response(status: int, code: str, message: str, *, commit: str | None = None,
                    extra: dict[str, Any] | None = None) -> Response:
-    header = " ".join(message.split())[:200].encode("ascii", "replace").decode()  # headers are one latin-1 line
+    # A header is one line of printable ASCII (a NUL in an echoed name made uvicorn drop the connection).
+    header = "".join(char if " " <= char < "\x7f" else "?" for char in " ".join(message.split())[:200])
     headers = {"X-Error-Code": str(code), "X-Error-Message": header}
     if commit:
         headers["X-Repo-Commit"] = commit

@@ -164,7 +164,8 @@ def test_urls_that_climb_out_are_404s(hub_server: HubServer, repo: str) -> None:
                  "/simple/%2e%2e/", "/alice/sturdy/resolve/main/..%2F..%2F..%2Fhub.db",
                  "/alice/sturdy/resolve/main/%2e%2e/%2e%2e/hub.db", "/alice/sturdy/resolve/..%2F..%2Frefs/README.md",
                  "/api/models/alice/sturdy/tree/main/..%2F..", "/api/models/alice/..%2Fsturdy/refs",
-                 "/alice/sturdy/resolve/%00/README.md", "/nothing/here/at/all"]:
+                 "/alice/sturdy/resolve/%00/README.md", "/nothing/here/at/all", "/simple/%00/",
+                 "/api/models/alice/sturdy/tree/main/%00", "/alice/sturdy/resolve/main/x%00"]:  # NULs echoed back
         response = httpx.get(f"{hub_server.url}{path}")
         if 300 <= response.status_code < 400:  # the index normalizing a project name: nothing served
             continue
