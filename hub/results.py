@@ -95,7 +95,7 @@ def linked_environment(card: str) -> RepoId | None:
         return None
     try:
         data = yaml.safe_load(card.split("---", 2)[1])
-    except (yaml.YAMLError, IndexError):
+    except (yaml.YAMLError, IndexError, RecursionError):
         return None
     section = data.get("verihub") if isinstance(data, dict) else None
     value = section.get("environment") if isinstance(section, dict) else None

@@ -73,7 +73,7 @@ class HubState:
         if text.startswith("---"):
             try:
                 data = yaml.safe_load(text.split("---", 2)[1]) or {}
-            except yaml.YAMLError:
+            except (yaml.YAMLError, RecursionError):  # RecursionError: nested past what the parser follows
                 data = {}
         return text, data if isinstance(data, dict) else {}
 
