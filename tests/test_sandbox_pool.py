@@ -116,6 +116,26 @@ def test_a_run_cannot_turn_its_own_result_into_an_infrastructure_fault(pool: War
     assert probe(pool) == clean_view
 
 
+def test_what_a_run_leaves_behind_never_changes_its_result(pool: WarmPool, clean_view: str) -> None:
+    """A wrong answer must not become a timeout or an infra_error (which a trainer does not count against
+    it) by leaving work for the reset: clearing 30,000 sibling directories took one listing per directory."""
+    code = ("import os\nfor root in ('/tmp', '/work'):\n    for number in range(15_000):\n"
+            "        os.mkdir(f'{root}/{number}')\nprint('wrong')")
+    start = time.monotonic()
+    result = sandbox.run_python(code, limits=LIMITS, sandbox=pool)
+    assert result.ok and result.stdout == "wrong\n" and result.attempts == 1, result
+    assert time.monotonic() - start < LIMITS.wall_s
+    assert probe(pool) == clean_view
+
+
+def test_a_jail_not_put_back_in_time_is_replaced_and_the_result_stands(nsjail_path: str, monkeypatch: Any) -> None:
+    monkeypatch.setattr("verihub.sandbox.pool._RESET_S", 0.0)  # no reset finishes in time
+    with WarmPool(1, limits=LIMITS, nsjail_path=nsjail_path) as one_worker:
+        for number in range(3):
+            result = sandbox.run_python(f"print({number})", limits=LIMITS, sandbox=one_worker)
+            assert result.ok and result.stdout == f"{number}\n" and result.attempts == 1, result
+
+
 # Scans its own memory for "<prefix><suffix>" knowing only the suffix's hash, so the secret is never in it.
 MEMORY_SCAN = r"""
 import ctypes, gc, hashlib, os

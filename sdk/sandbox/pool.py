@@ -42,7 +42,8 @@ __all__ = ["WarmPool"]
 
 _RETRIES = 2
 _START_TIMEOUT_S = 30.0
-_REPLY_MARGIN_S = 10.0  # past a run's wall_s: the worker's own kill, pack and reset
+_REPLY_MARGIN_S = 10.0  # past a run's wall_s: the worker's own kill and pack
+_RESET_S = 5.0  # after the reply, for the worker to put its jail back (a millisecond, unless a run left a lot)
 _NSJAIL_LOG_PREFIX = re.compile(r"^\[[EF]\]\[[^]]*\]\[\d+\] ")  # "[E][time][pid] " on its errors
 _POLL_S = 0.1  # how often a waiting run looks again at whether any worker is alive
 
@@ -103,7 +104,12 @@ class _Worker:
         reply["stdout"] = self._read(reply["stdout"], deadline)
         reply["stderr"] = self._read(reply["stderr"], deadline)
         reply["files"] = self._read(struct.unpack(">I", self._read(4, deadline))[0], deadline) if reply["files"] else None
-        status = self._receive(deadline)
+        # The run's result is whole here: however long what it left takes to clear, that is the jail's
+        # cost (the worker is replaced), never the run's verdict.
+        try:
+            status = self._receive(time.monotonic() + _RESET_S)
+        except WorkerGone as error:
+            status = {"left": f"the jail was not put back: {error}"}
         if not status.get("clean"):
             reply["dirty"] = status.get("left") or "?"
         return reply
