@@ -248,4 +248,19 @@ def prepare(path: str | Path, owner: str, *, bump: Bump | None = None, validate:
         if not report.ok:
             problems = "; ".join(report.failures[:3]) or f"references {report.references_passed}/{report.references}"
             raise VerihubError(f"{source.root.name} does not pass `verihub validate`: {problems}")
-    return Prepared(source, repo, source.version, source.files())
+    return Prepared(source, repo, publishable_version(source.version, source.root), source.files())
+
+
+def publishable_version(version: str, root: Path) -> str:
+    """``version`` as its release tag and pip name it (``1.0.0-rc1`` -> ``1.0.0rc1``); refused, before anything is
+    written, if pip cannot order it or it carries build metadata."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        raise VerihubError(f"{root}: version {version!r} is not one pip can order (PEP 440): use MAJOR.MINOR.PATCH, "
+                           "optionally with -rcN, -aN or -bN") from None
+    if parsed.local is not None:
+        raise VerihubError(f"{root}: version {version!r} carries build metadata (+{parsed.local}), which pip reads as a "
+                           f"local version that `=={parsed.public}` prefers to {parsed.public} itself; publish "
+                           f"{parsed.public}")
+    return str(parsed)

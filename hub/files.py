@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -54,11 +54,13 @@ class PublishedFiles:
         path = self.root / "claims" / project
         return RepoId.parse(path.read_text().strip()) if _valid_project(project) and path.is_file() else None
 
-    def check_claim(self, project: str, repo: RepoId) -> None:
-        """Refuse if another repository publishes ``project`` (``a-b/c`` and ``a/b-c`` both normalize to it)."""
+    def check_claim(self, project: str, repo: RepoId, shown: Callable[[RepoId], bool] = lambda _: False) -> None:
+        """Refuse if another repository publishes ``project`` (``a-b/c`` and ``a/b-c`` both normalize to it); the
+        message names it only where ``shown`` says the caller may see it (a private one is no one's business)."""
         holder = self.holder(project)
         if holder is not None and holder != repo:
-            raise NameTakenError(f"{repo} would publish as {project!r}, which {holder} already uses; rename the package")
+            who = str(holder) if shown(holder) else "another repository"
+            raise NameTakenError(f"{repo} would publish as {project!r}, which {who} already uses; rename the package")
 
     def claim(self, project: str, repo: RepoId) -> None:
         self.check_claim(project, repo)

@@ -77,7 +77,7 @@ class LocalHub(Hub):
 
     def _ensure_repo(self, repo: RepoId, kind: RepoKind, *, private: bool) -> None:
         if kind != "dataset":  # a package's distribution name, before building anything
-            self.files.check_claim(dist_name(repo), repo)
+            self.files.check_claim(dist_name(repo), repo, shown=lambda _: True)  # a local hub is all its user's
         created = self.storage.create_repo(repo, kind, private=private, exist_ok=True)
         if not created and private and not self.storage.is_private(repo):
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")

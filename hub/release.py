@@ -55,9 +55,11 @@ class Releases:
             if existing is not None and existing != sha:  # what a second publisher of this version hears first
                 raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move",
                                      commit=existing)
+            if self.storage.kind_of(repo) != "dataset":
+                self._check_earlier_release(repo, version, dists)
             if dists:
                 project = dist_name(repo)
-                self.files.check_claim(project, repo)
+                self.files.check_claim(project, repo, shown=self._public)
                 for name, data in dists.items():
                     self._check_unpublished_or_same(project, name, data)
                 self._journal_add(repo, tag)
@@ -148,6 +150,24 @@ class Releases:
             if unsafe is not None:
                 raise InvalidReleaseError(f"{name} is refused: {unsafe}")
         return own
+
+    def _check_earlier_release(self, repo: RepoId, version: str, dists: dict[str, bytes]) -> None:
+        """A version published before (by this repository before it was deleted and made again) is tagged
+        again only on the files it was published with: else the tag and pip's index would disagree."""
+        project = dist_name(repo)
+        if self.files.holder(project) != repo:
+            return
+        earlier = [entry.filename for entry in self.files.entries(project, "") if Version(entry.version) == Version(version)]
+        missing = sorted(set(earlier) - set(dists))
+        if missing:
+            raise FileConflictError(f"{project} {version} was published before with {', '.join(missing)}, which this "
+                                    "commit's dist/ does not hold; a published version never changes: bump the version")
+
+    def _public(self, repo: RepoId) -> bool:
+        try:
+            return not self.storage.is_private(repo)
+        except RepoNotFoundError:
+            return False
 
     def _check_unpublished_or_same(self, project: str, name: str, data: bytes) -> None:
         recorded = self.files.recorded(project, name)

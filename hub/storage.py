@@ -195,6 +195,8 @@ class HubStorage:
                 raise RefExistsError(f"{repo}: {tag!r} is a branch; a tag may not take a branch's name")
             if is_release_like(tag):
                 version = release_version(tag)
+                if Version(tag[1:]).local is not None:  # pip's ==1.0.0 would install v1.0.0+x over v1.0.0
+                    raise InvalidRefNameError(f"release tag {tag!r}: a release version has no local part (+...)")
                 if version is None:
                     raise InvalidRefNameError(f"release tag {tag!r}: write the version normalized, as "
                                               f"v{_normalized(tag[1:])}")

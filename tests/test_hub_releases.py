@@ -83,6 +83,7 @@ def test_nothing_can_shadow_a_release_tag(hub_server: HubServer, tmp_path: Path)
             "tag_named_like_a_branch": lambda: api.create_tag("alice/shadow", tag="dev"),
             "same_version_other_spelling": lambda: api.create_tag("alice/shadow", tag="v1.0"),
             "unnormalized_release_tag": lambda: api.create_tag("alice/shadow", tag="v1.0.1-rc1"),
+            "local_version_of_the_release": lambda: api.create_tag("alice/shadow", tag="v1.0.0+evil"),
         }}.items():
             try:
                 call()
@@ -100,7 +101,7 @@ def test_nothing_can_shadow_a_release_tag(hub_server: HubServer, tmp_path: Path)
         "branch_named_like_the_tag": [400, "InvalidRefName"], "branch_named_like_a_future_release": [400, "InvalidRefName"],
         "first_commit_to_a_release_name": [400, "InvalidRefName"], "tag_named_like_a_branch": [409, "RefExists"],
         "same_version_other_spelling": [409, "TagExists"], "unnormalized_release_tag": [400, "InvalidRefName"],
-        "resolved": "release", "snapshot": "release", "branches": ["dev", "main"],
+        "local_version_of_the_release": [400, "InvalidRefName"], "resolved": "release", "snapshot": "release", "branches": ["dev", "main"],
     }
 
 
@@ -158,6 +159,66 @@ def test_published_files_are_written_once(tmp_path: Path) -> None:
     assert hub.files.read("alice-reborn", wheel) == original
     with pytest.raises(FileConflictError):
         hub.files.put("alice-reborn", "0.1.0", wheel, original + b"!")
+
+
+def test_a_version_published_before_a_delete_is_tagged_again_only_on_its_files(tmp_path: Path) -> None:
+    """Deleted and made again, a repository could tag v0.1.0 on a commit without dist/: the hub's tag then
+    served other content than the wheel pip installs as 0.1.0."""
+    from verihub.hub.errors import FileConflictError
+
+    hub = LocalHub(tmp_path / "hub")
+    package = init_env("reborn", "single-turn", tmp_path)
+    first = hub.push(package, owner="alice")
+    dists = {f"dist/{name}": hub.files.read("alice-reborn", name) for name in first.files}
+    hub.storage.delete_repo(first.repo)
+    hub.storage.create_repo(first.repo)
+    other = hub.storage.commit(first.repo, {"README.md": b"# other content\n"}, "no dist/")
+    with pytest.raises(FileConflictError, match="was published before with"):
+        hub.releases.tag(first.repo, "v0.1.0", other)
+    wheel_only = {name: data for name, data in dists.items() if name.endswith(".whl")}
+    partial = hub.storage.commit(first.repo, wheel_only, "the wheel, not the sdist")
+    with pytest.raises(FileConflictError, match=r"\.tar\.gz"):
+        hub.releases.tag(first.repo, "v0.1.0", partial)
+    assert hub.storage.refs(first.repo)["tags"] == {}
+    same = hub.storage.commit(first.repo, dists, "the files it was published with")
+    assert hub.releases.tag(first.repo, "v0.1.0", same)  # making a deleted repository again is no crime
+
+
+def test_a_version_with_a_local_part_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """pip's ==1.0.0 matches 1.0.0+evil and prefers it: a release with a local part shadows the release."""
+    from verihub.errors import VerihubError
+    from verihub.hub.errors import InvalidRefNameError
+
+    hub = LocalHub(tmp_path / "hub")
+    package = with_version(init_env("local", "single-turn", tmp_path / "made"), tmp_path / "local", "1.0.0+evil")
+    with pytest.raises(VerihubError, match=r"build metadata \(\+evil\).*publish 1\.0\.0"):
+        hub.push(package, owner="alice")
+    assert hub.storage.repos() == []
+    released = hub.push(with_version(package.parent / "made" / "local", tmp_path / "rc", "1.0.0-rc1"), owner="alice")
+    assert released.version == "1.0.0rc1" and hub.versions(released.repo) == ["1.0.0rc1"]
+    commit = hub.storage.tag_target(released.repo, "v1.0.0rc1")
+    assert commit is not None
+    with pytest.raises(InvalidRefNameError, match="no local part"):
+        hub.releases.tag(released.repo, "v1.0.0rc1+evil", commit)
+
+
+def test_a_name_held_by_a_private_repository_is_not_named(tmp_path: Path) -> None:
+    from verihub.hub.errors import NameTakenError
+
+    hub = LocalHub(tmp_path / "hub")
+    package = init_env("b-c", "single-turn", tmp_path)
+    holder = RepoId("alice-b", "c")
+    hub.storage.create_repo(holder, private=True)
+    hub.files.claim("alice-b-c", holder)
+    commit_files = {f"dist/{name}": data for name, data in PackageSource(package).build(RepoId("alice", "b-c")).files.items()}
+    hub.storage.create_repo(RepoId("alice", "b-c"))
+    commit = hub.storage.commit(RepoId("alice", "b-c"), commit_files, "the same distribution name")
+    with pytest.raises(NameTakenError) as refused:
+        hub.releases.tag(RepoId("alice", "b-c"), "v0.1.0", commit)
+    assert "another repository" in str(refused.value) and "alice-b/c" not in str(refused.value)
+    hub.storage.write_settings(holder, private=False)
+    with pytest.raises(NameTakenError, match="which alice-b/c already uses"):
+        hub.releases.tag(RepoId("alice", "b-c"), "v0.1.0", commit)
 
 
 # -- crashes -------------------------------------------------------------------------------------------
