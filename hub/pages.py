@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hashlib
 import html
 import json
@@ -72,6 +73,7 @@ def _hash(text: str) -> str:
 CSP = (f"default-src 'none'; style-src {_hash(_STYLE)}; script-src {_hash(_SORT_SCRIPT)}; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in cards is escaped
+MAX_CARD_CHARS = 256 << 10  # rendered of a card: markdown costs 1-4 s a MiB, and anyone may ask for a page
 
 
 def _page(title: str, body: str) -> str:
@@ -125,7 +127,7 @@ def package_page(page: PackagePage) -> str:
         sections.append(_layers(page.view, latest))
         sections.append(_tasks(page.view))
     sections.append(_history(page.versions))
-    sections.append(f"<div class='card'>{_MARKDOWN.render(_card_body(page.card))}</div>")
+    sections.append(f"<div class='card'>{_card_html(page.card)}</div>")
     sections.append(f"<h3>Files</h3><ul>{''.join(f'<li><code>{_e(f)}</code></li>' for f in page.files)}</ul>")
     return _page(page.repo, "".join(sections))
 
@@ -152,7 +154,7 @@ def dataset_page(page: DatasetPage) -> str:
     body = (f"<h2>{_e(page.repo)} <span class='kind'>dataset</span>"
             f"{' <span class=kind>private</span>' if page.private else ''}</h2>{link}"
             f"<h3>Runs</h3>{_runs_table(page.runs, None)}{skipped}"
-            f"<div class='card'>{_MARKDOWN.render(_card_body(page.card))}</div>"
+            f"<div class='card'>{_card_html(page.card)}</div>"
             f"<h3>Files</h3><ul>{''.join(f'<li><code>{_e(f)}</code></li>' for f in page.files)}</ul>")
     return _page(page.repo, body)
 
@@ -250,8 +252,13 @@ def _e(text: str) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _card_body(card: str) -> str:
-    return card.split("---", 2)[2] if card.startswith("---") and card.count("---") >= 2 else card
+@functools.lru_cache(maxsize=32)  # a page is asked for again and again; its card changes with a commit
+def _card_html(card: str) -> str:
+    body = card.split("---", 2)[2] if card.startswith("---") and card.count("---") >= 2 else card
+    if len(body) <= MAX_CARD_CHARS:
+        return _MARKDOWN.render(body)
+    return (_MARKDOWN.render(body[:MAX_CARD_CHARS]) + f"<p class='note'>The card goes on for {len(body) - MAX_CARD_CHARS:,} "
+            "more characters; the README holds all of it.</p>")
 
 
 def _date(stamp: float) -> str:

@@ -171,6 +171,25 @@ def test_front_matter_nested_past_the_parser_is_no_card_not_a_500(hub_server: Hu
         assert httpx.get(f"{hub_server.url}{path}", timeout=60).status_code == 200, path
 
 
+def test_a_card_renders_a_bounded_part_whatever_its_size(hub_server: HubServer) -> None:
+    """A 4 MiB README rendered whole took 10 s of the server on every anonymous GET of its page."""
+    from verihub.hub.pages import MAX_CARD_CHARS
+
+    headers = alice(hub_server)
+    card = "# big\n\n" + "Some *words* and `code`.\n\n" * (4 << 20 >> 5)
+    for kind, name, path in (("model", "bigcard", "README.md"), ("dataset", "bigcard-results", "README.md")):
+        created = httpx.post(f"{hub_server.url}/api/repos/create", json={"name": name, "type": kind}, headers=headers)
+        assert created.status_code == 200, created.text
+        body = ndjson({"key": "file", "value": {"path": path, "content": b64(card.encode())}})
+        plural = "models" if kind == "model" else "datasets"
+        assert httpx.post(f"{hub_server.url}/api/{plural}/alice/{name}/commit/main", content=body, headers=headers,
+                          timeout=60).status_code == 200
+        page = httpx.get(f"{hub_server.url}/{'datasets/' if kind == 'dataset' else ''}alice/{name}", timeout=60)
+        assert page.status_code == 200, page.text[:200]
+        assert "more characters; the README holds all of it" in page.text
+        assert page.text.count("<em>words</em>") < MAX_CARD_CHARS // 20
+
+
 def test_paths_info_costs_one_lookup_a_path(hub_server: HubServer) -> None:
     """60,000 asked paths against 5,000 files, anonymously: it scanned every file per path (about a minute)."""
     headers = alice(hub_server)
