@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import verihub
-from verihub.evaluate import aevaluate
+from verihub.eval.evaluate import aevaluate
 from verihub.testing import ScriptedChatServer
 
 SPEC = """\

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 import verihub
-from verihub.graders import BATCH, GraderPool
+from verihub.serve.graders import BATCH, GraderPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_bench import REPO, Timing, start_server, timed  # noqa: E402 - a sibling script

@@ -37,8 +37,8 @@ from typing import Any
 import httpx
 
 from verihub.hub.accounts import Accounts
-from verihub.hub.ids import RepoId
 from verihub.hub.local import LocalHub
+from verihub.ids import RepoId
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JSON_INDEX = "application/vnd.pypi.simple.v1+json"

@@ -134,8 +134,8 @@ def fixture(count: int, seed: int = 0, pathological: bool = True) -> list[Pair]:
 
 class EngineSide:
     def __init__(self, timeout_s: float) -> None:
-        from verihub.spec import LayerSpec
-        from verihub.verifier import BoundLayer, Verifier
+        from verihub.grading.verifier import BoundLayer, Verifier
+        from verihub.spec.models import LayerSpec
 
         spec = LayerSpec(name="math", layer="check", use="math", timeout_s=timeout_s)
         self.verifier = Verifier([BoundLayer.from_spec(spec, Path.cwd())])

@@ -9,7 +9,7 @@ own) answers every request after a fixed latency, from a fixed table: each task 
 turn per prompt, so a tool that asks for the K samples in one request (``n=K``) and one that sends K
 requests both get the same K completions, and their pass rates must agree.
 
-- verihub: ``verihub.evaluate.aevaluate`` on ``envs/math-word`` (its verifier as shipped), with ``out``
+- verihub: ``verihub.eval.evaluate.aevaluate`` on ``envs/math-word`` (its verifier as shipped), with ``out``
   (``rollouts.jsonl``, ``results.parquet``, ``metadata.json``), at ``--concurrency`` requests in flight.
 - verifiers 0.4: its own eval path, unmodified: a ``vf.Taskset`` of the same tasks whose reward is
   ``vf.verify_boxed_math_answer``, run by ``vf-eval``'s entry point with its tool-less chat harness
@@ -156,7 +156,7 @@ def verihub_half(options: argparse.Namespace) -> dict[str, Any]:
     import asyncio
 
     import verihub
-    from verihub.evaluate import aevaluate
+    from verihub.eval.evaluate import aevaluate
 
     env = verihub.load_env(ENV_DIR)
     model = f"openai:bench@{options.url}"

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verihub import sandbox
-from verihub._pools import cpu_count
 from verihub.checks import _harness
+from verihub.grading._pools import cpu_count
 from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox
 from verihub.sandbox.pool import WarmPool
 

@@ -27,9 +27,9 @@ from typing import Any
 
 from verihub.checks.base import BoundCheck
 from verihub.checks.registry import BUILTIN_CHECKS
-from verihub.grade import Grade, GradeStatus, LayerResult, LayerStatus
-from verihub.spec import LayerSpec
-from verihub.verifier import BoundLayer, Verifier
+from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
+from verihub.grading.verifier import BoundLayer, Verifier
+from verihub.spec.models import LayerSpec
 
 SANDBOXED = {"python_tests"}  # measured by bench/sandbox_bench.py
 REASONING = (

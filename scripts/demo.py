@@ -29,7 +29,7 @@ def main() -> None:
 
 def validate_bundled(console: Console) -> bool:
     """``verihub validate`` on every environment under envs/, one row each; the failures of any that fails."""
-    from verihub.validate import validate_env
+    from verihub.validation.validate import validate_env
 
     table = Table(title="verihub validate: every bundled environment", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("environment", "references passed", "negatives rejected", "exploits blocked", "faults", ""):

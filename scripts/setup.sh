@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Create or refresh .venv from uv.lock: verihub (editable) with its dev and train extras at the locked
-# versions, then the bundled environments as regular packages. Run as root, it also installs the Debian
-# runtime libraries the sandbox needs.
+# Create or refresh .venv from uv.lock: verihub's parts (sdk/, hub/, trainers/, editable) with the train, hub
+# and reasoning-gym extras and the dev group at the locked versions, then the verihub meta-package and the
+# bundled environments as regular packages. Run as root, it also installs the Debian runtime libraries the sandbox needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium build-essential)  # nsjail's libraries; the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
 VENV=.venv
 UV_DIR=.tools/uv  # uv itself, apart from .venv (which uv may recreate while it runs)
+SYNC_WHAT="--extra train --extra hub --extra reasoning-gym --group dev"  # what the suite needs (test_setup.py reads it)
 export UV_PROJECT_ENVIRONMENT=$VENV  # whatever the caller's environment says
 
 find_python() {
@@ -33,10 +34,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
 fi
 
-# uv from PyPI at the version uv.lock pins for the dev extra (one number: `uv lock --upgrade-package uv`),
+# uv from PyPI at the version uv.lock pins for the dev group (one number: `uv lock --upgrade-package uv`),
 # installed by the interpreter's own pip into a folder of its own: no root, no user site, no PATH change.
 uv_version=$(sed -n '/^name = "uv"$/{n;s/^version = "\(.*\)"$/\1/p;}' uv.lock)
-[ -n "$uv_version" ] || { echo "error: uv.lock pins no uv (the dev extra must list it)" >&2; exit 1; }
+[ -n "$uv_version" ] || { echo "error: uv.lock pins no uv (the dev group must list it)" >&2; exit 1; }
 uv="$UV_DIR/bin/uv"
 if [ "$("$uv" --version 2>/dev/null | cut -d' ' -f2)" != "$uv_version" ]; then
   base=$(find_python)
@@ -58,7 +59,8 @@ fi
 # --compile-bytecode, as pip does: where Python writes no bytecode (PYTHONDONTWRITEBYTECODE, read-only
 # venvs), every process would compile torch and sympy again (4 s per import of math-verify, past the
 # 1.5 s layer limits some tests set); once compiled, a refresh checks the files in 2 s.
-"$uv" sync -q --locked --no-python-downloads --compile-bytecode "${python[@]}" --extra dev --extra train
-# Environments install as regular packages, as users get them (rebuilt each time: their data may have
-# changed); hatchling is in the venv.
-"$uv" pip install -q --python "$VENV/bin/python" --no-deps --no-build-isolation --reinstall --compile-bytecode envs/*/
+"$uv" sync -q --locked --no-python-downloads --compile-bytecode "${python[@]}" $SYNC_WHAT
+# The `verihub` meta-package (metadata only: its dependencies are the parts synced above, and environment
+# packages depend on it; uv sync leaves the workspace root out) and the environments install as regular
+# packages, as users get them (rebuilt each time: their data may have changed); hatchling is in the venv.
+"$uv" pip install -q --python "$VENV/bin/python" --no-deps --no-build-isolation --reinstall --compile-bytecode . envs/*/

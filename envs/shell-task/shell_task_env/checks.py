@@ -1,7 +1,7 @@
 """The terminal-state check of shell-task: the task's own checker script, run against the final work dir.
 
 In a multi-turn rollout (``verihub eval``, the GRPO trainer) the task reaches the verifier with the rollout's
-final work dir under ``task["workdir"]`` (:data:`verihub.tools.WORKDIR`); that state is all that is graded,
+final work dir under ``task["workdir"]`` (:data:`verihub.sandbox.tools.WORKDIR`); that state is all that is graded,
 never what the model says about it. A plain text grade has no work dir (``verihub validate``, ``verihub
 grade``): the commands of the completion's ```bash blocks are then run on the task's initial files, in
 the sandbox, and the state they leave is checked the same way.
@@ -24,8 +24,8 @@ from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 from verihub import CheckParams, CheckResult, check, sandbox
 from verihub.checks import fenced_blocks
 from verihub.errors import SandboxInfraError
+from verihub.sandbox.tools import WORKDIR, task_files
 from verihub.sandbox.types import Limits, Result, RunStatus, Snapshot
-from verihub.tools import WORKDIR, task_files
 
 from shell_task_env.exploits import EXPLOITS
 

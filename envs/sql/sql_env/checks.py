@@ -23,7 +23,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 from verihub import CheckParams, CheckResult, check
 from verihub.checks import fenced_blocks, strip_think
 from verihub.errors import SandboxInfraError
-from verihub.spec import SandboxSpec
+from verihub.spec.models import SandboxSpec
 
 from sql_env.compare import compare_results
 from sql_env.exploits import EXPLOITS

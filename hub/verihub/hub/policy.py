@@ -1,0 +1,73 @@
+"""Who may see what: the one visibility rule, for every route that can reveal a repository or its files.
+
+A repository is visible when it exists as the kind the route serves (a model route never shows a dataset,
+nor the reverse) and is public, or when the viewer owns its namespace (their user or
+one of their organizations, compared exactly). A distribution in the pip index is visible when the
+repository that publishes it is. Whatever is not visible does not exist, as far as the viewer can tell:
+the same 404 as for a name nobody uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from verihub.hub.accounts import Identity, RepoMeta
+from verihub.hub.errors import NotFoundError, RepoNotFoundError
+from verihub.hub.files import PublishedFiles
+from verihub.hub.storage import HubStorage, RepoKind
+from verihub.ids import RepoId
+
+__all__ = ["DATASET_KINDS", "MODEL_KINDS", "Visibility", "can_see"]
+
+MODEL_KINDS: tuple[RepoKind, ...] = ("env", "verifier")  # what the Hugging Face API calls models
+DATASET_KINDS: tuple[RepoKind, ...] = ("dataset",)  # eval results
+
+
+def can_see(viewer: Identity | None, owner: str, private: bool) -> bool:
+    """The rule itself."""
+    return not private or (viewer is not None and viewer.owns(owner))
+
+
+class Visibility:
+    def __init__(self, storage: HubStorage, files: PublishedFiles) -> None:
+        self.storage, self.files = storage, files
+
+    def repo(self, viewer: Identity | None, owner: str, name: str, kinds: tuple[RepoKind, ...] = MODEL_KINDS) -> RepoId:
+        """The repository ``owner/name`` if it is one of ``kinds`` (the route's repository type: models or
+        datasets) and ``viewer`` may see it; RepoNotFoundError otherwise."""
+        try:
+            repo = RepoId(owner, name)
+        except ValueError as error:
+            raise RepoNotFoundError(str(error)) from None
+        if self.storage.kind_of(repo) not in kinds or not can_see(viewer, repo.owner, self.storage.is_private(repo)):
+            raise RepoNotFoundError(f"Repository {repo} not found")
+        return repo
+
+    def project(self, viewer: Identity | None, project: str) -> RepoId:
+        """The repository publishing the distribution ``project`` if ``viewer`` may see it; NotFoundError otherwise."""
+        repo = self.files.holder(project)
+        if repo is None or self.storage.kind_of(repo) is None or \
+                not can_see(viewer, repo.owner, self.storage.is_private(repo)):
+            raise NotFoundError(f"no project {project}")
+        return repo
+
+    def projects(self, viewer: Identity | None) -> list[str]:
+        """The distributions in the index that ``viewer`` may see."""
+        visible = []
+        for project in self.files.projects():
+            try:
+                self.project(viewer, project)
+            except NotFoundError:
+                continue
+            visible.append(project)
+        return visible
+
+    @staticmethod
+    def listing(viewer: Identity | None, rows: Iterable[RepoMeta]) -> list[RepoMeta]:
+        """Listing rows ``viewer`` may see (the search query already asks for these; this is the rule's word)."""
+        return [row for row in rows if can_see(viewer, row.repo.owner, row.private)]
+
+    @staticmethod
+    def namespaces(viewer: Identity | None) -> tuple[str, ...]:
+        """The namespaces whose private repositories ``viewer`` may see."""
+        return viewer.namespaces if viewer is not None else ()

@@ -1,0 +1,255 @@
+"""An environment: tasks, how each becomes a prompt, and how an answer to it is graded."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from verihub.environment.dataset import Split, SplitError, as_dataset, load_splits
+from verihub.environment.installed import hub_env_entry_point, installed_env_dir, installed_envs
+from verihub.errors import EnvNotFoundError, SpecError, SpecProblem
+from verihub.grading.grade import Grade
+from verihub.grading.judge import Judge
+from verihub.grading.verifier import BoundLayer, Verifier
+from verihub.spec.loader import LoadedSpec, find_spec_file, load_spec, template_fields, template_locations
+from verihub.spec.models import EnvSpec
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from verihub.environment.session import Session
+    from verihub.sandbox import Sandbox
+
+__all__ = ["Completion", "Environment", "load_env"]
+
+Task = Mapping[str, Any]
+Message = dict[str, str]
+Completion = str | Sequence[Mapping[str, Any]]
+"""The model's answer: text, or the chat messages of a rollout (the last assistant message is graded)."""
+
+
+class Environment:
+    """Tasks plus a verifier. Build one with :func:`load_env`.
+
+    >>> env = load_env("envs/arithmetic")                      # doctest: +SKIP
+    >>> task = env.dataset("eval")[0]                          # doctest: +SKIP
+    >>> env.grade(task, "\\\\boxed{42}").reward                 # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        loaded: LoadedSpec,
+        *,
+        judge: Judge | None = None,
+        on_missing_judge: Literal["error", "skip"] = "error",
+    ) -> None:
+        self.spec: EnvSpec = loaded.spec
+        self.root: Path = loaded.root
+        self._loaded = loaded
+        layers = [BoundLayer.from_spec(layer, self.root, self.spec.sandbox) for layer in self.spec.verifier]
+        self.verifier = Verifier(
+            layers,
+            judge=judge,
+            judge_model=self.spec.eval.judge_model,
+            render=self.render,
+            on_missing_judge=on_missing_judge,
+        )
+        try:
+            self._splits: dict[str, Split] = load_splits(self.spec.dataset, self.root)
+        except SplitError as error:
+            raise SpecError([loaded.problem(error.loc, str(error))]) from None
+        except Exception as error:  # noqa: BLE001 - whatever `datasets` or a generator raises, say where
+            message = f"cannot load tasks from {self.spec.dataset.source!r}: {type(error).__name__}: {error}"
+            raise SpecError([loaded.problem(("dataset", "source"), message[:600])]) from error
+        self._check_columns()
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def version(self) -> str:
+        return self.spec.version
+
+    @property
+    def domain(self) -> str:
+        return self.spec.domain
+
+    def __repr__(self) -> str:
+        return f"<Environment {self.id}@{self.version} ({self.domain}) from {self.root}>"
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The schemas (OpenAI form) of the tools a model may call in this environment's sessions."""
+        if self.spec.interaction.kind != "multi_turn":
+            return []
+        from verihub.environment.session import _toolset
+
+        return _toolset(self).schemas
+
+    @property
+    def graded_remotely(self) -> bool:
+        """Whether this environment's rewards come from a remote it talks to itself (an OpenEnv server), so
+        that a pool of ``verihub serve`` graders has nothing to do for it."""
+        return False
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self._splits)
+
+    def dataset(self, split: str = "train") -> Dataset:
+        """The tasks of one split, as a `datasets.Dataset` with an ``id`` column."""
+        return as_dataset(self.tasks(split))
+
+    def tasks(self, split: str = "train") -> Sequence[Mapping[str, Any]]:
+        """The tasks of one split, the rows :meth:`dataset` holds, without importing `datasets` where the
+        source allows (a generator or a flat JSON Lines file): what validation and the red-team suite read."""
+        try:
+            return self._splits[split]
+        except KeyError:
+            raise KeyError(f"{self.id} has no split {split!r}; splits: {', '.join(self._splits)}") from None
+
+    def render(self, task: Task) -> list[Message]:
+        """The chat messages that pose ``task`` to a model."""
+        prompt = self.spec.prompt
+        messages: list[Message] = []
+        if prompt.system is not None:
+            messages.append({"role": "system", "content": prompt.system.format_map(task)})
+        for shot in prompt.few_shot:
+            messages += [{"role": "user", "content": shot.user}, {"role": "assistant", "content": shot.assistant}]
+        messages.append({"role": "user", "content": prompt.user.format_map(task)})
+        return messages
+
+    def reference(self, task: Task) -> str:
+        """A completion for ``task`` that the verifier must accept."""
+        return self.spec.gold.reference.format_map(task)
+
+    def negatives(self, task: Task) -> list[str]:
+        """Completions for ``task`` that the verifier must reject."""
+        return [template.format_map(task) for template in self.spec.gold.negatives]
+
+    def grade(self, task: Task, completion: Completion) -> Grade:
+        return self.verifier.grade(task, completion_text(completion))
+
+    async def agrade(self, task: Task, completion: Completion) -> Grade:
+        return await self.verifier.agrade(task, completion_text(completion))
+
+    def session(self, task: Task, *, sandbox: Sandbox | None = None) -> Session:
+        """One episode on ``task`` (:mod:`verihub.environment.session`): ``reset()``, then ``step(action)`` until done."""
+        from verihub.environment.session import Session
+
+        return Session(self, task, sandbox=sandbox)
+
+    def _check_columns(self) -> None:
+        """Every placeholder and every column a check reads must exist in every split."""
+        columns = set.intersection(*(set(split.column_names) for split in self._splits.values()))
+        shown = ", ".join(sorted(columns))
+        problems: list[SpecProblem] = []
+        for loc, template in template_locations(self.spec):
+            for name in sorted(template_fields(template) - columns):
+                problems.append(self._loaded.problem(loc, f"placeholder {{{name}}} is not a dataset column (columns: {shown})"))
+        for layer in self.verifier.layers:
+            index = self.spec.verifier.index(layer.spec)
+            for name in sorted(layer.columns - columns):
+                loc = ("verifier", index, "args", "field") if "field" in layer.spec.args else ("verifier", index)
+                problems.append(self._loaded.problem(loc, f"check reads column {name!r}, which the dataset lacks (columns: {shown})"))
+        if problems:
+            raise SpecError(sorted(problems, key=lambda p: p.line or 0))
+
+
+def completion_text(completion: Completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    for message in reversed(completion):
+        if message.get("role") == "assistant":
+            return str(message.get("content") or "")
+    raise ValueError("the completion's messages hold no assistant message to grade")
+
+
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:")
+"""Refs :func:`load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
+
+
+def load_env(
+    ref: str | Path,
+    *,
+    judge: Judge | None = None,
+    judge_model: str | None = None,
+    on_missing_judge: Literal["error", "skip"] = "error",
+    size: int | None = None,
+    seed: int | None = None,
+    difficulty: Any = None,
+    config: Mapping[str, Any] | None = None,
+    **settings: Any,
+) -> Environment:
+    """Load an environment from a directory (or its environment.yaml) or by installed name, or build one
+    from a reasoning-gym dataset: ``load_env("reasoning-gym:basic_arithmetic", size=200, seed=1,
+    difficulty=2, max_digits=3)``, or from an OpenEnv server: ``load_env("openenv:http://HOST:PORT")``
+    (or ``openenv:OWNER/SPACE``, or an installed OpenEnv package ``openenv:MODULE``). ``reasoning-gym:``
+    refs take ``size`` (default 500), ``seed`` (default 0), ``difficulty`` (curriculum levels), ``config``
+    and other keyword arguments (the dataset's settings); see :mod:`verihub.adapters.reasoning_gym`.
+    ``openenv:`` refs take ``size``, ``seed``, ``action_field``, ``timeout_s``, ``max_reply_bytes`` and
+    ``reward_range`` (tasks are the remote's episodes, rewards its own); see :mod:`verihub.adapters.openenv`.
+    Other refs take none of these.
+
+    A directory that holds an environment.yaml wins over an installed environment of the same name.
+    Judge layers use ``judge``; else a :class:`~verihub.grading.judge.ModelJudge` for ``judge_model`` (which
+    overrides the spec) or for the model the spec names; with none, they follow ``on_missing_judge``.
+
+    Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
+    :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
+    """
+    if str(ref).startswith("openenv:"):
+        from verihub.adapters.openenv import load_openenv
+
+        return load_openenv(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, judge=judge,
+                            on_missing_judge=on_missing_judge, **settings)
+    if str(ref).startswith("reasoning-gym:"):
+        from verihub.adapters.reasoning_gym import reasoning_gym_spec
+
+        loaded = reasoning_gym_spec(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, **settings)
+    else:
+        given = {"size": size, "seed": seed, "difficulty": difficulty, "config": config}
+        unexpected = sorted([name for name, value in given.items() if value is not None] + list(settings))
+        if unexpected:
+            raise TypeError(f"load_env() got unexpected keyword arguments {', '.join(unexpected)} "
+                            "(only reasoning-gym: and openenv: environments take them)")
+        path = Path(ref)
+        if not find_spec_file(path).is_file():
+            path = _installed_env_dir(str(ref), path)
+        loaded = load_spec(path)
+    if judge is None and (judge_model or _names_a_judge_model(loaded.spec)):
+        from verihub.grading.judge import ModelJudge
+
+        judge = ModelJudge(judge_model)
+    return Environment(loaded, judge=judge, on_missing_judge=on_missing_judge)
+
+
+def _installed_env_dir(ref: str, path: Path) -> Path:
+    """Where an installed environment lives: ``owner/name`` (a hub package) or a bare entry-point name."""
+    if path.exists():
+        load_spec(path)  # raises the precise "no environment.yaml here" error
+    installed = installed_envs()
+    if ref.count("/") == 1:
+        from verihub.ids import RepoId, dist_name
+
+        entry_point = hub_env_entry_point(dist_name(RepoId.parse(ref)))
+        if entry_point is None:
+            raise EnvNotFoundError(ref, sorted(installed), [], f"it is not installed here (verihub install {ref})")
+        return installed_env_dir(entry_point)
+    providers = installed.get(ref, [])
+    if len(providers) > 1:
+        owners = ", ".join(sorted(str(ep.dist.name) if ep.dist else ep.value for ep in providers))
+        raise EnvNotFoundError(ref, sorted(installed), [],
+                               f"several installed packages provide it ({owners}); load it as owner/name")
+    if not providers:
+        names = sorted(installed)
+        raise EnvNotFoundError(ref, names, difflib.get_close_matches(ref, names, n=3))
+    return installed_env_dir(providers[0])
+
+
+def _names_a_judge_model(spec: EnvSpec) -> bool:
+    judges = [layer for layer in spec.verifier if layer.layer == "judge"]
+    return bool(judges) and all(layer.model or spec.eval.judge_model for layer in judges)

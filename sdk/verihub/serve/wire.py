@@ -1,0 +1,125 @@
+"""The wire format of ``verihub serve``: OpenEnv's frames and bodies, with verihub's bounds.
+
+OpenEnv's WebSocket protocol: the client sends ``{"type": "reset" | "step" | "state" | "close", "data": ...}``;
+the server answers ``{"type": "observation", "data": {observation, reward, done, metadata}}``,
+``{"type": "state", "data": ...}`` or ``{"type": "error", "data": {message, code}}``. The codes are
+OpenEnv's, so its client raises them as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, with_config
+
+from verihub.environment.session import StepResult
+
+__all__ = ["MAX_BODY", "MAX_FRAME", "MAX_GRADES", "MAX_LISTED", "ErrorCode", "GradeItem", "GradeRequest", "RangeBody",
+           "ResetParams", "SplitBody", "StepBody", "TaskBody", "error_frame", "grade_items", "observation_frame",
+           "step_body"]
+
+MAX_FRAME = 1 << 20  # bytes in one WebSocket frame: a turn's text and tool calls, never a dataset
+MAX_BODY = 16 << 20  # bytes in one HTTP body (POST /grade carries many completions)
+MAX_GRADES = 1024  # items in one POST /grade
+MAX_LISTED = 10_000  # tasks in one listing; past it, page with /{env}/task_range
+
+
+class ErrorCode(StrEnum):  # OpenEnv's WSErrorCode values
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    SESSION_ERROR = "SESSION_ERROR"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ResetParams(_Strict):
+    """Which task an episode is on: by ``task_id``, by ``index`` in ``split``, or drawn with ``seed``."""
+
+    env: str | None = Field(None, max_length=200, description="Environment name; needed when serving several.")
+    split: str | None = Field(None, max_length=200, description="Split (default: train, else the first).")
+    task_id: str | None = Field(None, max_length=1000, description="The task's id column.")
+    index: int | None = Field(None, ge=0, description="Row in the split.")
+    seed: int | None = Field(None, ge=0, description="Draws a row of the split: the same seed, the same task.")
+    episode_id: str | None = Field(None, max_length=255, description="Your name for the episode (state() shows it).")
+
+
+class SplitBody(_Strict):  # the task API's bodies (OpenEnv's ListTasksRequest and kin)
+    split: str | None = Field(None, max_length=200)
+
+
+class TaskBody(SplitBody):
+    index: int = Field(ge=0)
+
+
+class RangeBody(SplitBody):
+    start: int | None = None
+    stop: int | None = None
+
+
+class StepBody(_Strict):
+    """OpenEnv's stateless step, for a single-turn task named by id: its grade, as a one-step session's."""
+
+    action: dict[str, Any]
+    env: str | None = Field(None, max_length=200)
+    task_id: str = Field(max_length=1000)
+    split: str | None = Field(None, max_length=200)
+    timeout_s: float | None = None  # OpenEnv's; the environment's own limits apply
+    request_id: str | None = Field(None, max_length=255)
+
+
+# POST /grade's body as TypedDicts: pydantic checks them as strictly as the models above, but builds no
+# model per item (that cost a twentieth of a cheap grade).
+@with_config(ConfigDict(extra="forbid"))
+class GradeItem(TypedDict):
+    env: NotRequired[Annotated[str | None, Field(max_length=200)]]
+    task_id: Annotated[str, Field(max_length=1000)]
+    split: NotRequired[Annotated[str | None, Field(max_length=200)]]
+    completion: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class GradeRequest(TypedDict):
+    items: Annotated[list[GradeItem], Field(max_length=MAX_GRADES)]
+
+
+_GRADE_REQUEST = TypeAdapter(GradeRequest)
+
+
+def grade_items(body: bytes) -> list[GradeItem]:
+    """A ``POST /grade`` body's items; pydantic's ValidationError naming the bad field if it is none."""
+    return _GRADE_REQUEST.validate_json(body)["items"]
+
+
+class ActionSchema(BaseModel):
+    """A turn: the model's text and, in tool environments, its tool calls (OpenAI form)."""
+
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="[{id, function: {name, arguments}}]")
+
+
+class ObservationSchema(BaseModel):
+    messages: list[dict[str, Any]] = Field(description="New chat messages: the prompt at reset, tool output after.")
+    tools: list[dict[str, Any]] | None = Field(None, description="At reset: the tools' JSON schemas.")
+    env: str | None = None
+    task_id: str | None = None
+
+
+def step_body(result: StepResult) -> dict[str, Any]:
+    """OpenEnv's step response: observation, reward (None for a fault or before the end), done, metadata."""
+    observation, reward, done, info = result
+    return {"observation": observation, "reward": reward, "done": done, "metadata": info}
+
+
+def observation_frame(result: StepResult) -> str:
+    return json.dumps({"type": "observation", "data": step_body(result)})
+
+
+def error_frame(code: ErrorCode, message: str, **extra: Any) -> str:
+    return json.dumps({"type": "error", "data": {"message": message[:2000], "code": str(code), **extra}})

@@ -1,0 +1,301 @@
+"""GRPO on any mix of verihub environments: a thin layer over TRL's ``GRPOTrainer``.
+
+    from verihub.trainers import GRPOTrainer
+    trainer = GRPOTrainer("Qwen/Qwen2.5-1.5B-Instruct", {"alice/gsm8k@1": 0.5, "envs/arithmetic": 0.5},
+                          lora=True, curriculum="adaptive", max_steps=200, learning_rate=5e-6)
+    trainer.train()                  # the adapter (or model) and metrics.jsonl land in output_dir
+
+What this layer adds to TRL, and where: the mixed dataset (:mod:`.mixture`), one reward function per
+environment from its verifier with faults as ``None`` (:mod:`.rewards`), sandboxed tool environments
+for multi-turn ones (:mod:`.toolenv`), weighted or adaptive sampling (:mod:`.curriculum`), per-domain
+metrics and reward-hacking alerts (:mod:`.monitors`) logged with TRL's own and to ``metrics.jsonl``,
+held-out pass rates during training (:mod:`.heldout`). Everything else is TRL: keyword arguments that
+are not this class's go to ``trl.GRPOConfig`` unchanged (``max_steps``, ``learning_rate``,
+``num_generations``, ``vllm_mode``, ...), and ``trainer.trl`` is the TRL trainer itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import trl
+from accelerate.utils import gather_object
+from transformers import TrainerCallback
+
+from verihub.serve.graders import GraderPool
+from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
+from verihub.trainers.display import DisplayMode, check_display, finite
+from verihub.trainers.heldout import heldout_rates, heldout_rollouts
+from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
+from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config, require_vllm
+from verihub.trainers.monitors import MonitorKnobs, RunMonitor
+from verihub.trainers.rewards import EnvReward, GradeLedger
+from verihub.trainers.runlog import TRL_LOG, RunLog
+from verihub.trainers.toolenv import environment_class
+
+__all__ = ["METRICS_FILE", "GRPOTrainer"]
+
+logger = logging.getLogger("verihub.trainers")
+
+METRICS_FILE = "metrics.jsonl"
+
+
+class GRPOTrainer(TrainerRun):
+    """GRPO with LoRA (peft), optional vLLM generation and a curriculum, on a weighted mix of environments.
+
+    ``model``: a hub id, a local path or a model object (then pass ``tokenizer=`` unless the model knows
+    its ``name_or_path``). ``envs``: directories, installed names, hub ids with version specs
+    (``alice/arithmetic@^1.0``, installed from ``hub`` when needed) or loaded environments, as a list
+    (equal weights) or a dict of weights. ``lora``: True, a dict of ``LoraConfig`` fields or a peft config.
+    ``use_vllm``: generate with vLLM (TRL's colocate mode, or ``vllm_mode="server"``). ``curriculum``:
+    None, ``"adaptive"``, a dict of its knobs or a :class:`~verihub.trainers.curriculum.Curriculum`.
+    ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
+    for the held-out alerts and curves (0: never): pass@1 over ``heldout_samples`` samples per task at
+    ``heldout_temperature`` (default greedy) up to each environment's ``eval.max_tokens``, a faulted sample
+    counting as failed, the faults logged beside it; each process evaluates a share of the tasks.
+    ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"`` (the
+    summary only) or ``"json"`` (a JSON object per logging step on stdout), see :mod:`.display`; TRL's
+    own log lines go to ``output_dir/trl.log``. ``graders``: URLs of ``verihub serve`` processes of the
+    same environments (or a :class:`~verihub.serve.graders.GraderPool`): rewards and tool sessions run there
+    (``grader_token``: their ``--token``); held-out evaluation stays in this process. The rest goes to
+    ``trl.GRPOConfig``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float],
+        *,
+        lora: bool | Mapping[str, Any] | Any | None = None,
+        use_vllm: bool = False,
+        curriculum: str | Mapping[str, Any] | Curriculum | None = None,
+        tokenizer: Any = None,
+        hub: str | None = None,
+        heldout_every: int = 0,
+        heldout_tasks: int = 32,
+        heldout_samples: int = 1,
+        heldout_temperature: float = 0.0,
+        monitor: MonitorKnobs | None = None,
+        callbacks: Sequence[TrainerCallback] = (),
+        display: DisplayMode = "rich",
+        output_dir: str | Path = "runs/grpo",
+        graders: Sequence[str] | GraderPool | None = None,
+        grader_token: str | None = None,
+        **grpo_config_overrides: Any,
+    ) -> None:
+        check_display(display)
+        if use_vllm:
+            require_vllm()
+        # grading and tool sessions on `verihub serve` processes (verihub.serve.graders); None: in this process
+        self.graders = GraderPool(list(graders), token=grader_token) if graders and not isinstance(
+            graders, GraderPool) else graders or None
+        self.run_log = RunLog(Path(output_dir) / TRL_LOG)
+        with self.run_log:  # the dependencies' notices while TRL sets up (model loading, config) go there too
+            self.mix = resolve_envs(envs, hub=hub)
+            self.tokenizer = load_tokenizer(model, tokenizer)
+            self.config = trl.GRPOConfig(**{**self._defaults(), "output_dir": str(output_dir), "use_vllm": use_vllm,
+                                            **grpo_config_overrides})
+            self.curriculum = make_curriculum(curriculum)
+            self.ledger = GradeLedger()
+            self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
+            self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
+            self.heldout_temperature = heldout_temperature
+            self.alerts: list[str] = []
+            dataset = mixed_dataset(self.mix, "train")
+            sizes: dict[tuple[str, str], int] = {}
+            for env, difficulty in zip(dataset["environment"], dataset["difficulty"], strict=True):
+                sizes[(env, difficulty)] = sizes.get((env, difficulty), 0) + 1
+            self.curriculum.bind(sizes, {item.name: item.weight for item in self.mix})
+            self.trl = _TRLTrainer(
+                run=self,
+                model=model,
+                reward_funcs=[EnvReward(item, self.ledger, self._grader(item)) for item in self.mix],
+                args=self.config,
+                train_dataset=dataset,
+                processing_class=self.tokenizer,
+                peft_config=lora_config(lora),
+                environment_factory=self._environment_factories(),
+                callbacks=[*self._shown("GRPO", display), _MetricsFile(self),
+                           *([_Heldout(self)] if heldout_every else []), *callbacks],
+            )
+            self._drop_printers()
+
+    @property
+    def metrics_path(self) -> Path:
+        return Path(self.config.output_dir) / METRICS_FILE
+
+    def _defaults(self) -> dict[str, Any]:
+        """What differs from TRL's defaults: settings that work on CPU, per-step logs, tool turns by spec."""
+        defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no",
+                                    "report_to": "none"}
+        # a session whose every tool call is a turn (a grader's, a remote's episode) needs one more for the answer
+        turns = [item.env.spec.interaction.max_turns - int(self.graders is not None or item.env.graded_remotely)
+                 for item in self.mix if item.multi_turn]
+        if turns:
+            defaults["max_tool_calling_iterations"] = max(turns)
+        return defaults
+
+    def _environment_factories(self) -> dict[str, Any] | None:
+        """TRL routes rows by the ``environment`` column when any environment has tools; None otherwise."""
+        if not any(item.multi_turn for item in self.mix):
+            return None
+        return {item.name: environment_class(item, self._grader(item)) for item in self.mix}
+
+    def _grader(self, item: Any) -> Any:
+        return self.graders.grader(item.env, "train") if self.graders is not None else None
+
+    def _observe(self, outcomes: list[Any]) -> None:
+        self.curriculum.observe([outcome for outcome in outcomes if outcome is not None])
+        self.monitor.observe(outcomes)
+        for env, agreement in self.ledger.take_agreements().items():
+            self.monitor.record_judge_agreement(env, agreement)
+
+    def _run_metrics(self) -> dict[str, float]:
+        metrics, alerts = self.monitor.flush()
+        self.alerts = alerts
+        sampler = self.trl.sampler
+        for (env, difficulty), weight in (sampler.last_weights if sampler else {}).items():
+            metrics[f"verihub/curriculum/{env}/{difficulty}"] = weight
+        return metrics
+
+
+class _TRLTrainer(trl.GRPOTrainer):
+    """TRL's trainer with our sampler, our view of each scored batch, and our metrics in its logs."""
+
+    def __init__(self, *, run: GRPOTrainer, **kwargs: Any) -> None:
+        self.verihub_run = run
+        self.sampler: MixtureSampler | None = None
+        super().__init__(**kwargs)
+
+    def _get_train_sampler(self, dataset: Any = None) -> MixtureSampler:
+        dataset = self.train_dataset if dataset is None else dataset
+        buckets: dict[tuple[str, str], list[int]] = {}
+        for row, (env, difficulty) in enumerate(zip(dataset["environment"], dataset["difficulty"], strict=True)):
+            buckets.setdefault((env, difficulty), []).append(row)
+        self._task_ids = list(dataset["task_id"])
+        self.sampler = MixtureSampler(
+            buckets, self.verihub_run.curriculum, mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed,
+        )
+        return self.sampler
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        outcomes = self.verihub_run.ledger.take(len(inputs))
+        drawn = self._drawn()
+        if self.accelerator.num_processes > 1:  # every process learns from every process's grades, in order
+            parts = gather_object([(drawn, outcomes)])
+            _check_same_draw([part[0] for part in parts])
+            outcomes = [outcome for _, part in parts for outcome in part]
+        if self.model.training:
+            self.verihub_run.run_log.write(f"verihub draw step={self.state.global_step} {json.dumps(drawn)}")
+            self.verihub_run._observe(outcomes)
+        return rewards
+
+    def _drawn(self) -> dict[str, Any]:
+        """The sampler's latest draw with the task ids of its rows: a dataset that differs between processes
+        (a generator that ignores its seed) shows here even where the row numbers agree."""
+        if self.sampler is None:
+            return {}
+        drawn = self.sampler.drawn()
+        return {**drawn, "task_ids": [self._task_ids[row] for row in drawn["rows"]]}
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training and not any(key.startswith("eval_") for key in logs):
+            logs.update(self.verihub_run._run_metrics())
+        super().log(logs, start_time)
+
+
+def _check_same_draw(draws: list[dict[str, Any]]) -> None:
+    """Every process must have drawn the same prompts with the same curriculum weights (TRL hands each its
+    slice of one batch); otherwise groups mix prompts and the curricula drift apart. All processes see the
+    same gathered draws, so all of them raise together rather than one hanging at the next collective."""
+    for rank, draw in enumerate(draws[1:], start=1):
+        if draw != draws[0]:
+            raise RuntimeError(f"process {rank} drew other prompts than process 0 (draw {draw.get('chunk')}: tasks "
+                               f"{draw.get('task_ids')} vs {draws[0].get('task_ids')}; curriculum weights "
+                               f"{'differ' if draw.get('weights') != draws[0].get('weights') else 'agree'}): every "
+                               "process must load the same environments, data and seed")
+
+
+class _MetricsFile(TrainerCallback):
+    """Every log line, TRL's metrics and ours, plus the alerts, appended to ``output_dir/metrics.jsonl``."""
+
+    def __init__(self, run: GRPOTrainer) -> None:
+        self.run = run
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+            self.run.metrics_path.write_text("")
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not logs:
+            return
+        record = {"step": state.global_step, **{k: v for k, v in logs.items() if v is not None}}
+        if self.run.alerts:
+            record["alerts"] = self.run.alerts
+        with self.run.metrics_path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(finite(record)) + "\n")
+
+
+class _Heldout(TrainerCallback):
+    """Every ``heldout_every`` steps (and at the start), the policy's pass rate on held-out tasks.
+
+    Every process takes part (they all reach the same step): each generates a shard of the tasks with
+    the full policy (TRL's unwrapping, which also gathers ZeRO-3's parameters), then the rollouts of all
+    shards are gathered, so each task is evaluated once and every process records the same rates.
+    A shard that fails is logged and counted as faulted; its process still joins the gather, so the
+    others never wait for it.
+    """
+
+    def __init__(self, run: GRPOTrainer) -> None:
+        self.run = run
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._measure(state.global_step)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step % self.run.heldout_every == 0:
+            self._measure(state.global_step)
+
+    def _measure(self, step: int) -> None:
+        from trl.models import unwrap_model_for_generation
+
+        from verihub.generation.local import HFBackend
+
+        run, trainer = self.run, self.run.trl
+        accelerator = trainer.accelerator
+        shard = (accelerator.process_index, accelerator.num_processes)
+        began = time.perf_counter()
+        try:
+            with unwrap_model_for_generation(trainer.model_wrapped, accelerator,
+                                             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
+                                             ) as network:
+                policy = HFBackend.wrap(network, run.tokenizer, "hf:policy")
+                rollouts = asyncio.run(heldout_rollouts(policy, run.mix, tasks=run.heldout_tasks,
+                                                        samples=run.heldout_samples,
+                                                        temperature=run.heldout_temperature, shard=shard))
+        except Exception as error:  # noqa: BLE001 - counted as faulted below; raising here would hang the others
+            logger.warning("held-out evaluation failed on process %d (its tasks count as faulted): %s: %s",
+                           shard[0], type(error).__name__, error)
+            rollouts = {}
+        seconds = time.perf_counter() - began
+        run.run_log.write(f"verihub heldout step={step} shard={shard[0]}/{shard[1]} seconds={seconds:.2f} "
+                          + " ".join(f"{env}={','.join(sorted({r.task_id for r in found}))}"
+                                     for env, found in rollouts.items()))
+        if shard[1] > 1:
+            merged: dict[str, list[Any]] = {}
+            for part in gather_object([rollouts]):
+                for env, found in part.items():
+                    merged.setdefault(env, []).extend(found)
+            rollouts = merged
+        run.monitor.record_heldout(heldout_rates(run.mix, rollouts, tasks=run.heldout_tasks,
+                                                 samples=run.heldout_samples))

@@ -1,0 +1,153 @@
+"""Rewards for TRL from the environments' verifiers: one async reward function per environment.
+
+Each function grades the rows of its own environment and returns ``None`` for the others, so TRL logs
+``rewards/<env>/mean`` per domain and leaves off-domain rows out. An environment fault (``env_error``,
+``timeout``) is ``None`` too: TRL drops a row that every function left unscored from the group baseline
+and gives it no advantage, so a crashed check never teaches the model that its answer was wrong. What
+each grade was (status, which kinds of layers passed, length) goes to a :class:`GradeLedger` that the
+curriculum and the monitors read once the batch is scored. A row with a rollout session (a run with tool
+environments) is graded by that session on its terminal state: its answer as the last step, and with
+sandboxed tools the final work dir (the task's initial ``files`` when the rollout never ran a tool). With
+a ``grader`` (:class:`verihub.serve.graders.RemoteGrader`) that grading, and the sessions, run on ``verihub
+serve`` processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from verihub.environment.core import Completion, completion_text
+from verihub.grading.grade import Grade, GradeStatus, LayerStatus
+from verihub.trainers.mixture import MixedEnv
+from verihub.validation.calibration import DriftMonitor
+
+__all__ = ["EnvReward", "GradeLedger", "Outcome"]
+
+_SCORED = (GradeStatus.OK, GradeStatus.WRONG)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one completion's grade says, reduced to what the curriculum and the monitors use."""
+
+    env: str
+    difficulty: str
+    status: str  # ok | wrong | env_error | timeout
+    reward: float | None
+    rules_passed: bool | None  # every rule layer passed (None: the verifier has none, or a fault)
+    checks_passed: bool | None  # every check/judge layer that ran passed (None: none ran)
+    length: int  # characters of the graded answer
+    text: str  # the graded answer (collapse detection compares them within a group)
+    reason: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == GradeStatus.OK
+
+    @property
+    def fault(self) -> bool:
+        return self.status not in _SCORED
+
+
+class GradeLedger:
+    """The outcomes of the batch being scored, by row; :meth:`take` hands them over and starts afresh."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, Outcome] = {}
+        self._agreements: dict[str, float] = {}  # env -> latest judge agreement with its calibration labels
+        self._lock = threading.Lock()
+
+    def record(self, row: int, outcome: Outcome) -> None:
+        with self._lock:
+            self._rows[row] = outcome
+
+    def take(self, rows: int) -> list[Outcome | None]:
+        with self._lock:
+            taken = [self._rows.get(row) for row in range(rows)]
+            self._rows = {}
+        return taken
+
+    def record_agreement(self, env: str, agreement: float) -> None:
+        with self._lock:
+            self._agreements[env] = agreement
+
+    def take_agreements(self) -> dict[str, float]:
+        with self._lock:
+            taken, self._agreements = self._agreements, {}
+        return taken
+
+
+class EnvReward:
+    """A TRL reward function for one environment of the mix (async; TRL awaits it on its own loop)."""
+
+    def __init__(self, item: MixedEnv, ledger: GradeLedger, grader: Any = None) -> None:
+        self.item = item
+        self.ledger = ledger
+        # grades rows without a rollout session: the environment here, or a verihub.serve.graders.RemoteGrader
+        self.grader = grader if grader is not None else item.env
+        self.__name__ = item.name  # TRL names the reward column, and its logs, after this
+        self.drift = DriftMonitor(item.env)  # re-grades the judge's calibration items now and then
+
+    async def __call__(self, prompts: Sequence[Any], completions: Sequence[Completion], environment: Sequence[str],
+                       task: Sequence[str], difficulty: Sequence[str], environments: Sequence[Any] | None = None,
+                       **_: Any) -> list[float | None]:
+        mine = [row for row, name in enumerate(environment) if name == self.item.name]
+        instances = [environments[row] if environments else None for row in mine]
+        outcomes = await asyncio.gather(*(
+            self._grade(task[row], difficulty[row], completions[row], instance)
+            for row, instance in zip(mine, instances, strict=True)
+        ))
+        rewards: list[float | None] = [None] * len(prompts)
+        for row, outcome in zip(mine, outcomes, strict=True):
+            self.ledger.record(row, outcome)
+            rewards[row] = outcome.reward if not outcome.fault else None
+        if self.drift.active:
+            for _ in mine:
+                report = await self.drift.after_grade()
+                if report is not None:
+                    self.ledger.record_agreement(self.item.name, report.agreement)
+        return rewards
+
+    async def _grade(self, task_json: str, difficulty: str, completion: Completion, instance: Any) -> Outcome:
+        text = _answer_text(completion)
+        fault = getattr(instance, "fault", None)
+        if fault is not None:  # the rollout's sandbox failed: nothing to grade
+            return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text, fault)
+        session = getattr(instance, "session", None)
+        try:
+            if session is not None:  # the rollout's session grades its final state (the work dir, where there is one)
+                completion_text(completion)  # a rollout without an answer is a fault, as below
+                if not session.done:
+                    await session.astep({"content": text})
+                await session.aend_rollout()  # a remote's episode still going when the rollout is over ends here
+                grade = session.grade
+            else:
+                grade = await self.grader.agrade(json.loads(task_json), completion)
+        except Exception as error:  # noqa: BLE001 - a verifier bug is this environment's fault, not a wrong answer
+            if session is not None:
+                session.close()  # whatever it holds (a sandbox, a remote's connection) goes now
+            return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
+                           f"{type(error).__name__}: {error}")
+        if grade is None:  # the session ended in a fault (a sandbox or a grader that failed)
+            return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
+                           session.fault or "the rollout ended ungraded")
+        return self._outcome(grade, difficulty, text)
+
+    def _outcome(self, grade: Grade, difficulty: str, text: str) -> Outcome:
+        ran = [layer for layer in grade.layers if layer.status in (LayerStatus.PASSED, LayerStatus.FAILED)]
+        rules = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer == "rule"]
+        checks = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer != "rule"]
+        return Outcome(self.item.name, difficulty, str(grade.status), grade.reward,
+                       all(rules) if rules else None, all(checks) if checks else None, len(text), text, grade.reason)
+
+
+def _answer_text(completion: Completion) -> str:
+    try:
+        return completion_text(completion)
+    except ValueError:  # a rollout that ended without an assistant message
+        return ""
