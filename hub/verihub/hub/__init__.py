@@ -2,7 +2,8 @@
 
 ``open_hub(location)`` gives the hub a command talks to: a :class:`~verihub.hub.remote.RemoteHub` for an
 http(s) URL, else a :class:`~verihub.hub.local.LocalHub` directory (default ``$VERIHUB_HOME/hub``).
-Importing this package is cheap; the backends load on use.
+Importing this package is cheap; the backends load on use. The hub is a distribution of its own
+(verihub-hub) on the SDK: it imports the SDK, never the trainers, and the SDK never imports it.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 A check declares the exploits known against it (:class:`Exploit`); ``verihub validate`` runs them.
 The names below load their module on first use: importing one check's module pays for no other.
+Imports only the spec, the sandbox (code checks run there) and :mod:`verihub.errors`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Model strings: ``openai:MODEL@URL`` (any OpenAI-compatible chat endpoint: ``vllm
 ``transformers serve``, OpenAI itself; without ``@URL`` it is OpenAI's API; the API key is read from
 ``OPENAI_API_KEY``, or the variable ``VERIHUB_API_KEY_ENV`` names, and never logged), ``hf:PATH_OR_ID``
 (a local transformers model on CPU; needs ``verihub[train]``) and ``vllm:PATH_OR_ID`` (vLLM's offline
-engine; needs ``verihub[vllm]`` and a GPU).
+engine; needs ``verihub[vllm]`` and a GPU). Imports only :mod:`verihub.errors`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@
 Backends share one interface, ``run(Request) -> Result``: :class:`NsjailSandbox` (a fresh jail per run,
 the default), :class:`WarmPool` (ready jails, a fork per run) and :class:`UnsafeLocalSandbox` (no
 isolation, development only). ``VERIHUB_SANDBOX`` picks the default; see :mod:`verihub.settings`.
+Imports only the spec (its limits), :mod:`verihub.errors` and :mod:`verihub.settings`: it knows nothing
+of who runs code in it.
 """
 
 from __future__ import annotations

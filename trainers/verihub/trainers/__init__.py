@@ -4,7 +4,9 @@
     GRPOTrainer("Qwen/Qwen2.5-0.5B-Instruct", {"envs/arithmetic": 0.7, "alice/sql@^1.0": 0.3},
                 lora=True, curriculum="adaptive", max_steps=200).train()
 
-Importing this package is cheap; torch, transformers and TRL load when a trainer is first used.
+Importing this package is cheap; torch, transformers and TRL load when a trainer is first used. The
+trainers are a distribution of their own (verihub-trainers) on the SDK and the hub (environments named
+``owner/name@spec`` install from it); neither imports them.
 """
 
 from __future__ import annotations
