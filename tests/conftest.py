@@ -87,6 +87,20 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
+@pytest.fixture(scope="module")
+def vllm_python() -> Iterator[str]:
+    """The interpreter with the real vLLM engine (``scripts/setup.sh --vllm`` makes .venv-vllm), set as
+    VERIHUB_VLLM_PYTHON for the module's tests. In CI its absence is a failure; elsewhere they are skipped."""
+    found = os.environ.get("VERIHUB_VLLM_PYTHON") or str(REPO / ".venv-vllm" / "bin" / "python")
+    if not Path(found).is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"the vLLM engine must run in CI: no {found} (scripts/setup.sh --vllm)")
+        pytest.skip(f"no vLLM engine here: {found} (scripts/setup.sh --vllm makes it)")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VERIHUB_VLLM_PYTHON", found)
+        yield found
+
+
 @pytest.fixture(scope="session")
 def nsjail_path() -> str:
     """nsjail, ready to jail. In CI its absence is a failure; elsewhere the test is skipped."""

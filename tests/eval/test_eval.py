@@ -359,13 +359,18 @@ def test_eval_against_transformers_serve(tiny_model: Path, tmp_path: Path) -> No
     assert report.metrics["completion_tokens"] > 0
 
 
-def test_unknown_and_missing_backends() -> None:
-    from verihub.generation import GenerationError, load_backend
+def test_unknown_and_missing_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verihub.errors import MissingDependencyError
+    from verihub.generation import load_backend
 
     with pytest.raises(ValueError, match="openai:MODEL@URL, hf:PATH_OR_ID or vllm:PATH_OR_ID"):
         load_backend("gpt-4")
+    monkeypatch.delenv("VERIHUB_VLLM_PYTHON", raising=False)
     try:
         import vllm  # noqa: F401
-    except ImportError:
-        with pytest.raises(GenerationError, match='pip install "verihub\\[vllm\\]"'):
+    except ImportError:  # said before any run starts, with both ways to get vLLM
+        with pytest.raises(MissingDependencyError, match='pip install "verihub\\[vllm\\]".*setup.sh --vllm'):
             load_backend("vllm:some/model")
+    monkeypatch.setenv("VERIHUB_VLLM_PYTHON", "/no/such/python")
+    with pytest.raises(MissingDependencyError, match="no such interpreter"):
+        load_backend("vllm:some/model")

@@ -27,6 +27,8 @@ def eval_command(
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: the spec's).")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Most tokens per turn (default: the spec's).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed, where the server supports one.")] = None,
+    logprobs: Annotated[bool, typer.Option("--logprobs", help="Keep each generated token's log-probability in the "
+                                           "results (a list per assistant turn).")] = False,
     out: Annotated[Path | None, typer.Option(help="Directory for results.parquet, metadata.json, rollouts.jsonl "
                                              "(one subdirectory per environment when there are several).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out: keep its graded rollouts, rerun "
@@ -79,7 +81,7 @@ def eval_command(
         raise typer.BadParameter(str(error), param_hint="--adapter" if adapter else "--model") from None
     graders = _grader_pool(grader, grader_token, grader_timeout)
     options = {"n": n, "k": k, "concurrency": concurrency, "split": split, "temperature": temperature,
-               "max_tokens": max_tokens, "seed": seed, "resume": resume, "graders": graders}
+               "max_tokens": max_tokens, "seed": seed, "logprobs": logprobs, "resume": resume, "graders": graders}
 
     async def run_all() -> list[Any]:
         try:  # one event loop for every environment: an endpoint's connection pool belongs to one
@@ -146,6 +148,7 @@ async def _evaluate_one(environment: Any, backend: Any, model: str, out: Path | 
     sampling = Sampling(
         temperature=defaults.temperature if temperature is None else temperature, top_p=defaults.top_p,
         max_tokens=defaults.max_tokens if max_tokens is None else max_tokens, seed=options["seed"],
+        logprobs=options["logprobs"],
     )
     split = options["split"]
     tasks = min(options["n"] or defaults.n, len(environment.dataset(split or defaults.split)))

@@ -49,6 +49,8 @@ class Rollout:
     completion_tokens: int = 0
     generation_s: float = 0.0
     grading_s: float = 0.0
+    finish_reason: str = ""  # the last turn's: stop, length, tool_calls
+    logprobs: list[list[float]] | None = None  # per assistant turn, each token's, when asked (Sampling.logprobs)
 
     def row(self) -> dict[str, Any]:
         """A flat record for parquet/jsonl (conversation and layer maps as JSON text)."""
@@ -58,6 +60,7 @@ class Rollout:
             "completion_tokens": self.completion_tokens, "generation_s": self.generation_s,
             "grading_s": self.grading_s, "layers": json.dumps(self.layers),
             "layers_passed": json.dumps(self.layers_passed), "messages": json.dumps(self.messages),
+            "finish_reason": self.finish_reason, "logprobs": json.dumps(self.logprobs),
         }
 
     @classmethod
@@ -65,8 +68,9 @@ class Rollout:
         """The rollout that :meth:`row` gave; ValueError saying what is wrong with anything else."""
         try:
             values = dict(row)
-            for key in ("layers", "layers_passed", "messages"):
-                values[key] = json.loads(values[key])
+            for key in ("layers", "layers_passed", "messages", "logprobs"):
+                if key in values:  # logprobs: absent from the results of verihub 0.1
+                    values[key] = json.loads(values[key])
             rollout: Rollout = _RECORD.validate_python(values)
         except ValidationError as error:
             first = error.errors()[0]
@@ -144,8 +148,7 @@ class RolloutEngine:
             session.reset()
             began = time.perf_counter()
             await session.astep(generation.message())
-            await finish(_rollout(session, index, generation.text, generation.prompt_tokens,
-                                  generation.completion_tokens, seconds, time.perf_counter() - began))
+            await finish(_rollout(session, index, [generation], seconds, time.perf_counter() - began))
 
         await asyncio.gather(*(grade(index, generation) for index, generation in zip(indexes, generations, strict=False)),
                              *(finish(_fault(task, index, prompt, short)) for index in indexes[len(generations):]))
@@ -155,38 +158,37 @@ class RolloutEngine:
         session = self.grader.session(task, sandbox=self.sandbox)
         schemas = session.reset()["tools"] or None
         single = self.sampling.model_copy(update={"n": 1})
-        prompt_tokens = completion_tokens = 0
+        turns: list[Generation] = []
         seconds = grading_s = 0.0
-        last: Generation | None = None
         while not session.done:  # the session ends on an answer, the last turn allowed, or a fault
             start = time.perf_counter()
             async with limit:
                 try:
-                    last = (await self.backend.generate(session.messages, single, schemas))[0]
+                    turns.append((await self.backend.generate(session.messages, single, schemas))[0])
                 except GenerationError as error:
                     session.close()
                     await finish(_fault(task, index, session.messages, f"generation failed: {error}", session.turns))
                     return
             seconds += time.perf_counter() - start
-            prompt_tokens += last.prompt_tokens
-            completion_tokens += last.completion_tokens
             began = time.perf_counter()
-            await session.astep(last.message())
+            await session.astep(turns[-1].message())
             grading_s = time.perf_counter() - began  # the last step's: the one that graded
         session.close()
-        await finish(_rollout(session, index, last.text if last else "", prompt_tokens, completion_tokens, seconds,
-                              grading_s))
+        await finish(_rollout(session, index, turns, seconds, grading_s))
 
 
-def _rollout(session: Session, index: int, completion: str, prompt_tokens: int, completion_tokens: int,
-             generation_s: float, grading_s: float) -> Rollout:
-    """The rollout a finished session makes: its grade, or its fault (reward None)."""
+def _rollout(session: Session, index: int, turns: list[Generation], generation_s: float, grading_s: float) -> Rollout:
+    """The rollout a finished session makes of the model's ``turns``: its grade, or its fault (reward None)."""
     if session.grade is None:
         return _fault(session.task, index, session.messages, session.fault or "the session ended ungraded",
                       session.turns)
-    rollout = _graded(session.task, index, session.messages, completion, session.grade)
+    rollout = _graded(session.task, index, session.messages, turns[-1].text if turns else "", session.grade)
     rollout.turns, rollout.generation_s, rollout.grading_s = session.turns, generation_s, grading_s
-    rollout.prompt_tokens, rollout.completion_tokens = prompt_tokens, completion_tokens
+    rollout.prompt_tokens = sum(turn.prompt_tokens for turn in turns)
+    rollout.completion_tokens = sum(turn.completion_tokens for turn in turns)
+    rollout.finish_reason = turns[-1].finish_reason if turns else ""
+    if any(turn.logprobs is not None for turn in turns):
+        rollout.logprobs = [list(turn.logprobs or ()) for turn in turns]
     return rollout
 
 

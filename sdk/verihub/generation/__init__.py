@@ -6,8 +6,9 @@
 Model strings: ``openai:MODEL@URL`` (any OpenAI-compatible chat endpoint: ``vllm serve``,
 ``transformers serve``, OpenAI itself; without ``@URL`` it is OpenAI's API; the API key is read from
 ``OPENAI_API_KEY``, or the variable ``VERIHUB_API_KEY_ENV`` names, and never logged), ``hf:PATH_OR_ID``
-(a local transformers model on CPU; needs ``verihub[train]``) and ``vllm:PATH_OR_ID`` (vLLM's offline
-engine; needs ``verihub[vllm]`` and a GPU). Imports only :mod:`verihub.errors`.
+(a local transformers model on CPU; needs ``verihub[train]``) and ``vllm:PATH_OR_ID`` (a vLLM server
+on loopback that verihub starts and stops: :mod:`.vllm_server`; ``verihub[vllm]`` on a GPU, or
+``scripts/setup.sh --vllm`` on a CPU). Imports only :mod:`verihub.errors` and :mod:`verihub.settings`.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def load_backend(model: str, *, adapter: str | None = None, concurrency: int | N
 
         return HFBackend(rest, adapter)
     if kind == "vllm" and rest:
-        from verihub.generation.local import VLLMBackend
+        from verihub.generation.vllm_server import VLLMBackend
 
-        return VLLMBackend(rest, adapter)
+        return VLLMBackend(rest, adapter, concurrency=concurrency)
     raise ValueError(
         f"model {model!r}: use openai:MODEL@URL, hf:PATH_OR_ID or vllm:PATH_OR_ID (kinds: {', '.join(_KINDS)})"
     )

@@ -35,6 +35,8 @@ class Sampling(BaseModel):
     max_tokens: int = Field(1024, ge=1)
     n: int = Field(1, ge=1, description="Samples per request (the K of pass@k).")
     seed: int | None = Field(None, description="Sampling seed, where the backend supports one.")
+    logprobs: bool = Field(False, description="Return each sampled token's log-probability, where the backend "
+                                              "supports it (vLLM and other OpenAI-compatible servers, transformers).")
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class Generation:
     finish_reason: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    logprobs: tuple[float, ...] | None = None  # one per completion token, when asked (Sampling.logprobs)
 
     def message(self) -> Message:
         """This turn as a chat message (OpenAI format), to append to the conversation."""

@@ -1,5 +1,6 @@
-"""Local models: ``hf:PATH_OR_ID`` (transformers, runs on CPU) and ``vllm:PATH_OR_ID`` (vLLM's offline
-engine). Tool calls follow the chat template's convention: ``<tool_call>{"name", "arguments"}</tool_call>``."""
+"""Models in this process: ``hf:PATH_OR_ID`` (transformers, CPU or GPU); ``vllm:`` models run in a server
+process (:mod:`verihub.generation.vllm_server`). Tool calls follow the chat template's convention:
+``<tool_call>{"name", "arguments"}</tool_call>``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall, model_json
 
-__all__ = ["HFBackend", "VLLMBackend", "split_tool_calls"]
+__all__ = ["HFBackend", "split_tool_calls"]
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _call_ids = itertools.count()
@@ -34,23 +35,6 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
     return content, calls
 
 
-class _InProcessBackend:
-    """A model in this process: requests run one at a time in a worker thread, off the event loop."""
-
-    model: str
-    _lock: threading.Lock
-
-    async def aclose(self) -> None:
-        return None
-
-    async def generate(self, messages: list[Message], sampling: Sampling,
-                       tools: list[dict[str, Any]] | None = None) -> list[Generation]:
-        return await asyncio.to_thread(self._generate, messages, sampling, tools)
-
-    def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
-        raise NotImplementedError
-
-
 @dataclass(eq=False)  # a request is itself: two asking the same are still two
 class _Request:
     messages: list[Message]
@@ -63,7 +47,7 @@ class _Request:
         return self.sampling, json.dumps(self.tools, sort_keys=True, default=str)
 
 
-class HFBackend(_InProcessBackend):
+class HFBackend:
     """A transformers model (CPU or GPU), optionally with a LoRA adapter (peft) on top.
 
     Requests that arrive together (the eval loop sends up to its concurrency at once) are generated as
@@ -97,6 +81,9 @@ class HFBackend(_InProcessBackend):
         self._lock = threading.Lock()
         self._queue: list[_Request] = []
         self._drainer: asyncio.Task[None] | None = None
+
+    async def aclose(self) -> None:
+        return None
 
     async def generate(self, messages: list[Message], sampling: Sampling,
                        tools: list[dict[str, Any]] | None = None) -> list[Generation]:
@@ -149,15 +136,23 @@ class HFBackend(_InProcessBackend):
             options.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
         else:
             options.update(do_sample=False, temperature=None, top_p=None)
+        if sampling.logprobs:  # the model's own distribution, before temperature and top-p (as vLLM reports)
+            options.update(output_logits=True, return_dict_in_generate=True)
         with self._lock, torch.no_grad():
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             training = self.network.training  # a live policy goes back to training mode afterwards
             self.network.eval()
             try:
-                sequences = self.network.generate(**inputs.to(self.network.device), **options)
+                output = self.network.generate(**inputs.to(self.network.device), **options)
             finally:
                 self.network.train(training)
+        sequences = output.sequences if sampling.logprobs else output
+        scored = None
+        if sampling.logprobs:  # steps x rows: each generated token's log-probability
+            chosen = sequences[:, prompt_length:].T.unsqueeze(-1)
+            scored = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in output.logits]).gather(-1, chosen)
+            scored = scored.squeeze(-1).T.tolist()
         results: list[list[Generation]] = [[] for _ in conversations]
         for row, sequence in enumerate(sequences):  # num_return_sequences rows per conversation, in order
             new_tokens = sequence[prompt_length:].tolist()
@@ -169,38 +164,6 @@ class HFBackend(_InProcessBackend):
             results[row // sampling.n].append(Generation(
                 text=content, tool_calls=calls, finish_reason="tool_calls" if calls else "stop" if finished else "length",
                 prompt_tokens=int(prompt_tokens[row // sampling.n]), completion_tokens=length,
+                logprobs=tuple(scored[row][:length]) if scored is not None else None,
             ))
         return results
-
-
-class VLLMBackend(_InProcessBackend):
-    """vLLM's offline engine (a CUDA GPU); vLLM batches the n samples of a request."""
-
-    def __init__(self, path: str, adapter: str | None = None) -> None:
-        try:
-            from vllm import LLM
-        except ImportError:
-            raise GenerationError(
-                'vllm: models need vLLM, which is not installed: pip install "verihub[vllm]" (on a machine with a '
-                "CUDA GPU), or serve the model with `vllm serve` elsewhere and use openai:MODEL@URL") from None
-        self.model = f"vllm:{path}" + (f"+{adapter}" if adapter else "")
-        self.engine = LLM(model=path, enable_lora=adapter is not None)
-        self._adapter = adapter
-        self._lock = threading.Lock()
-
-    def _generate(self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None) -> list[Generation]:
-        from vllm import SamplingParams
-        from vllm.lora.request import LoRARequest
-
-        lora = LoRARequest("adapter", 1, self._adapter) if self._adapter else None
-        params = SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
-                                max_tokens=sampling.max_tokens, seed=sampling.seed)
-        with self._lock:
-            result = self.engine.chat(messages, params, tools=tools, use_tqdm=False, lora_request=lora)[0]
-        prompt_tokens = len(result.prompt_token_ids or [])
-        generations = []
-        for output in result.outputs:
-            content, calls = split_tool_calls(output.text)
-            generations.append(Generation(text=content, tool_calls=calls, finish_reason=output.finish_reason or "",
-                                          prompt_tokens=prompt_tokens, completion_tokens=len(output.token_ids)))
-        return generations

