@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -374,3 +375,23 @@ def test_unknown_and_missing_backends(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERIHUB_VLLM_PYTHON", "/no/such/python")
     with pytest.raises(MissingDependencyError, match="no such interpreter"):
         load_backend("vllm:some/model")
+
+
+def test_greedy_samples_go_one_request_each_and_sampled_ones_together() -> None:
+    """vLLM refuses n > 1 at temperature 0 (every greedy -k rollout was env_error against it)."""
+    from verihub.generation import load_backend
+
+    async def ask(url: str, temperature: float) -> int:
+        backend = load_backend(f"openai:m@{url}")
+        try:
+            return len(await backend.generate([{"role": "user", "content": "What is 1 + 1?"}],
+                                              Sampling(n=3, temperature=temperature)))
+        finally:
+            await backend.aclose()
+
+    with ScriptedChatServer(hedging_model) as server:
+        assert asyncio.run(ask(server.url, 0.0)) == 3
+        assert [request["n"] for request in server.requests] == [1, 1, 1]
+        server.requests.clear()
+        assert asyncio.run(ask(server.url, 0.7)) == 3
+        assert [request["n"] for request in server.requests] == [3]

@@ -236,7 +236,8 @@ def test_heldout_pass_rates_count_faults_as_failed_and_say_how_many(flaky_env: P
 
     mix = [MixedEnv("flaky", verihub.load_env(flaky_env), 1.0)]
     with ScriptedChatServer(hedging_model) as server:
-        rate = heldout_pass_rates(f"openai:m@{server.url}", mix, tasks=8, samples=2)["flaky"]
+        # sampled (greedy samples go one request each, and the scripted model hedges on the second of a request)
+        rate = heldout_pass_rates(f"openai:m@{server.url}", mix, tasks=8, samples=2, temperature=0.7)["flaky"]
     assert rate == HeldoutRate(pass_rate=13 / 16, graded_pass_rate=1.0, samples=16, faulted=3, tasks=8, tasks_lost=1)
     monitor = RunMonitor(["flaky"], group_size=1)
     monitor.record_heldout({"flaky": rate})
