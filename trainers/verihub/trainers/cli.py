@@ -64,18 +64,36 @@ def train_command(
                                               "repeatable: rewards and tool sessions run there.")] = [],  # noqa: B006
     grader_token: Annotated[str | None, typer.Option(envvar="VERIHUB_GRADER_TOKEN", show_default=False,
                                                      help="The graders' --token.")] = None,
+    asynchronous: Annotated[bool, typer.Option("--async", help="Decoupled asynchronous GRPO: a vLLM server generates "
+                                               "while the trainer learns, LoRA synced after each step (needs --lora "
+                                               "on a CPU; VERIHUB_VLLM_PYTHON or verihub[vllm]).")] = False,
+    max_staleness: Annotated[int, typer.Option(min=0, help="With --async: how many policy versions old a rollout "
+                                               "may be and still be trained on.")] = 1,
+    vllm_server: Annotated[str | None, typer.Option(help="With --async: the URL of a vLLM server already running "
+                                                    "(default: one is started on loopback).")] = None,
 ) -> None:
     """GRPO (TRL) on a weighted mix of environments; rewards from their verifiers, faults never scored 0."""
-    from verihub.trainers.grpo import GRPOTrainer
     from verihub.trainers.mixture import parse_env_option
 
     if curriculum not in ("none", "adaptive"):
         raise typer.BadParameter("use none or adaptive", param_hint="--curriculum")
     display = _display(quiet, log_format)
-    trainer = GRPOTrainer(model, dict(parse_env_option(option) for option in env), lora=lora or None,
-                          use_vllm=use_vllm, curriculum=curriculum, hub=hub, heldout_every=heldout_every,
-                          output_dir=output_dir, max_steps=max_steps, display=display, graders=grader or None,
-                          grader_token=grader_token, **_overrides(overrides))
+    mix = dict(parse_env_option(option) for option in env)
+    common = {"curriculum": curriculum, "hub": hub, "heldout_every": heldout_every, "output_dir": output_dir,
+              "max_steps": max_steps, "display": display, **_overrides(overrides)}
+    if asynchronous:
+        from verihub.trainers.async_grpo import AsyncGRPOTrainer
+
+        if use_vllm or grader:
+            raise typer.BadParameter("--async generates with its own vLLM server and grades here",
+                                     param_hint="--use-vllm/--grader")
+        trainer: Any = AsyncGRPOTrainer(model, mix, lora=lora or None, max_staleness=max_staleness,
+                                        vllm_server=vllm_server, **common)
+    else:
+        from verihub.trainers.grpo import GRPOTrainer
+
+        trainer = GRPOTrainer(model, mix, lora=lora or None, use_vllm=use_vllm, graders=grader or None,
+                              grader_token=grader_token, **common)
     trainer.train()
     if trainer.graders is not None:
         trainer.graders.close()

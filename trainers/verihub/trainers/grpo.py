@@ -16,10 +16,7 @@ are not this class's go to ``trl.GRPOConfig`` unchanged (``max_steps``, ``learni
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,9 +26,9 @@ from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
 from verihub.serve.graders import GraderPool
+from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
-from verihub.trainers.display import DisplayMode, check_display, finite
-from verihub.trainers.heldout import heldout_rates, heldout_rollouts
+from verihub.trainers.display import DisplayMode, check_display
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
 from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config, require_vllm
 from verihub.trainers.monitors import MonitorKnobs, RunMonitor
@@ -39,11 +36,7 @@ from verihub.trainers.rewards import EnvReward, GradeLedger
 from verihub.trainers.runlog import TRL_LOG, RunLog
 from verihub.trainers.toolenv import environment_class
 
-__all__ = ["METRICS_FILE", "GRPOTrainer"]
-
-logger = logging.getLogger("verihub.trainers")
-
-METRICS_FILE = "metrics.jsonl"
+__all__ = ["GRPOTrainer"]
 
 
 class GRPOTrainer(TrainerRun):
@@ -121,8 +114,8 @@ class GRPOTrainer(TrainerRun):
                 processing_class=self.tokenizer,
                 peft_config=lora_config(lora),
                 environment_factory=self._environment_factories(),
-                callbacks=[*self._shown("GRPO", display), _MetricsFile(self),
-                           *([_Heldout(self)] if heldout_every else []), *callbacks],
+                callbacks=[*self._shown("GRPO", display), MetricsFile(self),
+                           *([Heldout(self)] if heldout_every else []), *callbacks],
             )
             self._drop_printers()
 
@@ -223,79 +216,3 @@ def _check_same_draw(draws: list[dict[str, Any]]) -> None:
                                f"{draw.get('task_ids')} vs {draws[0].get('task_ids')}; curriculum weights "
                                f"{'differ' if draw.get('weights') != draws[0].get('weights') else 'agree'}): every "
                                "process must load the same environments, data and seed")
-
-
-class _MetricsFile(TrainerCallback):
-    """Every log line, TRL's metrics and ours, plus the alerts, appended to ``output_dir/metrics.jsonl``."""
-
-    def __init__(self, run: GRPOTrainer) -> None:
-        self.run = run
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.is_world_process_zero:
-            Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-            self.run.metrics_path.write_text("")
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if not state.is_world_process_zero or not logs:
-            return
-        record = {"step": state.global_step, **{k: v for k, v in logs.items() if v is not None}}
-        if self.run.alerts:
-            record["alerts"] = self.run.alerts
-        with self.run.metrics_path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(finite(record)) + "\n")
-
-
-class _Heldout(TrainerCallback):
-    """Every ``heldout_every`` steps (and at the start), the policy's pass rate on held-out tasks.
-
-    Every process takes part (they all reach the same step): each generates a shard of the tasks with
-    the full policy (TRL's unwrapping, which also gathers ZeRO-3's parameters), then the rollouts of all
-    shards are gathered, so each task is evaluated once and every process records the same rates.
-    A shard that fails is logged and counted as faulted; its process still joins the gather, so the
-    others never wait for it.
-    """
-
-    def __init__(self, run: GRPOTrainer) -> None:
-        self.run = run
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._measure(state.global_step)
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.global_step % self.run.heldout_every == 0:
-            self._measure(state.global_step)
-
-    def _measure(self, step: int) -> None:
-        from trl.models import unwrap_model_for_generation
-
-        from verihub.generation.local import HFBackend
-
-        run, trainer = self.run, self.run.trl
-        accelerator = trainer.accelerator
-        shard = (accelerator.process_index, accelerator.num_processes)
-        began = time.perf_counter()
-        try:
-            with unwrap_model_for_generation(trainer.model_wrapped, accelerator,
-                                             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
-                                             ) as network:
-                policy = HFBackend.wrap(network, run.tokenizer, "hf:policy")
-                rollouts = asyncio.run(heldout_rollouts(policy, run.mix, tasks=run.heldout_tasks,
-                                                        samples=run.heldout_samples,
-                                                        temperature=run.heldout_temperature, shard=shard))
-        except Exception as error:  # noqa: BLE001 - counted as faulted below; raising here would hang the others
-            logger.warning("held-out evaluation failed on process %d (its tasks count as faulted): %s: %s",
-                           shard[0], type(error).__name__, error)
-            rollouts = {}
-        seconds = time.perf_counter() - began
-        run.run_log.write(f"verihub heldout step={step} shard={shard[0]}/{shard[1]} seconds={seconds:.2f} "
-                          + " ".join(f"{env}={','.join(sorted({r.task_id for r in found}))}"
-                                     for env, found in rollouts.items()))
-        if shard[1] > 1:
-            merged: dict[str, list[Any]] = {}
-            for part in gather_object([rollouts]):
-                for env, found in part.items():
-                    merged.setdefault(env, []).extend(found)
-            rollouts = merged
-        run.monitor.record_heldout(heldout_rates(run.mix, rollouts, tasks=run.heldout_tasks,
-                                                 samples=run.heldout_samples))

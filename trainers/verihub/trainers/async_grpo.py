@@ -1,0 +1,317 @@
+"""Decoupled asynchronous GRPO on any mix of verihub environments: TRL's ``AsyncGRPOTrainer`` learns while
+a vLLM server in another process generates.
+
+    from verihub.trainers import AsyncGRPOTrainer
+    AsyncGRPOTrainer("runs/tiny", ["envs/reverse", "envs/sort"], lora=True, max_staleness=1, max_steps=50).train()
+
+The server is started here on loopback (LoRA slots for ``max_staleness + 2`` policy versions, logprobs after
+temperature, the pause/resume and adapter routes), unless ``vllm_server`` names one already running with
+those settings. Rollouts come from :class:`~.async_worker.RolloutWorker`, stamped with the policy version
+that made them; TRL drops those more than ``max_staleness`` versions old, trains on the rest, and after each
+step publishes the LoRA adapter to the server under a new name (no restart, no base weight moved), logging
+``sample/staleness_mean``/``_max`` and the time it waited for rollouts (``perf/rollout_wait_s``). Every
+``sync_check_every`` syncs the server's greedy answer to a fixed prompt must equal the trainer's own, or the
+run stops (:class:`WeightSyncError`). The mixture, curriculum, held-out measurement, monitors and fault rule
+are the synchronous trainer's. Multi-turn tool environments train synchronously only, for now.
+
+Full-weight sync (no LoRA) is TRL's NCCL path: a CUDA GPU on both sides; on a CPU train with ``lora``.
+Keyword arguments this class does not take go to ``AsyncGRPOConfig`` unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from verihub.errors import VerihubError
+from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
+from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
+from verihub.trainers.display import DisplayMode, check_display
+from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
+from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config
+from verihub.trainers.monitors import MonitorKnobs, RunMonitor
+from verihub.trainers.rewards import EnvReward, GradeLedger, Outcome
+from verihub.trainers.runlog import TRL_LOG, RunLog
+
+__all__ = ["AsyncGRPOTrainer", "WeightSyncError"]
+
+class WeightSyncError(VerihubError, RuntimeError):
+    """The server does not answer as the trainer's policy does after a weight sync: training stops rather
+    than learn from rollouts of weights it believes it sent."""
+
+
+class AsyncGRPOTrainer(TrainerRun):
+    """Asynchronous GRPO (see the module docstring). ``model``: a local model directory or hub id, which the
+    server loads too. ``max_staleness``: how many policy versions a rollout may lag and still be trained
+    on. ``vllm_server``: the URL of a server already running (started with ``--enable-lora --max-lora-rank
+    R --max-loras N --logprobs-mode processed_logprobs`` and ``VLLM_SERVER_DEV_MODE=1``,
+    ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``); None starts one from ``VERIHUB_VLLM_PYTHON``. The other
+    arguments are :class:`~.grpo.GRPOTrainer`'s."""
+
+    def __init__(
+        self,
+        model: str | Path,
+        envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float],
+        *,
+        lora: bool | Mapping[str, Any] | Any | None = True,
+        curriculum: str | Mapping[str, Any] | Curriculum | None = None,
+        max_staleness: int = 1,
+        vllm_server: str | None = None,
+        sync_check_every: int = 10,
+        tokenizer: Any = None,
+        hub: str | None = None,
+        heldout_every: int = 0,
+        heldout_tasks: int = 32,
+        heldout_samples: int = 1,
+        heldout_temperature: float = 0.0,
+        monitor: MonitorKnobs | None = None,
+        callbacks: Sequence[TrainerCallback] = (),
+        display: DisplayMode = "rich",
+        output_dir: str | Path = "runs/grpo-async",
+        **config_overrides: Any,
+    ) -> None:
+        check_display(display)
+        peft = lora_config(lora)
+        if peft is None and not _cuda():
+            raise ValueError("asynchronous GRPO without LoRA syncs full weights over NCCL, which needs a CUDA GPU; "
+                             "on a CPU pass lora=True (the adapter reaches the server over HTTP)")
+        self.graders = None  # grading runs in this process (the worker's thread)
+        self.run_log = RunLog(Path(output_dir) / TRL_LOG)
+        self.server = None
+        self._lock = threading.Lock()  # the worker observes grades on its thread; logging reads them on this one
+        with self.run_log:
+            self.mix = resolve_envs(envs, hub=hub)
+            multi_turn = [item.name for item in self.mix if item.multi_turn]
+            if multi_turn:
+                raise ValueError(f"{', '.join(multi_turn)}: tool environments train synchronously only (GRPOTrainer)")
+            self.tokenizer = load_tokenizer(str(model), tokenizer)
+            self.config = _config(output_dir, max_staleness, config_overrides)
+            if vllm_server is None:
+                self.server = _start_server(str(model), self.config, getattr(peft, "r", 16))
+                vllm_server = self.server.url
+            self.config.vllm_server_base_url = vllm_server
+            self.curriculum = make_curriculum(curriculum)
+            self.ledger = GradeLedger()
+            self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
+            self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
+            self.heldout_temperature = heldout_temperature
+            self.alerts: list[str] = []
+            dataset = mixed_dataset(self.mix, "train")
+            self.sampler = _sampler(dataset, self.curriculum, {item.name: item.weight for item in self.mix},
+                                    self.config.seed)
+            self.trl = _build_trl(self, str(model), dataset, peft, display, sync_check_every,
+                                  [*([_Heldout(self)] if heldout_every else []), *callbacks])
+            self._drop_printers()
+
+    @property
+    def metrics_path(self) -> Path:
+        return Path(self.config.output_dir) / METRICS_FILE
+
+    def train(self, **kwargs: Any) -> Any:
+        try:
+            return super().train(**kwargs)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the server this trainer started (a server passed as ``vllm_server`` is left running)."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def _observe(self, outcomes: list[Outcome | None]) -> None:
+        with self._lock:
+            self.curriculum.observe([outcome for outcome in outcomes if outcome is not None])
+            self.monitor.observe(outcomes)
+            for env, agreement in self.ledger.take_agreements().items():
+                self.monitor.record_judge_agreement(env, agreement)
+
+    def _run_metrics(self) -> dict[str, float]:
+        with self._lock:
+            metrics, self.alerts = self.monitor.flush()
+            for (env, difficulty), weight in self.sampler.last_weights.items():
+                metrics[f"verihub/curriculum/{env}/{difficulty}"] = weight
+        metrics["verihub/policy_version"] = float(self.trl.model_version)
+        return metrics
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _config(output_dir: str | Path, max_staleness: int, overrides: Mapping[str, Any]) -> Any:
+    with warnings.catch_warnings():  # chosen knowingly: the module docstring says what is TRL's experimental API
+        warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
+        from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    # token_budget 0: a step trains on per_device_train_batch_size x gradient_accumulation_steps samples, as the
+    # synchronous trainer does (TRL's default packs as many as the server's context length holds)
+    defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no", "report_to": "none",
+                                "max_staleness": max_staleness, "learning_rate": 1e-5, "token_budget": 0}
+    if not _cuda():  # TRL's defaults assume a GPU: bf16 compute, and checkpointing that buys nothing on a CPU
+        defaults.update(bf16=False, dtype="float32", gradient_checkpointing=False)
+    return AsyncGRPOConfig(**{**defaults, "output_dir": str(output_dir), **overrides})
+
+
+def _start_server(model: str, config: Any, rank: int) -> Any:
+    from verihub.generation.vllm_server import VLLMServer
+
+    # logprobs after temperature: the trainer's importance ratio compares them with its own, tempered
+    extra = ["--logprobs-mode", "processed_logprobs", "--dtype", "float32" if config.dtype == "float32" else "auto"]
+    return VLLMServer(model, max_loras=config.max_staleness + 2, lora_rank=rank, api_key=None, training=True,
+                      extra_args=[*extra, *_server_args()]).start()
+
+
+def _server_args() -> list[str]:
+    from verihub import settings
+
+    return settings.vllm_args()
+
+
+def _sampler(dataset: Any, curriculum: Curriculum, weights: Mapping[str, float], seed: int) -> MixtureSampler:
+    buckets: dict[tuple[str, str], list[int]] = {}
+    for row, (env, difficulty) in enumerate(zip(dataset["environment"], dataset["difficulty"], strict=True)):
+        buckets.setdefault((env, difficulty), []).append(row)
+    curriculum.bind({bucket: len(rows) for bucket, rows in buckets.items()}, weights)
+    return MixtureSampler(buckets, curriculum, mini_repeat_count=1, batch_size=1, repeat_count=1, seed=seed)
+
+
+def _draws(sampler: MixtureSampler) -> Iterator[int]:
+    """Rows one at a time, each drawn with the curriculum's weights of that moment, for ever."""
+    while True:
+        yield from sampler
+
+
+def _build_trl(run: AsyncGRPOTrainer, model: str, dataset: Any, peft: Any, display: DisplayMode,
+               sync_check_every: int, callbacks: list[Any]) -> Any:
+    from trl.experimental.async_grpo import AsyncGRPOTrainer as TRLAsyncGRPOTrainer
+
+    from verihub.trainers.async_worker import RolloutWorker
+
+    class _Trainer(TRLAsyncGRPOTrainer):
+        """TRL's trainer, with our metrics in its logs and the server's answers checked after syncs."""
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            if self.model.training and not any(key.startswith("eval_") for key in logs):
+                logs.update(run._run_metrics())
+            super().log(logs, start_time)
+
+        def _sync_weight(self) -> None:
+            super()._sync_weight()
+            if self.model_version == 1 or (sync_check_every and self.model_version % sync_check_every == 0):
+                check_weight_sync(self)
+
+    config = run.config
+    per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
+    groups_per_step = max(1, per_step // config.num_generations)
+    worker = RolloutWorker(
+        server_url=config.vllm_server_base_url, model_name=Path(model).name or model,
+        lora_name="trl-policy" if peft is not None else None, tokenizer=run.tokenizer, rows=dataset.to_list(),
+        draw=_draws(run.sampler), rewards={item.name: EnvReward(item, run.ledger) for item in run.mix},
+        ledger=run.ledger, observe=run._observe, num_generations=config.num_generations,
+        max_tokens=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
+        # a step's groups generate while the previous step trains; no more is queued than staleness lets train
+        inflight=groups_per_step, queue_size=per_step * (config.max_staleness + 1),
+        request_timeout_s=config.request_timeout)
+    with _without_cuda_probes():
+        trainer = _Trainer(model=model, args=config, train_dataset=dataset, processing_class=run.tokenizer,
+                           peft_config=peft, rollout_worker=worker,
+                           callbacks=[*run._shown("GRPO async", display), MetricsFile(run), *callbacks])
+    trainer.sync_check_prompt = list(dataset[0]["prompt"])
+    if trainer._lora_sync is False and peft is not None:
+        raise WeightSyncError(f"the vLLM server at {config.vllm_server_base_url} does not take LoRA adapters "
+                              "(--enable-lora): restart it with them, or leave vllm_server unset")
+    if not _cuda():
+        from verihub.trainers.cpu_attention import register_cpu_tree_attention
+
+        register_cpu_tree_attention()
+    return trainer
+
+
+@contextlib.contextmanager
+def standard_attention(model: Any) -> Iterator[None]:
+    """Generation in the trainer (the sync check, held-out rollouts) uses ordinary attention: TRL's packed
+    tree attention only reads the rows it builds for training."""
+    current = model.config._attn_implementation
+    model.set_attn_implementation("sdpa")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(current)
+
+
+class _Heldout(Heldout):
+    """Held-out rollouts generate in the trainer, with ordinary attention."""
+
+    def _measure(self, step: int) -> None:
+        with standard_attention(self.run.trl.accelerator.unwrap_model(self.run.trl.model)):
+            super()._measure(step)
+
+
+@contextlib.contextmanager
+def _without_cuda_probes() -> Iterator[None]:
+    """TRL's trainer asks the CUDA driver for the device's name at start (a peak-FLOPs estimate for its MFU
+    metric), which raises where there is no GPU; there the estimate is None, as for an unknown device."""
+    from trl.experimental.async_grpo import async_grpo_trainer
+
+    if _cuda():
+        yield
+        return
+    probe = async_grpo_trainer.get_peak_flops_per_device
+    async_grpo_trainer.get_peak_flops_per_device = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        async_grpo_trainer.get_peak_flops_per_device = probe
+
+
+def check_weight_sync(trainer: Any, tokens: int = 16, tie_nats: float = 0.05) -> None:
+    """The server's greedy answer (from the adapter of the live version) to the trainer's check prompt (the
+    mix's first task) must be the trainer's own, token for token; WeightSyncError otherwise. Where the two
+    first part, the server's token may be as likely as the trainer's under the trainer's policy (within
+    ``tie_nats``): a near tie that two numerical paths can break either way, and no sign of stale weights."""
+    import httpx
+    import torch
+
+    tokenizer = trainer.processing_class
+    prompt_ids = tokenizer.apply_chat_template(trainer.sync_check_prompt, add_generation_prompt=True, tokenize=True)
+    prompt_ids = list(prompt_ids["input_ids"] if isinstance(prompt_ids, Mapping) else prompt_ids)
+    name = f"{trainer._lora_name}-v{trainer.model_version}" if trainer._lora_sync else trainer.rollout_worker.model_name
+    response = httpx.post(f"{trainer.args.vllm_server_base_url}/v1/completions", timeout=300, json={
+        "model": name, "prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "return_token_ids": True})
+    if response.status_code != 200:
+        raise WeightSyncError(f"the vLLM server did not answer as policy version {trainer.model_version} "
+                              f"({name}): HTTP {response.status_code}: {response.text[:300]}")
+    served = list(response.json()["choices"][0]["token_ids"])
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), standard_attention(model):
+            ids = torch.tensor([prompt_ids], device=model.device)
+            output = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=len(served),
+                                    do_sample=False, eos_token_id=trainer.eos_token_ids,
+                                    pad_token_id=tokenizer.pad_token_id, output_logits=True,
+                                    return_dict_in_generate=True)
+    finally:
+        model.train(training)
+    own = output.sequences[0, len(prompt_ids):].tolist()
+    for position, (theirs, ours) in enumerate(zip(served, own, strict=False)):
+        if theirs != ours:
+            logprobs = torch.log_softmax(output.logits[position][0].float(), dim=-1)
+            if float(logprobs[ours] - logprobs[theirs]) <= tie_nats:
+                return  # a near tie: the answers part here, by rounding
+            break
+    else:
+        if len(own) >= len(served):
+            return
+    raise WeightSyncError(f"after sync {trainer.model_version} the vLLM server's greedy answer is not the "
+                          f"trainer's: {tokenizer.decode(served)!r} against {tokenizer.decode(own)!r}")
