@@ -25,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,13 @@ class VLLMServer:
     network allows), with a LoRA ``adapter`` served as the model, or room for ``max_loras`` adapters loaded
     at run time (``lora_rank`` their largest rank; the trainer's weight sync). ``api_key`` (default: a
     fresh secret) is asked of every ``/v1`` request; None serves without one (TRL's clients send none).
-    ``training`` opens the routes a trainer syncs weights through (vLLM's development mode)."""
+    ``training`` opens the routes a trainer syncs weights through (vLLM's development mode); ``cpus`` are the
+    cores a CPU engine runs on (default: all of them)."""
 
     def __init__(self, path: str | Path, *, adapter: str | Path | None = None, max_loras: int = 0,
                  lora_rank: int = 16, api_key: str | None = "", training: bool = False,
-                 start_timeout_s: float = 900.0, extra_args: list[str] | None = None) -> None:
+                 cpus: Sequence[int] | None = None, start_timeout_s: float = 900.0,
+                 extra_args: list[str] | None = None) -> None:
         self.python = settings.vllm_python()  # refused now, not after a run has begun, when there is none
         self.path = str(path)
         self.adapter = str(adapter) if adapter is not None else None
@@ -55,6 +58,7 @@ class VLLMServer:
         self.lora_rank = lora_rank
         self.api_key = secrets.token_urlsafe(24) if api_key == "" else api_key
         self.training = training
+        self.cpus = list(cpus) if cpus else None
         self.start_timeout_s = start_timeout_s
         self.extra_args = settings.vllm_args() if extra_args is None else list(extra_args)
         self.served_name = "adapter" if self.adapter else Path(self.path).name or self.path
@@ -97,6 +101,8 @@ class VLLMServer:
             environment["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         if self.training:  # the routes a trainer syncs through (/pause, /resume, /server_info): loopback only
             environment["VLLM_SERVER_DEV_MODE"] = "1"
+        if self.cpus:  # vLLM's CPU engine spins on every core it is given: these are its, the rest another's
+            environment["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, self.cpus))
         handle, name = tempfile.mkstemp(prefix="verihub-vllm-", suffix=".log")
         self.log_path = Path(name)
         with os.fdopen(handle, "wb") as log:

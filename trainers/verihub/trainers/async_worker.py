@@ -118,12 +118,12 @@ class RolloutWorker:
         self.metrics_queue.put({"verihub/rollout/generation_s": generated - began,
                                 "verihub/rollout/grading_s": time.perf_counter() - generated})
         for sample in _samples(row, prompt_ids, choices, texts, rewards, version, group_id):
-            while not self._stop.is_set():
+            while not self._stop.is_set():  # a full queue waits here without holding up the loop (or a stop)
                 try:
-                    self.rollout_buffer.put(sample, timeout=0.5)
+                    self.rollout_buffer.put_nowait(sample)
                     break
                 except queue.Full:
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.05)
 
     async def _generate(self, client: Any, prompt_ids: list[int], version: int) -> list[dict[str, Any]]:
         """The K samples, each with ``token_ids`` and ``logprobs``; retried, then raised."""
