@@ -87,6 +87,33 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
+def teach_tiny_model(directory: Path, answers: list[tuple[str, str]], *, rounds: int) -> Path:
+    """A tiny model (hidden size 128: vLLM's CPU attention wants heads of 32 or more) fitted in seconds to
+    continue each prompt text of ``answers`` with its answer text, by plain gradient steps on the answer's
+    tokens: its greedy answers are then decided by clear margins, whichever engine computes them."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verihub.trainers.tiny import make_tiny_model
+
+    path = make_tiny_model(directory, hidden_size=128)
+    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
+    examples = []
+    for prompt, answer in answers:
+        ids = tokenizer(prompt + answer, add_special_tokens=False, return_tensors="pt").input_ids
+        labels = ids.clone()
+        labels[0, : len(tokenizer(prompt, add_special_tokens=False).input_ids)] = -100  # learn the answer only
+        examples.append((ids, labels))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(rounds):
+        for ids, labels in examples:
+            model(input_ids=ids, labels=labels).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    model.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def vllm_python() -> Iterator[str]:
     """The interpreter with the real vLLM engine (``scripts/setup.sh --vllm`` makes .venv-vllm), set as

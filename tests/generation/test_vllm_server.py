@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, VERIHUB
+from conftest import REPO, VERIHUB, teach_tiny_model
 
 pytestmark = pytest.mark.slow
 MARK = "verihub-was-here"  # what the taught bash call prints, in the jail
@@ -27,36 +27,23 @@ CALL = {"id": "call_0", "type": "function", "function": {"name": "bash", "argume
 def tool_model(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> Path:
     """A tiny model that calls ``bash`` (``echo MARK``) on the shell-task prompts the eval below takes and says
     "Done." once the tool has answered: fitted by plain gradient steps on those two turns."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from verihub.environment.core import load_env
-    from verihub.trainers.tiny import make_tiny_model
+    from verihub.trainers.tiny import make_tokenizer
 
-    path = make_tiny_model(tmp_path_factory.mktemp("vllm") / "model", hidden_size=128)
-    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
+    tokenizer = make_tokenizer()
     env = load_env(REPO / "envs" / "shell-task")
-    turns = []
+    answers = []
     for task in list(env.dataset("eval"))[:2]:  # the tasks `verihub eval -n 2` takes
         called = [*env.render(task), {"role": "assistant", "content": "", "tool_calls": [CALL]}]
         answered = [*called, {"role": "tool", "tool_call_id": "call_0", "content": f"{MARK}\n"}]
-        turns += [(env.render(task), called), (answered, [*answered, {"role": "assistant", "content": "Done."}])]
-    examples = []
-    for before, after in turns:
-        prefix = tokenizer.apply_chat_template(before, tools=env.tool_schemas, add_generation_prompt=True, tokenize=False)
-        whole = tokenizer.apply_chat_template(after, tools=env.tool_schemas, tokenize=False)
-        ids = tokenizer(whole, add_special_tokens=False, return_tensors="pt").input_ids[0]
-        labels = ids.clone()
-        labels[: len(tokenizer(prefix, add_special_tokens=False).input_ids)] = -100  # learn the answer only
-        examples.append((ids[None], labels[None]))
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(80):
-        for ids, labels in examples:
-            model(input_ids=ids, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    model.save_pretrained(path)
-    return path
+        done = [*answered, {"role": "assistant", "content": "Done."}]
+        for before, after in ((env.render(task), called), (answered, done)):
+            prompt = tokenizer.apply_chat_template(before, tools=env.tool_schemas, add_generation_prompt=True,
+                                                   tokenize=False)
+            whole = tokenizer.apply_chat_template(after, tools=env.tool_schemas, tokenize=False)
+            assert whole.startswith(prompt)
+            answers.append((prompt, whole[len(prompt):]))
+    return teach_tiny_model(tmp_path_factory.mktemp("vllm") / "model", answers, rounds=80)
 
 
 def eval_rows(directory: Path) -> list[dict[str, Any]]:

@@ -14,38 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, VERIHUB
+from conftest import REPO, VERIHUB, teach_tiny_model
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def sums_model(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> Path:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from verihub.environment.core import load_env
-    from verihub.trainers.tiny import make_tiny_model
+    from verihub.trainers.tiny import make_tokenizer
 
-    path = make_tiny_model(tmp_path_factory.mktemp("async") / "model", hidden_size=128)
-    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
+    tokenizer = make_tokenizer()
     env = load_env(REPO / "envs" / "sums")
-    examples = []
-    for task in list(env.dataset("train"))[:24]:
-        prompt = tokenizer.apply_chat_template(env.render(task), add_generation_prompt=True, tokenize=False)
-        answer = f"\\boxed{{{task['answer']}}}<|im_end|>"
-        ids = tokenizer(prompt + answer, add_special_tokens=False, return_tensors="pt").input_ids
-        labels = ids.clone()
-        labels[0, : len(tokenizer(prompt, add_special_tokens=False).input_ids)] = -100
-        examples.append((ids, labels))
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(12):
-        for ids, labels in examples:
-            model(input_ids=ids, labels=labels).loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-    model.save_pretrained(path)
-    return path
+    answers = [(tokenizer.apply_chat_template(env.render(task), add_generation_prompt=True, tokenize=False),
+                f"\\boxed{{{task['answer']}}}<|im_end|>") for task in list(env.dataset("train"))[:24]]
+    return teach_tiny_model(tmp_path_factory.mktemp("async") / "model", answers, rounds=12)
 
 
 def test_async_grpo_trains_on_rollouts_the_vllm_server_makes_meanwhile(sums_model: Path, tmp_path: Path,
