@@ -139,3 +139,37 @@ def test_a_start_that_failed_is_not_tried_again_by_every_waiting_request(tmp_pat
 
     outcomes = asyncio.run(many())
     assert all(isinstance(outcome, GenerationError) for outcome in outcomes) and len(starts) == 1
+
+
+FAKE_VLLM = '''#!{python}
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+'''
+
+
+def test_a_server_never_outlives_the_process_that_started_it(tmp_path: Path) -> None:
+    """The server runs in a session of its own, which no signal of its starter reaches: a process that ended
+    without close() left a vLLM server (2 GB) running."""
+    import sys
+    import time
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable))
+    fake.chmod(0o755)
+    code = ("from verihub.generation.vllm_server import VLLMServer\n"
+            f"server = VLLMServer({str(tmp_path)!r}).start()\nprint(server._process.pid, flush=True)\n")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "VERIHUB_VLLM_PYTHON": str(fake)})
+    assert ran.returncode == 0, ran.stderr
+    pid = int(ran.stdout.split()[-1])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{pid}"), "the server outlived its starter"

@@ -92,3 +92,53 @@ def test_verihub_train_async_saves_the_adapter_and_the_metrics(sums_model: Path,
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len([line for line in lines if "loss" in line]) == 2
     assert "saved the LoRA adapter" in ran.stdout
+
+
+SLOW_SPEC = """\
+id: slow
+version: 0.1.0
+domain: math
+description: Sums, graded by a check that takes its time.
+dataset: {source: data/tasks.jsonl, split: {train: 1.0}}
+prompt:
+  user: "What is {question}?"
+verifier:
+  - {name: correct, layer: check, use: "slow_check:score"}
+gold:
+  reference: '{answer}'
+"""
+SLOW_CHECK = '''\
+import time
+
+def score(completion, task):
+    time.sleep(0.2)  # a check that runs off the event loop: groups grading at once interleave
+    return 1.0 if completion.strip() == task["answer"] else 0.0
+'''
+
+
+def test_groups_graded_at_once_keep_their_own_outcomes(make_env: object) -> None:
+    """Two groups grading at the same moment shared one ledger's row numbers: one group's outcomes went to
+    the curriculum and monitors as the other's."""
+    import asyncio
+
+    import verihub
+    from verihub.trainers.async_worker import RolloutWorker
+    from verihub.trainers.mixture import MixedEnv
+    from verihub.trainers.rewards import EnvReward, GradeLedger
+
+    rows = [{"id": "a", "question": "1 + 1", "answer": "2"}, {"id": "b", "question": "2 + 2", "answer": "4"}]
+    env = verihub.load_env(make_env(SLOW_SPEC, rows=rows, files={"slow_check.py": SLOW_CHECK}, name="slow"))
+    item = MixedEnv("slow", env, 1.0)
+    seen: list[list[object]] = []
+    worker = RolloutWorker(server_url="http://127.0.0.1:9", model_name="m", lora_name=None, tokenizer=None, rows=[],
+                           draw=iter(()), rewards={"slow": EnvReward(item, GradeLedger())}, observe=seen.append,
+                           num_generations=4, max_tokens=8, temperature=1.0, top_p=1.0, inflight=2, queue_size=8,
+                           request_timeout_s=5)
+    tasks = [{"environment": "slow", "task": json.dumps(row), "difficulty": "all"} for row in rows]
+
+    async def both() -> list[object]:
+        return await asyncio.gather(worker._grade(tasks[0], ["2"] * 4), worker._grade(tasks[1], ["5"] * 4))
+
+    (right, right_outcomes), (wrong, wrong_outcomes) = asyncio.run(both())
+    assert right == [1.0] * 4 and wrong == [0.0] * 4
+    assert all(o.passed for o in right_outcomes) and not any(o.passed for o in wrong_outcomes)

@@ -17,6 +17,7 @@ server arguments (``--enforce-eager``, ``--max-model-len 2048``, ...); on a CPU 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import secrets
@@ -108,6 +109,7 @@ class VLLMServer:
         with os.fdopen(handle, "wb") as log:
             self._process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+        atexit.register(self.close)  # a session of its own gets no signal of ours: never outlive this process
         try:
             self._wait_until_healthy()
         except BaseException:
@@ -140,6 +142,7 @@ class VLLMServer:
 
     def close(self) -> None:
         """Stop the server (its whole process group: vLLM's engine core is a child process)."""
+        atexit.unregister(self.close)
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return

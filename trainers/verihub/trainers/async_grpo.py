@@ -255,7 +255,7 @@ def _build_trl(run: AsyncGRPOTrainer, model: str, dataset: Any, peft: Any, displ
         server_url=config.vllm_server_base_url, model_name=Path(model).name or model,
         lora_name="trl-policy" if peft is not None else None, tokenizer=run.tokenizer, rows=dataset.to_list(),
         draw=_draws(run.sampler), rewards={item.name: EnvReward(item, run.ledger) for item in run.mix},
-        ledger=run.ledger, observe=run._observe, num_generations=config.num_generations,
+        observe=run._observe, num_generations=config.num_generations,
         max_tokens=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
         # a step's groups generate while the previous step trains; no more is queued than staleness lets train
         inflight=groups_per_step, queue_size=per_step * (config.max_staleness + 1),

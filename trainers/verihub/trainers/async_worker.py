@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from verihub.trainers.rewards import EnvReward, GradeLedger, Outcome
+from verihub.trainers.rewards import EnvReward, Outcome
 
 __all__ = ["RolloutWorker"]
 
@@ -36,12 +36,12 @@ class RolloutWorker:
 
     def __init__(self, *, server_url: str, model_name: str, lora_name: str | None, tokenizer: Any,
                  rows: Sequence[Mapping[str, Any]], draw: Iterator[int], rewards: Mapping[str, EnvReward],
-                 ledger: GradeLedger, observe: Callable[[list[Outcome | None]], None], num_generations: int,
+                 observe: Callable[[list[Outcome | None]], None], num_generations: int,
                  max_tokens: int, temperature: float, top_p: float, inflight: int, queue_size: int,
                  request_timeout_s: float) -> None:
         self.server_url, self.model_name, self.lora_name = server_url.rstrip("/"), model_name, lora_name
         self.tokenizer, self.rows, self.draw = tokenizer, rows, draw
-        self.rewards, self.ledger, self.observe = rewards, ledger, observe
+        self.rewards, self.observe = rewards, observe
         self.k, self.max_tokens, self.temperature, self.top_p = num_generations, max_tokens, temperature, top_p
         self.inflight, self.request_timeout_s = inflight, request_timeout_s
         self.rollout_buffer: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
@@ -152,12 +152,10 @@ class RolloutWorker:
 
     async def _grade(self, row: Mapping[str, Any], texts: list[str]) -> tuple[list[float | None], list[Outcome | None]]:
         count = len(texts)
-        reward = self.rewards[row["environment"]]
-        rewards = await reward(prompts=[row["prompt"]] * count,
-                               completions=[[{"role": "assistant", "content": text}] for text in texts],
-                               environment=[row["environment"]] * count, task=[row["task"]] * count,
-                               difficulty=[row["difficulty"]] * count)
-        return rewards, self.ledger.take(count)
+        outcomes = await self.rewards[row["environment"]].grade_rows(
+            [row["task"]] * count, [row["difficulty"]] * count,
+            [[{"role": "assistant", "content": text}] for text in texts])
+        return [None if outcome.fault else outcome.reward for outcome in outcomes], list(outcomes)
 
 
 def _samples(row: Mapping[str, Any], prompt_ids: list[int], choices: list[dict[str, Any]], texts: list[str],

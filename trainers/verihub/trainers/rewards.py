@@ -97,21 +97,30 @@ class EnvReward:
                        task: Sequence[str], difficulty: Sequence[str], environments: Sequence[Any] | None = None,
                        **_: Any) -> list[float | None]:
         mine = [row for row, name in enumerate(environment) if name == self.item.name]
-        instances = [environments[row] if environments else None for row in mine]
-        outcomes = await asyncio.gather(*(
-            self._grade(task[row], difficulty[row], completions[row], instance)
-            for row, instance in zip(mine, instances, strict=True)
-        ))
+        outcomes = await self.grade_rows([task[row] for row in mine], [difficulty[row] for row in mine],
+                                         [completions[row] for row in mine],
+                                         [environments[row] for row in mine] if environments else None)
         rewards: list[float | None] = [None] * len(prompts)
         for row, outcome in zip(mine, outcomes, strict=True):
             self.ledger.record(row, outcome)
             rewards[row] = outcome.reward if not outcome.fault else None
+        return rewards
+
+    async def grade_rows(self, tasks: Sequence[str], difficulties: Sequence[str], completions: Sequence[Completion],
+                         instances: Sequence[Any] | None = None) -> list[Outcome]:
+        """The outcome of each completion of this environment (a rollout's ``instances`` grade their final
+        state); the judge's drift is checked as the grades go by. ``__call__`` reports these to TRL and to the
+        ledger by row; the asynchronous trainer's worker takes them as they are (its groups grade at the
+        same time, and would mix up each other's rows)."""
+        outcomes = await asyncio.gather(*(
+            self._grade(task, difficulty, completion, instance) for task, difficulty, completion, instance
+            in zip(tasks, difficulties, completions, instances or [None] * len(tasks), strict=True)))
         if self.drift.active:
-            for _ in mine:
+            for _ in outcomes:
                 report = await self.drift.after_grade()
                 if report is not None:
                     self.ledger.record_agreement(self.item.name, report.agreement)
-        return rewards
+        return list(outcomes)
 
     async def _grade(self, task_json: str, difficulty: str, completion: Completion, instance: Any) -> Outcome:
         text = _answer_text(completion)
