@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from verihub.hub.accounts import Identity
 from verihub.hub.errors import (BodyTooLargeError, ErrorCode, ForbiddenError, HubError, InvalidRequestError,
                                 UnauthorizedError)
+from verihub.hub.limits import MAX_COMMIT_BYTES, MAX_JSON_BYTES
 from verihub.hub.policy import DATASET_KINDS, MODEL_KINDS
 from verihub.hub.state import HubState
 from verihub.hub.storage import RepoKind
@@ -40,8 +41,6 @@ __all__ = ["MAX_COMMIT_BYTES", "MAX_JSON_BYTES", "Hub", "User", "Viewer", "Visib
            "json_body", "raw_body", "raw_segments", "repo_kinds", "state", "user", "visible_project", "visible_repo",
            "writable_repo"]
 
-MAX_JSON_BYTES = 1 << 20
-MAX_COMMIT_BYTES = 512 << 20
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -14,10 +14,10 @@ from typing import Any, ClassVar
 from verihub.errors import VerihubError
 
 __all__ = [
-    "BodyTooLargeError", "CommitConflictError", "CorruptFileError", "EntryNotFoundError", "ErrorCode", "FileConflictError", "ForbiddenError",
+    "ArchiveTooLargeError", "BodyTooLargeError", "CommitConflictError", "CorruptFileError", "EntryNotFoundError", "ErrorCode", "FileConflictError", "ForbiddenError",
     "HubError", "InvalidPathError", "InvalidRefNameError", "InvalidReleaseError", "InvalidRequestError",
     "NameTakenError", "NotFoundError", "PrivacyMismatchError", "RefExistsError", "RepoExistsError",
-    "RepoNotFoundError", "RevisionNotFoundError", "TagExistsError", "UnauthorizedError", "VersionExistsError",
+    "RepoNotFoundError", "RevisionNotFoundError", "TagExistsError", "UnauthorizedError", "UnsafeArchiveError", "VersionExistsError",
     "VersionNotFoundError", "error_for_code", "error_from_response",
 ]
 
@@ -32,6 +32,8 @@ class ErrorCode(StrEnum):
     INVALID_PATH = "InvalidPath"
     INVALID_REF_NAME = "InvalidRefName"
     INVALID_RELEASE = "InvalidRelease"
+    UNSAFE_ARCHIVE = "UnsafeArchiveMember"
+    ARCHIVE_TOO_LARGE = "ArchiveTooLarge"
     BODY_TOO_LARGE = "BodyTooLarge"
     UNAUTHORIZED = "Unauthorized"
     FORBIDDEN = "Forbidden"
@@ -81,6 +83,20 @@ class InvalidReleaseError(InvalidRequestError):
     """A release's files are refused: another project's name, or an archive with paths leaving it."""
 
     code = ErrorCode.INVALID_RELEASE
+
+
+class UnsafeArchiveError(InvalidReleaseError):
+    """A release archive's member is not a regular file, a directory or a link inside it (the message names
+    the archive and the member)."""
+
+    code = ErrorCode.UNSAFE_ARCHIVE
+
+
+class ArchiveTooLargeError(InvalidReleaseError):
+    """A release archive unpacks past :data:`~verihub.hub.limits.MAX_ARCHIVE_BYTES` or holds more than
+    :data:`~verihub.hub.limits.MAX_ARCHIVE_MEMBERS` members."""
+
+    code = ErrorCode.ARCHIVE_TOO_LARGE
 
 
 class BodyTooLargeError(HubError, ValueError):

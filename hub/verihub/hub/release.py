@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import io
 import json
 import os
-import tarfile
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +24,7 @@ from pathlib import Path
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 
+from verihub.hub.archives import check_archive
 from verihub.hub.errors import FileConflictError, HubError, InvalidReleaseError, RepoNotFoundError, TagExistsError
 from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import release_version
@@ -49,6 +47,8 @@ class Releases:
         version = release_version(tag)
         if version is None:
             return self.storage.tag(repo, tag, sha)
+        if self.storage.tag_target(repo, tag) == sha and not self._journal_path(repo, tag).exists():
+            return False  # tagged and fully published: nothing to read (or unpack) again
         dists = self._release_files(repo, sha, version)  # refused here, before anything exists
         with self._in_flight(repo, tag):
             existing = self.storage.tag_target(repo, tag)
@@ -129,7 +129,7 @@ class Releases:
 
     def _release_files(self, repo: RepoId, sha: str, version: str) -> dict[str, bytes]:
         """The wheel and sdist of ``version`` in the commit's ``dist/``; InvalidReleaseError if ``dist/``
-        holds another project's files or an archive with paths leaving it."""
+        holds another project's files or an archive :func:`~verihub.hub.archives.check_archive` refuses."""
         if self.storage.kind_of(repo) == "dataset":  # eval results: their tags publish nothing to the index
             return {}
         project = dist_name(repo)
@@ -146,9 +146,7 @@ class Releases:
             if parsed[1] == wanted:
                 own[name] = self.storage.read(repo, entry.path, sha)
         for name, data in own.items():
-            unsafe = _unsafe_member(name, data)
-            if unsafe is not None:
-                raise InvalidReleaseError(f"{name} is refused: {unsafe}")
+            check_archive(name, data)
         return own
 
     def _check_earlier_release(self, repo: RepoId, version: str, dists: dict[str, bytes]) -> None:
@@ -209,24 +207,3 @@ def _project_and_version(name: str) -> tuple[str, Version] | None:
     except (InvalidWheelFilename, InvalidSdistFilename):
         return None
     return str(project), version
-
-
-def _unsafe_member(name: str, data: bytes) -> str | None:
-    """Why an archive is unsafe to unpack (absolute paths, '..', links out of it), or None."""
-    try:
-        if name.endswith(".whl"):
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                members = archive.namelist()
-                links: list[str] = []
-        else:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-                entries = archive.getmembers()
-                members = [entry.name for entry in entries]
-                links = [entry.linkname for entry in entries if entry.issym() or entry.islnk()]
-    except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError):
-        return "it is not a valid archive"
-    for member in [*members, *links]:
-        parts = member.replace("\\", "/").split("/")
-        if member.startswith("/") or ".." in parts or (len(member) > 1 and member[1] == ":"):
-            return f"it holds the path {member!r}, which points outside the archive"
-    return None
