@@ -136,9 +136,18 @@ class Accounts:
             self._db.execute("INSERT OR IGNORE INTO members VALUES (?, ?)", (org, user))
 
     def add_repo(self, repo: RepoId, kind: str, private: bool) -> None:
+        """The listing row of a repository just created (called under its storage lock): a fresh row, whatever
+        a row of that id said before (one a lost race of an older version left would keep another visibility)."""
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO repos (id, kind, private, created, owner) VALUES (?, ?, ?, ?, ?)",
-                             (str(repo), kind, int(private), time.time(), repo.owner))
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM repos WHERE id = ?", (str(repo),))
+                self._db.execute("INSERT INTO repos (id, kind, private, created, owner) VALUES (?, ?, ?, ?, ?)",
+                                 (str(repo), kind, int(private), time.time(), repo.owner))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def remove_repo(self, repo: RepoId) -> None:
         with self._lock:

@@ -97,10 +97,11 @@ def create_repo(request: Request, who: User, body: Annotated[CreateRepo, Depends
     kind = _kind_of_type(body.type)
     url = f"{base_url(request)}/{'datasets/' if kind == 'dataset' else ''}{repo}"
     private = body.visibility == "private" or bool(body.private)
-    if not hub.storage.create_repo(repo, kind, private=private, exist_ok=True):  # the client's exist_ok reads the 409
+    # the listing row is written under the repository's lock, so a concurrent delete cannot orphan it
+    if not hub.storage.create_repo(repo, kind, private=private, exist_ok=True,  # the client's exist_ok reads the 409
+                                   then=lambda: hub.accounts.add_repo(repo, kind, private)):
         return error_response(409, ErrorCode.REPO_EXISTS, f"You already created this {body.type or 'model'} repo",
                               extra={"url": url})
-    hub.accounts.add_repo(repo, kind, private)
     return JSONResponse({"url": url, "name": str(repo)})
 
 
@@ -110,9 +111,12 @@ def delete_repo(who: User, body: Annotated[DeleteRepo, Depends(json_body(DeleteR
     kinds = DATASET_KINDS if _kind_of_type(body.type) == "dataset" else MODEL_KINDS
     repo = hub.visibility.repo(who, body.organization or who.user, body.name, kinds)
     check_writer(who, repo)
-    hub.accounts.remove_repo(repo)  # derived rows first: a crash in between leaves a repository the start lists again
-    hub.leaderboard.forget(repo)
-    hub.storage.delete_repo(repo)
+
+    def forget() -> None:  # derived rows first: a crash in between leaves a repository the start lists again
+        hub.accounts.remove_repo(repo)
+        hub.leaderboard.forget(repo)
+
+    hub.storage.delete_repo(repo, first=forget)
     return {}
 
 

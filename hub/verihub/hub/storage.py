@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +77,10 @@ class HubStorage:
     # -- repositories ---------------------------------------------------------------------------------
 
     def create_repo(self, repo: RepoId, kind: RepoKind = "env", *, private: bool = False,
-                    exist_ok: bool = False) -> bool:
+                    exist_ok: bool = False, then: Callable[[], None] | None = None) -> bool:
         """Create ``repo``; False if it exists already (with ``exist_ok``). It appears whole, settings
-        included, or not at all: it is built aside and renamed into place."""
+        included, or not at all: it is built aside and renamed into place. ``then`` runs once it exists, under
+        the repository's lock (what is derived from it, so a concurrent delete cannot come in between)."""
         if kind not in KINDS:
             raise ValueError(f"repository kind {kind!r}: use one of {', '.join(KINDS)}")
         with self._locked(repo):
@@ -97,11 +98,18 @@ class HubStorage:
                 os.rename(scratch / "repo.git", path)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
+            if then is not None:
+                then()
             return True
 
-    def delete_repo(self, repo: RepoId) -> None:
-        kind = self._require(repo)
+    def delete_repo(self, repo: RepoId, *, first: Callable[[], None] | None = None) -> None:
+        """Delete ``repo`` (RepoNotFoundError if a concurrent delete came first); ``first`` runs before, under
+        the repository's lock (forget what is derived from it: a crash after it leaves a repository the start
+        lists again, never a listing without its repository)."""
         with self._locked(repo):
+            kind = self._require(repo)
+            if first is not None:
+                first()
             trash = Path(tempfile.mkdtemp(prefix=".trash-", dir=self.root / "repos"))
             os.rename(self._path(repo, kind), trash / "repo.git")  # gone at once, then cleaned up
             shutil.rmtree(trash, ignore_errors=True)
