@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -25,6 +26,7 @@ Split: TypeAlias = "TaskTable | Dataset"
 __all__ = ["EmptySplitError", "Split", "SplitError", "as_dataset", "load_splits", "task_id"]
 
 ID_COLUMN = "id"
+_DATASETS_LOCK = threading.Lock()
 
 
 def task_id(task: Mapping[str, Any]) -> str:
@@ -48,13 +50,16 @@ def load_splits(spec: DatasetSpec, root: Path) -> dict[str, Split]:
         return _carve(_with_ids(TaskTable(rows)), spec)
     import datasets
 
-    quiet = datasets.are_progress_bars_disabled()
-    datasets.disable_progress_bars()  # loading a spec's data is not worth a progress bar
-    try:
-        return _load(spec, root, datasets, generated)
-    finally:
-        if not quiet:
-            datasets.enable_progress_bars()
+    # One load through `datasets` at a time in a process: concurrent loads (validated pushes in threads) broke in
+    # its progress bars (tqdm's thread_map deletes a lock another bar is using), and the switch below is global.
+    with _DATASETS_LOCK:
+        quiet = datasets.are_progress_bars_disabled()
+        datasets.disable_progress_bars()  # loading a spec's data is not worth a progress bar
+        try:
+            return _load(spec, root, datasets, generated)
+        finally:
+            if not quiet:
+                datasets.enable_progress_bars()
 
 
 def as_dataset(split: Split) -> Dataset:
