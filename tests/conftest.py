@@ -261,7 +261,7 @@ verifier:
   - {name: format, layer: rule, use: boxed, gate: true}
   - {name: correct, layer: check, use: "flaky_eval_check:score"}
 gold:
-  reference: '\\\\boxed{{{answer}}}'
+  reference: 'Sure. \\\\boxed{{{answer}}}'  # hedged like odd samples: t2's faults are the checker's, not the answers'
 """
 
 FLAKY_CHECK = '''\

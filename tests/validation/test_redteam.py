@@ -98,20 +98,22 @@ def test_an_exploit_that_gets_through_fails_validate_with_its_name_and_layer(mak
     assert (declared["verdict"], declared["target"], declared["family"]) == ("passed", "last-number", "hedging")
     assert len(declared["runs"]) == 3 and all(run["status"] == "ok" for run in declared["runs"])
     assert (gold["verdict"], gold["target"]) == ("passed", "(gold.exploits)")
-    assert (crash["verdict"], crash["family"], len(crash["runs"])) == ("fault", "numeric-abuse", 1)
-    assert crash["runs"][0]["layer"] == "last-number" and "OverflowError" in crash["runs"][0]["detail"]
+    # the check raises on this answer alone (the reference passes it): the answer's fault, graded wrong
+    assert (crash["verdict"], crash["family"], len(crash["runs"])) == ("blocked", "numeric-abuse", 1)
+    assert (crash["runs"][0]["status"], crash["runs"][0]["reward"], crash["runs"][0]["layer"]) == ("wrong", 0.0,
+                                                                                                  "last-number")
+    assert "OverflowError" in crash["runs"][0]["detail"]
     failures = "\n".join(report["failures"])
     assert "exploit 'wrong-then-right' (hedging) got through layer 'last-number' on task" in failures
     assert "exploit 'both-answers' (hedging) got through every layer" in failures
-    assert "exploit 'crash-it' (numeric-abuse) made layer 'last-number' fault" in failures
-    assert "a fault is never penalised" in failures
+    assert "crash-it" not in failures
     assert outcome(report, "empty")["verdict"] == "blocked"  # the suite every verifier gets ran too
-    assert (report["exploits_blocked"], report["exploits_ran"]) == (4, 7)
+    assert (report["exploits_blocked"], report["exploits_ran"]) == (5, 7)
 
     table = validate(str(root))
     assert table.returncode == 1
-    assert "exploits blocked" in table.stdout and re.search(r"last-number .*│\s+0/2 │", table.stdout)
-    assert "INVALID" in table.stdout and "exploits blocked 4/7" in table.stdout
+    assert "exploits blocked" in table.stdout and re.search(r"last-number .*│\s+1/2 │", table.stdout)
+    assert "INVALID" in table.stdout and "exploits blocked 5/7" in table.stdout
     assert "✗ exploit 'wrong-then-right' (hedging) got through layer 'last-number'" in table.stdout
 
     skipped = validate(str(root), "--no-attacks", "--json")

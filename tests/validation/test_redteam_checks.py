@@ -23,6 +23,7 @@ description: Probe.
 dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
 prompt: {user: "{question}"}
 gold: {reference: "x"}
+grading: {max_answer_chars: 100000000}  # the checks themselves, past the edge's answer-size limit
 verifier:
 """
 ROWS = [{"id": f"t{i}", "question": "q", "answer": "4", "letter": "C", "city": "Paris",

@@ -22,10 +22,20 @@ thread pool, ``process`` in a process pool (CPU-heavy work, uses every core), ``
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    """A score in [0, 1] and, optionally, why."""
+    """A score in [0, 1] and, optionally, why. ``answer_fault``: the answer is malformed for this check
+    (see :meth:`malformed`)."""
 
     score: float
     detail: str = ""
+    answer_fault: bool = False
+
+    @classmethod
+    def malformed(cls, detail: str) -> CheckResult:
+        """The answer cannot be checked because of what it is (too deep, too large, not parseable where the
+        task demands a form): the layer is an answer fault, the grade ``wrong`` at the environment's floor and
+        counted in ``answer_faults``. What raising would otherwise have meant, said without raising (a raise
+        is an environment fault until the task's reference shows the layer works)."""
+        return cls(0.0, detail, True)
 
 
 CheckOutput = bool | float | int | CheckResult

@@ -55,6 +55,9 @@ class Environment:
             judge_model=self.spec.eval.judge_model,
             render=self.render,
             on_missing_judge=on_missing_judge,
+            reference=self.reference,
+            floor=self.spec.grading.floor,
+            max_answer_chars=self.spec.max_answer_chars,
         )
         try:
             self._splits: dict[str, Split] = load_splits(self.spec.dataset, self.root)

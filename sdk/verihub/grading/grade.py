@@ -25,6 +25,7 @@ class LayerStatus(StrEnum):
     SKIPPED = "skipped"  # an earlier gate failed, or the grade already hit an environment fault
     ERROR = "error"
     TIMEOUT = "timeout"
+    ANSWER_FAULT = "answer_fault"  # the layer faulted, and the evidence says the answer caused it: failed, at the floor
 
 
 # Grades are NamedTuples: immutable (cached grades are shared) and cheap to build (the engine makes
@@ -56,6 +57,14 @@ class Grade(NamedTuple):
     @property
     def is_env_fault(self) -> bool:
         return self.reward is None
+
+    @property
+    def answer_fault(self) -> LayerResult | None:
+        """The layer this answer made fault (the grade is then ``wrong`` at the environment's floor), if any."""
+        for result in self.layers:
+            if result.status is LayerStatus.ANSWER_FAULT:
+                return result
+        return None
 
     @property
     def time_s(self) -> float:

@@ -10,8 +10,11 @@ check past its limit is cut off (its worker thread replaced, its worker process 
 inline check, which cannot be pre-empted, is reported as ``timeout`` when its measured time exceeds
 the limit. A check that raises, returns something that is not a score, or runs past its limit turns
 the whole grade into ``env_error`` or ``timeout`` with reward ``None`` and the reason: an environment
-fault is never scored as a wrong answer. Both grading paths (all-inline and general) turn layer
-outcomes into a grade with the same function, :meth:`Verifier._conclude`.
+fault is never scored as a wrong answer. Whether such a fault is the environment's or the answer's is
+decided by evidence (:mod:`verihub.grading.faults`): a fault the answer alone causes is ``wrong`` at the
+environment's floor, so no wrong answer can opt out of its penalty. An answer longer than
+``max_answer_chars`` is such a fault before any layer runs. Both grading paths (all-inline and general)
+turn layer outcomes into a grade with the same function, :meth:`Verifier._conclude`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Literal
 from verihub.checks.base import BoundCheck, CheckResult, Mode
 from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
 from verihub.grading import _pools
+from verihub.grading.faults import answer_fault_reason, attribute, reference_task
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
 from verihub.grading.judge import Judge
 from verihub.sandbox.tools import WORKDIR
@@ -48,7 +52,7 @@ CacheKey = tuple[Any, ...]
 
 _KIND_ORDER = {LayerKind.RULE: 0, LayerKind.CHECK: 1, LayerKind.JUDGE: 2}
 _PASSED, _FAILED, _SKIPPED = LayerStatus.PASSED, LayerStatus.FAILED, LayerStatus.SKIPPED
-_ERROR, _TIMEOUT = LayerStatus.ERROR, LayerStatus.TIMEOUT
+_ERROR, _TIMEOUT, _ANSWER_FAULT = LayerStatus.ERROR, LayerStatus.TIMEOUT, LayerStatus.ANSWER_FAULT
 _OK, _WRONG = GradeStatus.OK, GradeStatus.WRONG
 # Build the NamedTuples from a complete field tuple, skipping their keyword-handling constructors.
 _new_layer_result = functools.partial(tuple.__new__, LayerResult)
@@ -87,6 +91,10 @@ class Verifier:
     ``judge`` scores judge layers; without one they are environment faults (``on_missing_judge="error"``)
     or left out of the grade (``"skip"``, used by ``validate`` when no judge model is configured).
 
+    ``reference`` gives a task's gold reference answer, the evidence that decides whose fault a fault is
+    (:mod:`~verihub.grading.faults`); without it every fault stays the environment's. ``floor`` is the
+    reward of a grade an answer fault ends, and of an answer longer than ``max_answer_chars`` (None: no limit).
+
     ``cache_size`` grades are remembered (0: none), the oldest dropped first. Repeats come close together
     (a GRPO group's identical answers, an eval's samples of one task), so a few thousand cover them; a
     larger cache costs memory (each key holds its completion) and time: CPython's full collections walk
@@ -103,6 +111,9 @@ class Verifier:
         on_missing_judge: Literal["error", "skip"] = "error",
         max_concurrency: int = 64,
         cache_size: int = 8192,
+        reference: Callable[[Task], str] | None = None,
+        floor: float = 0.0,
+        max_answer_chars: int | None = None,
     ) -> None:
         if not layers:
             raise ValueError("a verifier needs at least one layer")
@@ -111,6 +122,8 @@ class Verifier:
         self.judge, self.judge_model, self.render = judge, judge_model, render
         self.on_missing_judge = on_missing_judge
         self.max_concurrency = max_concurrency
+        self.reference, self.floor, self.max_answer_chars = reference, floor, max_answer_chars
+        self._longest = max_answer_chars if max_answer_chars is not None else float("inf")
         self.all_inline = all(layer.mode == "inline" for layer in self.layers)
         # What the rules and the inline fast path read per layer, unpacked once instead of per grade.
         specs = [layer.spec for layer in self.layers]
@@ -136,25 +149,30 @@ class Verifier:
         """Grade one completion. Use :meth:`agrade` from async code."""
         if self._single_inline is not None:
             return self._single_inline(task, completion)
+        if len(completion) > self._longest:
+            return self._too_long(completion)
         key = self._key(task, completion)
         cached = self._cache.get(key) if key is not None else None
         if cached is not None:
             return cached
-        if self.all_inline:
-            grade = self._grade_inline(task, completion)
-        else:
-            grade = _run_sync(self._agrade(task, completion), "grade")
+        grade = self._grade_once(task, completion)
+        if grade.reward is None:
+            grade = self._attribute(task, completion)
         return self._remember(key, grade)
 
     async def agrade(self, task: Task, completion: str) -> Grade:
         """Grade one completion without blocking the event loop."""
         if self._single_inline is not None:
             return self._single_inline(task, completion)
+        if len(completion) > self._longest:
+            return self._too_long(completion)
         key = self._key(task, completion)
         cached = self._cache.get(key) if key is not None else None
         if cached is not None:
             return cached
         grade = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+        if grade.reward is None:
+            grade = await self._aattribute(task, completion)
         return self._remember(key, grade)
 
     def grade_many(self, tasks: Iterable[Task], completions: Iterable[str]) -> list[Grade]:
@@ -173,6 +191,55 @@ class Verifier:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+
+    # -- whose fault (verihub.grading.faults) ---------------------------------------------------------
+
+    def _grade_once(self, task: Task, completion: str) -> Grade:
+        """One grade, uncached and unattributed."""
+        if self.all_inline:
+            return self._grade_inline(task, completion)
+        return _run_sync(self._agrade(task, completion), "grade")
+
+    def _attribute(self, task: Task, completion: str) -> Grade:
+        """The grade of an answer whose first grade faulted: a retry, then the reference as evidence."""
+        retry = self._grade_once(task, completion)
+        if retry.reward is not None or self.reference is None:
+            return retry
+        found = reference_task(task, self.reference)
+        if found is None or found[1] == completion:
+            return attribute(retry, None, self.floor)
+        return attribute(retry, self._evidence(*found), self.floor)
+
+    async def _aattribute(self, task: Task, completion: str) -> Grade:
+        retry = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+        if retry.reward is not None or self.reference is None:
+            return retry
+        found = reference_task(task, self.reference)
+        if found is None or found[1] == completion:
+            return attribute(retry, None, self.floor)
+        reference_task_, text = found
+        key = self._key(reference_task_, text)
+        evidence = self._cache.get(key) if key is not None else None
+        if evidence is None:
+            evidence = (self._grade_inline(reference_task_, text) if self.all_inline
+                        else await self._agrade(reference_task_, text))
+            self._remember(key, evidence)
+        return attribute(retry, evidence, self.floor)
+
+    def _evidence(self, task: Task, reference: str) -> Grade:
+        """The reference's grade (cached like any other, so a task's reference is graded once)."""
+        key = self._key(task, reference)
+        cached = self._cache.get(key) if key is not None else None
+        return cached if cached is not None else self._remember(key, self._grade_once(task, reference))
+
+    def _too_long(self, completion: str) -> Grade:
+        """An answer past ``max_answer_chars``: an answer fault before any layer runs."""
+        detail = (f"the answer has {len(completion):,} characters, past this environment's limit of "
+                  f"{self.max_answer_chars:,} (max_answer_chars)")
+        first = self.layers[0].spec
+        layers = (LayerResult(first.name, first.layer.value, _ANSWER_FAULT, None, first.weight, 0.0, detail),
+                  *self._skipped_after_fault[1:])
+        return _new_grade((_WRONG, self.floor, layers, answer_fault_reason(first.name, detail)))
 
     # -- cache -------------------------------------------------------------------------------------
 
@@ -246,8 +313,10 @@ class Verifier:
                         break
                 continue
             results.append(_new_layer_result((name, kind, status, None, weight, seconds, detail)))
-            if status is not _SKIPPED:  # an environment fault: nothing after it runs or counts
+            if status is not _SKIPPED:  # a fault: nothing after it runs or counts
                 results.extend(self._skipped_after_fault[index + 1 :])
+                if status is _ANSWER_FAULT:  # a check said the answer is malformed
+                    return _new_grade((_WRONG, self.floor, tuple(results), answer_fault_reason(name, detail)))
                 fault = GradeStatus.TIMEOUT if status is _TIMEOUT else GradeStatus.ENV_ERROR
                 return _new_grade((fault, None, tuple(results), f"layer {name!r}: {detail}"))
         return _new_grade((_OK if all_passed else _WRONG, reward, tuple(results), ""))
@@ -265,8 +334,11 @@ class Verifier:
         no_columns = self._key_columns == ()
         key_of, conclude, remember, size = self._key, self._conclude, self._remember, self._cache_size
         result_class, new, layer_result, grade_class = CheckResult, tuple.__new__, LayerResult, Grade
+        longest, too_long, attribute_ = self._longest, self._too_long, self._attribute
 
         def grade(task: Task, completion: str) -> Grade:
+            if len(completion) > longest:
+                return too_long(completion)
             if WORKDIR in task:
                 key = key_of(task, completion)
             elif column is not None:
@@ -280,11 +352,13 @@ class Verifier:
             start = perf_counter()
             try:
                 output = run(completion, task)
-            except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
-                return conclude(((None, _describe(error), perf_counter() - start, _ERROR),))
+            except Exception:  # noqa: BLE001 - a fault: whose, the evidence decides
+                return remember(key, attribute_(task, completion))
             seconds = perf_counter() - start
-            if output.__class__ is not result_class or not 0.0 <= (score := output.score) <= 1.0 or seconds > timeout:
-                return remember(key, conclude((_inline_outcome(output, seconds, timeout),)))
+            if (output.__class__ is not result_class or not 0.0 <= (score := output.score) <= 1.0 or seconds > timeout
+                    or output.answer_fault):
+                graded = conclude((_inline_outcome(output, seconds, timeout),))
+                return remember(key, graded if graded.reward is not None else attribute_(task, completion))
             reward = weight * score
             if score >= pass_score:
                 layer = new(layer_result, (name, kind, _PASSED, score, weight, seconds, output.detail))
@@ -358,7 +432,7 @@ class Verifier:
             return None, f"ran past {timeout:g}s", perf_counter() - start, _TIMEOUT
         except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
             return None, _describe(error), perf_counter() - start, _ERROR
-        return score, detail, seconds, None
+        return score, detail, seconds, None if score is not None else _ANSWER_FAULT
 
     def _offload(self, layer: BoundLayer, task: Task, completion: str) -> Any:
         """An awaitable of (check output, seconds the check ran) from a worker thread or process, which
@@ -416,7 +490,7 @@ def _run_inline(run: BoundCheck, completion: str, task: Task, timeout: float) ->
 def _inline_outcome(output: Any, seconds: float, timeout: float) -> Outcome:
     """What an inline check's output and measured time make of its layer."""
     try:
-        if output.__class__ is CheckResult and 0.0 <= output.score <= 1.0:
+        if output.__class__ is CheckResult and 0.0 <= output.score <= 1.0 and not output.answer_fault:
             score, detail = output.score, output.detail
         else:
             score, detail = _as_score(output)  # raises with the reason
@@ -424,6 +498,8 @@ def _inline_outcome(output: Any, seconds: float, timeout: float) -> Outcome:
         return None, _describe(error), seconds, _ERROR
     if seconds > timeout:
         return None, f"ran past {timeout:g}s (an inline check, measured after it returned)", seconds, _TIMEOUT
+    if score is None:
+        return None, detail, seconds, _ANSWER_FAULT
     return score, detail, seconds, None
 
 
@@ -440,7 +516,7 @@ def _run_prescreen(run: BoundCheck, completion: str, task: Task, timeout: float)
     seconds = perf_counter() - start
     if seconds > timeout:
         return None, f"ran past {timeout:g}s (measured after its inline first step returned)", seconds, _TIMEOUT
-    return score, detail, seconds, None
+    return score, detail, seconds, None if score is not None else _ANSWER_FAULT
 
 
 def _task_content(task: Task) -> bytes | None:
@@ -478,9 +554,12 @@ def _split_stages(layers: list[BoundLayer]) -> list[list[BoundLayer]]:
     return stages
 
 
-def _as_score(output: Any) -> tuple[float, str]:
-    """A check's output as (score, detail); raises for anything that is not a score in [0, 1]."""
+def _as_score(output: Any) -> tuple[float | None, str]:
+    """A check's output as (score, detail), the score None for :meth:`CheckResult.malformed`; raises for
+    anything that is not a score in [0, 1]."""
     if output.__class__ is CheckResult:
+        if output.answer_fault:
+            return None, output.detail or "the check found the answer malformed"
         score, detail = output.score, output.detail
     elif output is True or output is False:
         return (1.0 if output else 0.0), ""

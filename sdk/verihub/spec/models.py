@@ -42,6 +42,9 @@ _SEMVER = re.compile(
 )
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 SANDBOX_TOOLS = frozenset({"python", "bash"})  # built-in tools that run in the sandbox
+# The default answer-size limit: a token is rarely longer than 16 characters, so a model's answer within
+# eval.max_tokens fits; the floor leaves room for a longer training budget.
+_CHARS_PER_TOKEN, _MIN_ANSWER_CHARS = 16, 16384
 
 
 class FieldError(ValueError):
@@ -258,6 +261,16 @@ class SandboxSpec(_Section):
         return self.cpu_s if self.cpu_s is not None else self.wall_s
 
 
+class GradingSpec(_Section):
+    """What a wrong answer earns, and the answer size grading admits."""
+
+    floor: float = Field(0.0, ge=0, le=1, description="Reward of a wrong answer at its worst: what an answer "
+                         "fault earns, and the most an exploit may earn before `validate` counts it as getting through.")
+    max_answer_chars: int | None = Field(None, ge=1, description="Longest answer graded; a longer one is wrong before "
+                                         "any layer runs. Default: 16 characters per token of eval.max_tokens per "
+                                         "turn, at least 16384.")
+
+
 class EvalSpec(_Section):
     """Defaults for `verihub eval`; command-line flags override them."""
 
@@ -332,8 +345,17 @@ class EnvSpec(_Section):
     verifier: list[LayerSpec] = Field(min_length=1, description="Verifier layers; run rule -> check -> judge.")
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
+    grading: GradingSpec = Field(default_factory=GradingSpec)
     gold: GoldSpec
     calibration: CalibrationSpec | None = Field(None, description="Labelled examples for judge layers.")
+
+    @property
+    def max_answer_chars(self) -> int:
+        """The longest answer graded (``grading.max_answer_chars``, or its default from ``eval.max_tokens``)."""
+        declared = self.grading.max_answer_chars
+        if declared is not None:
+            return declared
+        return max(_MIN_ANSWER_CHARS, _CHARS_PER_TOKEN * self.eval.max_tokens * self.interaction.max_turns)
 
     @field_validator("version")
     @classmethod

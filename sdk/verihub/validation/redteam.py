@@ -178,7 +178,8 @@ def _run(task_id: str, completion: str, grade: Grade) -> ExploitRun:
     if grade.status is GradeStatus.OK:
         layer, detail = "", ""
     else:
-        stopping = (LayerStatus.FAILED,) if grade.status is GradeStatus.WRONG else (LayerStatus.ERROR, LayerStatus.TIMEOUT)
+        stopping = ((LayerStatus.FAILED, LayerStatus.ANSWER_FAULT) if grade.status is GradeStatus.WRONG
+                    else (LayerStatus.ERROR, LayerStatus.TIMEOUT))
         stopped = next((result for result in grade.layers if result.status in stopping), None)
         layer = stopped.name if stopped is not None else ""
         detail = (stopped.detail if stopped is not None else "") or grade.reason
