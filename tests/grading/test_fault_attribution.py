@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,3 +185,25 @@ def test_the_default_size_limit_comes_from_the_token_budget(make_env: MakeEnv) -
     env = env_for(make_env, "chokes_on_long")
     assert env.spec.max_answer_chars == 16 * 1024 * 1  # eval.max_tokens 1024, one turn (at least 16384)
     assert env.grade(env.tasks("eval")[0], "x" * 20_000).answer_fault is not None
+
+
+def test_eval_counts_answer_faults_in_its_rates_and_metadata(make_env: MakeEnv, tmp_path: Path) -> None:
+    """A model whose odd samples make the check fault: those are wrong (in pass@1) and counted, not left out."""
+    from verihub.eval.evaluate import evaluate
+    from verihub.testing import ScriptedChatServer
+
+    def long_on_odd_samples(request: dict[str, Any]) -> list[dict[str, Any]]:
+        value = 2 * int(request["messages"][-1]["content"].split(" ")[2])
+        return [{"content": "\\boxed{" + ("9" * 50 if index % 2 else str(value)) + "}"}
+                for index in range(request.get("n", 1))]
+
+    env = env_for(make_env, "chokes_on_long")
+    with ScriptedChatServer(long_on_odd_samples) as server:
+        report = evaluate(env, f"openai:m@{server.url}", n=3, k=2, out=tmp_path / "out")
+    metrics = report.metrics
+    assert (metrics["rollouts_graded"], metrics["rollouts_faulted"], metrics["answer_faults"]) == (6, 0, 3)
+    assert metrics["answer_faults_by_layer"] == {"correct": 3} and metrics["pass@1"] == 0.5
+    saved = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert saved["metrics"]["answer_faults"] == 3
+    rows = [json.loads(line) for line in (tmp_path / "out" / "rollouts.jsonl").read_text().splitlines()]
+    assert sorted(row["answer_fault"] for row in rows) == ["", "", "", "correct", "correct", "correct"]

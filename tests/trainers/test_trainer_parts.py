@@ -190,6 +190,19 @@ def test_format_alert_when_rules_pass_but_checks_do_not() -> None:
     assert any(alert.startswith("format in json") for alert in alerts)
 
 
+def test_answer_faults_are_counted_scored_as_wrong_and_alert_when_frequent() -> None:
+    monitor = RunMonitor(["math"], group_size=1)
+    probing = Outcome("math", "1", "wrong", 0.0, True, False, 9, "9" * 9, "layer 'correct': answer fault: ...", "correct")
+    monitor.observe([_outcome("math", "1", True)] * 9 + [probing])
+    metrics, alerts = monitor.flush()
+    assert metrics["verihub/math/answer_faults"] == 1 and metrics["verihub/math/faults"] == 0
+    assert metrics["verihub/math/pass_rate"] == 0.9  # scored, as wrong
+    assert any(alert.startswith("answer_faults in math") for alert in alerts)
+    monitor.observe([_outcome("math", "1", True)] * 11 + [probing])  # under a tenth: counted, no alert
+    metrics, alerts = monitor.flush()
+    assert metrics["verihub/math/answer_faults"] == 2 and not any("answer_faults" in alert for alert in alerts)
+
+
 def _operands(env_name: str, task: dict[str, Any]) -> frozenset[tuple[Any, int]]:
     """A question up to its equivalents: the multiset of its numbers, with the answer (a + b is b + a; '37 or
     52' is '52 or 37'; a word problem with other names or its numbers in another order is the same problem)."""

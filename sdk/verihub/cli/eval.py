@@ -208,6 +208,9 @@ def _print_metrics(report: Any) -> None:
         table.add_row(f"  {escape(reason)}", str(count), "", "")
     table.add_row("tasks with a fault", str(metrics["tasks_with_faults"]), "",
                   f"{metrics['tasks_lost']} with no rollout graded")
+    if metrics.get("answer_faults"):  # faults the answers caused: graded wrong, in every rate above
+        table.add_row("answer faults (graded wrong)", str(metrics["answer_faults"]), "",
+                      ", ".join(f"{escape(layer)} {count}" for layer, count in metrics["answer_faults_by_layer"].items()))
     table.add_row("tokens (prompt / completion)", f"{metrics['prompt_tokens']} / {metrics['completion_tokens']}", "", "")
     table.add_row("wall time", f"{report.wall_s:.1f}s", "", f"{report.rerun} rollouts run now")
     out.print(table)

@@ -71,7 +71,9 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
     not passed (reward 0), averaged over every task. ``*_graded``: each task's estimate uses its graded
     rollouts only, averaged over the tasks with any (``tasks_lost`` have none); ``mean_reward_graded`` and
     ``layer_pass_rate_graded`` are over graded rollouts. ``rollouts_faulted`` counts faulted and missing
-    rollouts; ``tasks_with_faults``, the tasks that have one.
+    rollouts; ``tasks_with_faults``, the tasks that have one. ``answer_faults`` counts graded rollouts whose
+    answer made a layer fault (graded wrong at the floor, :mod:`verihub.grading.faults`), by layer in
+    ``answer_faults_by_layer``.
     """
     by_task: dict[str, list[Rollout]] = {task_id: [] for task_id in task_ids}
     for rollout in rollouts:
@@ -93,6 +95,7 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
     if asked > len(rollouts):
         reasons["no rollout came back"] += asked - len(rollouts)
     reward = sum(r.reward for r in graded)  # type: ignore[misc]
+    answer_faults = Counter(r.answer_fault for r in graded if r.answer_fault)
     return {
         "rollouts": asked,
         "rollouts_graded": len(graded),
@@ -110,6 +113,8 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
         "layer_pass_rate_graded": {name: layer_passes[name] / runs for name, runs in layer_runs.items()},
         "env_error_rate": faulted / asked if asked else 0.0,
         "env_errors_by_reason": dict(reasons),
+        "answer_faults": answer_faults.total(),
+        "answer_faults_by_layer": dict(answer_faults),
         "prompt_tokens": sum(r.prompt_tokens for r in rollouts),
         "completion_tokens": sum(r.completion_tokens for r in rollouts),
     }

@@ -51,6 +51,7 @@ class Rollout:
     grading_s: float = 0.0
     finish_reason: str = ""  # the last turn's: stop, length, tool_calls
     logprobs: list[list[float]] | None = None  # per assistant turn, each token's, when asked (Sampling.logprobs)
+    answer_fault: str = ""  # the layer this answer made fault (graded wrong at the floor), if any
 
     def row(self) -> dict[str, Any]:
         """A flat record for parquet/jsonl (conversation and layer maps as JSON text)."""
@@ -61,6 +62,7 @@ class Rollout:
             "grading_s": self.grading_s, "layers": json.dumps(self.layers),
             "layers_passed": json.dumps(self.layers_passed), "messages": json.dumps(self.messages),
             "finish_reason": self.finish_reason, "logprobs": json.dumps(self.logprobs),
+            "answer_fault": self.answer_fault,
         }
 
     @classmethod
@@ -199,6 +201,7 @@ def _graded(task: Task, index: int, messages: list[Message], completion: str, gr
         layers={layer.name: layer.score for layer in grade.layers},
         layers_passed={layer.name: None if layer.status is LayerStatus.SKIPPED else layer.status is LayerStatus.PASSED
                        for layer in grade.layers},
+        answer_fault=fault.name if (fault := grade.answer_fault) is not None else "",
     )
 
 

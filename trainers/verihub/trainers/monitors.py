@@ -3,7 +3,8 @@
 :class:`RunMonitor` reads the grades of every batch (in row order, so consecutive ``group_size`` rows
 are the samples of one prompt) and, at each logging step, gives metrics since the last one:
 
-- ``verihub/<env>/reward``, ``pass_rate``, ``fault_rate`` and ``faults`` (cumulative), ``length``
+- ``verihub/<env>/reward``, ``pass_rate``, ``fault_rate`` and ``faults`` (cumulative), ``answer_faults``
+  (cumulative: answers graded wrong because they made a layer fault), ``length``
   (characters of the graded answer), ``identical_groups`` (groups whose samples are all the same),
   ``pass_rate/<difficulty>``; ``verihub/<env>/heldout_pass_rate`` when held-out evaluation runs (a
   faulted sample counts as failed), with ``heldout_pass_rate_graded`` (graded samples only),
@@ -14,7 +15,9 @@ are the samples of one prompt) and, at each logging step, gives metrics since th
   margin and more than twice the standard error of that difference on the held-out sample),
   ``judge`` (judge agreement with its calibration labels falls), ``length`` (answers grow past
   ``length_factor`` times their early length), ``format`` (rule layers pass more and more while the
-  checks do not), ``collapse`` (at least ``collapse_share`` of groups are identical samples).
+  checks do not), ``collapse`` (at least ``collapse_share`` of groups are identical samples),
+  ``answer_faults`` (at least ``answer_fault_share`` of a window's answers made a layer fault: a policy
+  that found an input the grading path cannot handle).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class MonitorKnobs:
     margin: float = 0.1  # how far a rate must move (as a fraction) to count as rising or falling
     length_factor: float = 2.0
     collapse_share: float = 0.5
+    answer_fault_share: float = 0.1  # share of a window's answers that made a layer fault
     baseline_windows: int = 2  # logging windows averaged for the early baseline
 
 
@@ -51,6 +55,7 @@ class _Window:
     scored: int = 0
     passed: int = 0
     faults: int = 0
+    answer_faults: int = 0
     reward: float = 0.0
     length: int = 0
     rules: int = 0
@@ -74,6 +79,7 @@ class _Series:
     judge: list[float] = field(default_factory=list)
     faults: int = 0
     fault_reasons: set[str] = field(default_factory=set)
+    answer_faults: int = 0
 
 
 class RunMonitor:
@@ -116,6 +122,7 @@ class RunMonitor:
             series = self.series[env]
             prefix = f"verihub/{env}"
             metrics[f"{prefix}/faults"] = float(series.faults)
+            metrics[f"{prefix}/answer_faults"] = float(series.answer_faults)
             if window.rows:
                 metrics[f"{prefix}/fault_rate"] = window.faults / window.rows
             if window.scored:
@@ -168,6 +175,9 @@ class RunMonitor:
                                outcome.reason)
             return
         window.scored += 1
+        if outcome.answer_fault:  # graded wrong at the floor; counted, since a policy probing a limit shows here
+            window.answer_faults += 1
+            self.series[outcome.env].answer_faults += 1
         window.passed += outcome.passed
         window.reward += outcome.reward or 0.0
         window.length += outcome.length
@@ -204,6 +214,9 @@ class RunMonitor:
             if rule_gain >= 2 * knobs.margin and check_gain <= 0:
                 found.append(("format", f"rule layers pass {rule_gain:+.0%} more than early on while the checks "
                                         f"pass {check_gain:+.0%}"))
+        if window.scored and window.answer_faults / window.scored >= knobs.answer_fault_share:
+            found.append(("answer_faults", f"{window.answer_faults}/{window.scored} answers made a layer fault (graded "
+                                           "wrong at the floor): the policy may be probing a limit of the grading path"))
         if window.groups and window.identical / window.groups >= knobs.collapse_share:
             found.append(("collapse", f"{window.identical}/{window.groups} groups are {self.group_size} identical "
                                       "samples: no learning signal, exploration has collapsed"))

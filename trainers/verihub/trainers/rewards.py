@@ -44,6 +44,7 @@ class Outcome:
     length: int  # characters of the graded answer
     text: str  # the graded answer (collapse detection compares them within a group)
     reason: str = ""
+    answer_fault: str = ""  # the layer this answer made fault (graded wrong at the floor), if any
 
     @property
     def passed(self) -> bool:
@@ -148,11 +149,14 @@ class EnvReward:
         return self._outcome(grade, difficulty, text)
 
     def _outcome(self, grade: Grade, difficulty: str, text: str) -> Outcome:
-        ran = [layer for layer in grade.layers if layer.status in (LayerStatus.PASSED, LayerStatus.FAILED)]
+        ran = [layer for layer in grade.layers
+               if layer.status in (LayerStatus.PASSED, LayerStatus.FAILED, LayerStatus.ANSWER_FAULT)]
         rules = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer == "rule"]
         checks = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer != "rule"]
+        fault = grade.answer_fault
         return Outcome(self.item.name, difficulty, str(grade.status), grade.reward,
-                       all(rules) if rules else None, all(checks) if checks else None, len(text), text, grade.reason)
+                       all(rules) if rules else None, all(checks) if checks else None, len(text), text, grade.reason,
+                       fault.name if fault is not None else "")
 
 
 def _answer_text(completion: Completion) -> str:
