@@ -261,3 +261,43 @@ def test_a_busy_pool_queues_runs_past_their_wall_clock(pool: WarmPool) -> None:
     for thread in threads:
         thread.join(60)
     assert [result.status for result in results] == [RunStatus.OK] * 6
+
+
+@pytest.mark.parametrize("backend", ["fresh", "pool", "tools"])
+def test_a_command_too_long_to_exec_is_the_programs_failure_on_every_backend(pool: WarmPool, nsjail_path: str,
+                                                                               backend: str) -> None:
+    """An argument past the kernel's 128 KiB once made the jail fail to start (infra_error: nobody's fault,
+    so never penalised); it fails as a shell would, exit 126, and a command just within the bound runs."""
+    from verihub.sandbox.nsjail import NsjailSandbox
+    from verihub.sandbox.tools import SandboxTools
+    from verihub.sandbox.types import MAX_ARG_BYTES
+
+    jail = pool if backend == "pool" else NsjailSandbox(nsjail_path)
+    fits = "echo " + "x" * (MAX_ARG_BYTES - 100) + " | wc -c"
+    too_long = "echo " + "é" * MAX_ARG_BYTES + " | wc -c"  # the bound is in bytes: 2 a character here
+    if backend == "tools":
+        tools = SandboxTools(limits=LIMITS, sandbox=jail)
+        assert tools.bash(fits).strip() == str(MAX_ARG_BYTES - 99)
+        assert "Argument list too long" in tools.bash(too_long)
+        return
+    ran = sandbox.run(fits, limits=LIMITS, sandbox=jail)
+    assert ran.ok and ran.stdout.strip() == str(MAX_ARG_BYTES - 99), ran
+    refused = sandbox.run(too_long, limits=LIMITS, sandbox=jail)
+    assert (refused.status, refused.exit_code) == (RunStatus.NONZERO_EXIT, 126), refused
+    assert "Argument list too long" in refused.stderr
+
+
+@pytest.mark.parametrize("backend", ["fresh", "pool"])
+def test_sparse_files_that_would_not_fit_once_restored_are_the_programs_failure(pool: WarmPool, nsjail_path: str,
+                                                                                backend: str) -> None:
+    """Sparse files take no room in the jail's tmpfs but every byte in a snapshot: a session once kept such a
+    state, and its next run could not start (a ValueError: the episode an environment fault)."""
+    from verihub.sandbox.nsjail import NsjailSandbox
+    from verihub.sandbox.session import SandboxSession
+
+    jail = pool if backend == "pool" else NsjailSandbox(nsjail_path)
+    session = SandboxSession(files={"keep.txt": "kept"}, limits=LIMITS, sandbox=jail)
+    grown = session.run("for i in 1 2 3 4 5; do truncate -s 15M sparse$i; done")
+    assert grown.status is RunStatus.OUTPUT_LIMIT and "sparse files in full" in grown.reason, grown
+    after = session.run("ls")
+    assert after.ok and after.stdout.split() == ["keep.txt"]  # the state before that run

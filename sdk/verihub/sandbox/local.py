@@ -14,7 +14,7 @@ from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import run_process
 from verihub.sandbox.nsjail import JAIL_ENV, PYTHON
-from verihub.sandbox.types import Request, Result, Snapshot, UnsafeArchive
+from verihub.sandbox.types import Request, Result, Snapshot, UnsafeArchive, exec_refusal
 
 __all__ = ["UnsafeLocalSandbox"]
 
@@ -25,6 +25,8 @@ class UnsafeLocalSandbox:
     name = "unsafe-local"
 
     def run(self, request: Request) -> Result:
+        if (refused := exec_refusal(request)) is not None:
+            return refused
         logger.warning("verihub sandbox: running WITHOUT isolation (unsafe-local backend); never use it for untrusted code")
         limits = request.limits
         command = list(request.command) if request.command is not None else [PYTHON, "main.py"]

@@ -32,7 +32,7 @@ from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import ExtraPipes, run_process
 from verihub.sandbox._seccomp import POLICY
 from verihub.sandbox.probe import nsjail_binary
-from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive
+from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive, exec_refusal
 
 __all__ = ["JAIL_ENV", "PYTHON", "WORK_DIR", "NsjailSandbox", "cpu_seconds", "jail_source"]
 
@@ -88,6 +88,8 @@ class NsjailSandbox:
         self._own_rss_mb: float | None = None  # nsjail's own resident set, measured on the first run
 
     def run(self, request: Request) -> Result:
+        if (refused := exec_refusal(request)) is not None:
+            return refused
         attempts = 0
         while True:
             attempts += 1

@@ -36,7 +36,7 @@ from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import Finished
 from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox, cpu_seconds, jail_source
-from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive
+from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive, exec_refusal
 
 __all__ = ["WarmPool"]
 
@@ -211,6 +211,8 @@ class WarmPool:
                 and limits.memory_mb <= ceiling.memory_mb and limits.max_procs <= ceiling.max_procs)
 
     def run(self, request: Request) -> Result:
+        if (refused := exec_refusal(request)) is not None:
+            return refused
         if not self.fits(request.limits):
             return self.fresh.run(request)
         message = _message(request, self.python)

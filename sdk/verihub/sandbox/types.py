@@ -12,7 +12,7 @@ from verihub.sandbox import _archive
 from verihub.sandbox._archive import UnsafeArchive
 from verihub.spec.models import SandboxSpec
 
-__all__ = ["Limits", "Request", "Result", "RunStatus", "Snapshot", "UnsafeArchive"]
+__all__ = ["MAX_ARG_BYTES", "Limits", "Request", "Result", "RunStatus", "Snapshot", "UnsafeArchive", "exec_refusal"]
 
 Limits = SandboxSpec
 """Run limits: the ``sandbox:`` section of environment.yaml, used as is."""
@@ -160,3 +160,23 @@ class Result:
         data = asdict(self)
         data["files"] = sorted(self.files.files()) if self.files is not None else None
         return data
+
+
+# What execve(2) takes: one argument of at most MAX_ARG_STRLEN bytes (32 pages), and every argument and
+# environment string within a quarter of the stack limit (8 MiB by default); past either, it fails E2BIG.
+MAX_ARG_BYTES = 32 * 4096
+MAX_ARGV_BYTES = (8 << 20) // 4 - (64 << 10)  # what the jail's own environment leaves
+
+
+def exec_refusal(request: Request) -> Result | None:
+    """The result of a command the kernel would refuse to start (an argument too long): the program's
+    failure, as a shell reports it (``Argument list too long``, exit 126), never the sandbox's. None when
+    it can start. Every backend asks before it starts anything."""
+    if request.command is None:
+        return None
+    sizes = [len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in request.command]
+    if max(sizes) <= MAX_ARG_BYTES and sum(sizes) <= MAX_ARGV_BYTES:
+        return None
+    longest = max(sizes) - 1
+    return Result(RunStatus.NONZERO_EXIT, 126, "", f"{request.command[0]}: Argument list too long (an argument of "
+                  f"{longest:,} bytes; at most {MAX_ARG_BYTES - 1:,} each, {MAX_ARGV_BYTES:,} in all)\n", 0.0)
