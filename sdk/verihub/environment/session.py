@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from verihub.environment.core import Environment
     from verihub.sandbox import Sandbox
 
-__all__ = ["CallsAreTurns", "Session", "SessionError", "StepResult", "grade_detail"]
+__all__ = ["CallsAreTurns", "Session", "SessionError", "StepResult", "grade_detail", "turn_chars"]
 
 Task = Mapping[str, Any]
 Message = dict[str, Any]
@@ -227,6 +227,9 @@ class Session:
         calls = _calls(message.get("tool_calls") or []) if self.multi_turn else []
         self.messages.append(message)  # recorded only once the whole action is valid: a refusal costs no turn
         self.turns += 1
+        if (chars := turn_chars(message)) > self.env.spec.max_answer_chars:  # wrong before a tool or layer runs
+            self._end(grade=self.env.verifier.too_long(chars))
+            return []
         return calls
 
     def _ends_now(self, calls: list[_Call]) -> bool:
@@ -287,6 +290,12 @@ class CallsAreTurns:
     def _output(result: StepResult) -> str:
         outputs = [message.get("content", "") for message in result.observation.get("messages", [])]
         return str(outputs[0]) if outputs else "error: the call ran no tool"
+
+
+def turn_chars(message: Message) -> int:
+    """The characters of an assistant turn: its text and its tool calls' arguments (what max_answer_chars bounds)."""
+    calls = message.get("tool_calls") or ()
+    return len(message.get("content") or "") + sum(len(json.dumps(call, default=str)) for call in calls)
 
 
 def _assistant_message(action: Action) -> Message:

@@ -150,7 +150,7 @@ class Verifier:
         if self._single_inline is not None:
             return self._single_inline(task, completion)
         if len(completion) > self._longest:
-            return self._too_long(completion)
+            return self.too_long(len(completion))
         key = self._key(task, completion)
         cached = self._cache.get(key) if key is not None else None
         if cached is not None:
@@ -165,7 +165,7 @@ class Verifier:
         if self._single_inline is not None:
             return self._single_inline(task, completion)
         if len(completion) > self._longest:
-            return self._too_long(completion)
+            return self.too_long(len(completion))
         key = self._key(task, completion)
         cached = self._cache.get(key) if key is not None else None
         if cached is not None:
@@ -232,9 +232,10 @@ class Verifier:
         cached = self._cache.get(key) if key is not None else None
         return cached if cached is not None else self._remember(key, self._grade_once(task, reference))
 
-    def _too_long(self, completion: str) -> Grade:
-        """An answer past ``max_answer_chars``: an answer fault before any layer runs."""
-        detail = (f"the answer has {len(completion):,} characters, past this environment's limit of "
+    def too_long(self, chars: int) -> Grade:
+        """The grade of an answer (or a turn) of ``chars`` characters, past ``max_answer_chars``: an answer
+        fault before any layer runs (a remote grader gives it without sending the answer)."""
+        detail = (f"the answer has {chars:,} characters, past this environment's limit of "
                   f"{self.max_answer_chars:,} (max_answer_chars)")
         first = self.layers[0].spec
         layers = (LayerResult(first.name, first.layer.value, _ANSWER_FAULT, None, first.weight, 0.0, detail),
@@ -334,11 +335,11 @@ class Verifier:
         no_columns = self._key_columns == ()
         key_of, conclude, remember, size = self._key, self._conclude, self._remember, self._cache_size
         result_class, new, layer_result, grade_class = CheckResult, tuple.__new__, LayerResult, Grade
-        longest, too_long, attribute_ = self._longest, self._too_long, self._attribute
+        longest, too_long, attribute_ = self._longest, self.too_long, self._attribute
 
         def grade(task: Task, completion: str) -> Grade:
             if len(completion) > longest:
-                return too_long(completion)
+                return too_long(len(completion))
             if WORKDIR in task:
                 key = key_of(task, completion)
             elif column is not None:

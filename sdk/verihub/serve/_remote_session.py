@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from verihub.environment.session import (CallsAreTurns, Message, Observation, SessionError, StepResult,
-                                         _assistant_message)
+                                         _assistant_message, turn_chars)
 from verihub.errors import MissingDependencyError
 from verihub.grading.grade import Grade, GradeStatus, grade_detail, grade_from_detail
 from verihub.serve.graders import Refuses, Retry, Unavailable
@@ -101,6 +101,9 @@ class RemoteSession(CallsAreTurns):
         if self.done:
             raise SessionError("the session is over: reset it to start another episode")
         message = _assistant_message(action)
+        if (chars := turn_chars(message)) > self.env.spec.max_answer_chars:  # wrong here: never sent, never faults
+            await self._hang_up()
+            return self._ended(message, [], grade=self.env.verifier.too_long(chars))
         try:
             reply = await self.pool.on_a_server(self.env, lambda server: self._turn(server, message),
                                                 prefer=self._server)  # the server that holds the episode

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from verihub.errors import VerihubError
 from verihub.grading.grade import Grade, GradeStatus, grade_from_detail
+from verihub.serve.wire import MAX_BODY
 
 if TYPE_CHECKING:
     import httpx2
@@ -45,6 +46,10 @@ Task = Mapping[str, Any]
 T = TypeVar("T")
 
 BATCH = 64  # pairs in one POST /grade (the server grades them in chunks of this size too)
+# What a pair may take of a POST /grade body at most: its answer JSON-escaped at worst (12 bytes a character)
+# plus its ids. A batch stops short of the server's MAX_BODY by this count, so no answer the environment
+# admits (max_answer_chars) can make the server refuse the batch it shares with others.
+_ESCAPED, _ITEM_BYTES = 12, 1024
 BATCH_WAIT_S = 0.005  # how long a lone grade waits for others to share its request
 MAX_BACKOFF_S = 30.0
 
@@ -296,6 +301,7 @@ class RemoteGrader:
 
         environment_digest(env)  # computed here, once, not on the pool's loop when a server is first checked
         self._waiting: list[tuple[Task, str, asyncio.Future[Grade]]] = []
+        self._bytes = 0  # what the waiting pairs may take of a request body, at most
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -337,8 +343,13 @@ class RemoteGrader:
     # -- on the I/O loop --------------------------------------------------------------------------------
 
     async def _queued(self, task: Task, completion: str) -> Grade:
+        if len(completion) > self.env.spec.max_answer_chars:
+            return self.env.verifier.too_long(len(completion))  # wrong without a request, as the server would grade it
         future: asyncio.Future[Grade] = asyncio.get_running_loop().create_future()
+        if self._waiting and self._bytes + _size(completion) > MAX_BODY:
+            self._flush()
         self._waiting.append((task, completion, future))
+        self._bytes += _size(completion)
         if len(self._waiting) >= BATCH:
             self._flush()
         elif self._timer is None:
@@ -349,7 +360,7 @@ class RemoteGrader:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        waiting, self._waiting = self._waiting, []
+        waiting, self._waiting, self._bytes = self._waiting, [], 0
         if waiting:
             sending = asyncio.get_running_loop().create_task(self._send(waiting))
             self._sending.add(sending)
@@ -368,8 +379,22 @@ class RemoteGrader:
                 future.set_result(grade)
 
     async def _many(self, pairs: list[tuple[Task, str]]) -> list[Grade]:
-        batches = [pairs[start:start + BATCH] for start in range(0, len(pairs), BATCH)]
-        return [grade for batch in await asyncio.gather(*map(self._batch, batches)) for grade in batch]
+        limit, verifier = self.env.spec.max_answer_chars, self.env.verifier
+        grades: list[Grade | None] = [verifier.too_long(len(text)) if len(text) > limit else None for _, text in pairs]
+        sent = [index for index, grade in enumerate(grades) if grade is None]
+        batches: list[list[int]] = []
+        size = 0
+        for index in sent:
+            if not batches or len(batches[-1]) >= BATCH or size + _size(pairs[index][1]) > MAX_BODY:
+                batches.append([])
+                size = 0
+            batches[-1].append(index)
+            size += _size(pairs[index][1])
+        graded = await asyncio.gather(*(self._batch([pairs[index] for index in batch]) for batch in batches))
+        for batch, answers in zip(batches, graded, strict=True):
+            for index, grade in zip(batch, answers, strict=True):
+                grades[index] = grade
+        return grades  # type: ignore[return-value]
 
     async def _batch(self, pairs: list[tuple[Task, str]]) -> list[Grade]:
         """One POST /grade on some server; every pair ``env_error`` if none does it."""
@@ -393,6 +418,10 @@ class RemoteGrader:
             return [Grade(GradeStatus.ENV_ERROR, None, (), str(error))] * len(pairs)
         except Rejected as error:  # e.g. a task that is not in the environment's dataset
             return [Grade(GradeStatus.ENV_ERROR, None, (), f"the grader refused the request: {error}"[:500])] * len(pairs)
+
+
+def _size(completion: str) -> int:
+    return _ESCAPED * len(completion) + _ITEM_BYTES
 
 
 def _checked_url(url: str) -> str:

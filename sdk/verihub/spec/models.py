@@ -45,6 +45,10 @@ SANDBOX_TOOLS = frozenset({"python", "bash"})  # built-in tools that run in the 
 # The default answer-size limit: a token is rarely longer than 16 characters, so a model's answer within
 # eval.max_tokens fits; the floor leaves room for a longer training budget.
 _CHARS_PER_TOKEN, _MIN_ANSWER_CHARS = 16, 16384
+# The most any environment may admit: such an answer, JSON-escaped at its worst (12 bytes a character, an
+# astral one as two \u escapes), still fits one WebSocket frame of `verihub serve` (1 MiB), so every limit
+# of the remote path holds whatever the edge lets through.
+MAX_ANSWER_CHARS = 80_000
 
 
 class FieldError(ValueError):
@@ -266,9 +270,9 @@ class GradingSpec(_Section):
 
     floor: float = Field(0.0, ge=0, le=1, description="Reward of a wrong answer at its worst: what an answer "
                          "fault earns, and the most an exploit may earn before `validate` counts it as getting through.")
-    max_answer_chars: int | None = Field(None, ge=1, description="Longest answer graded; a longer one is wrong before "
-                                         "any layer runs. Default: 16 characters per token of eval.max_tokens per "
-                                         "turn, at least 16384.")
+    max_answer_chars: int | None = Field(None, ge=1, le=MAX_ANSWER_CHARS, description="Longest answer graded; a longer "
+                                         "one is wrong before any layer runs. Default: 16 characters per token of "
+                                         f"eval.max_tokens per turn, at least 16384; at most {MAX_ANSWER_CHARS:,}.")
 
 
 class EvalSpec(_Section):
@@ -355,7 +359,8 @@ class EnvSpec(_Section):
         declared = self.grading.max_answer_chars
         if declared is not None:
             return declared
-        return max(_MIN_ANSWER_CHARS, _CHARS_PER_TOKEN * self.eval.max_tokens * self.interaction.max_turns)
+        return min(MAX_ANSWER_CHARS,
+                   max(_MIN_ANSWER_CHARS, _CHARS_PER_TOKEN * self.eval.max_tokens * self.interaction.max_turns))
 
     @field_validator("version")
     @classmethod

@@ -1,0 +1,99 @@
+"""Remote grading holds whatever answer the environment admits: an answer past ``max_answer_chars`` is wrong
+without a request, and the largest admitted answers share batches that stay within the server's body bound,
+so one answer never voids the grades of the right answers around it (real ``verihub serve`` on loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from test_serve import start, stop
+
+import verihub
+from conftest import REPO, MakeEnv
+from verihub.serve.graders import GraderPool
+from verihub.serve.wire import MAX_FRAME
+from verihub.spec.models import MAX_ANSWER_CHARS
+
+SPEC = """\
+id: wide
+version: 0.1.0
+domain: test
+description: Sums that admit the largest answers there are.
+dataset: {source: data/tasks.jsonl, split: {eval: 1.0}}
+prompt: {user: "What is {question}?"}
+grading: {max_answer_chars: 80000}
+verifier:
+  - {name: correct, layer: check, use: numeric}
+gold: {reference: '\\\\boxed{{{answer}}}'}
+"""
+ROWS = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i)} for i in range(1, 9)]
+
+
+def test_the_largest_admitted_answer_fits_a_frame_escaped_at_its_worst() -> None:
+    assert len(__import__("json").dumps({"type": "step", "data": {"role": "assistant", "content": "\U0001f600" *
+                                                                      MAX_ANSWER_CHARS}})) < MAX_FRAME
+
+
+def test_an_answer_past_the_limit_is_wrong_without_a_request_and_spoils_no_batch() -> None:
+    env = verihub.load_env(REPO / "envs" / "sums")
+    tasks = list(env.tasks("eval"))[:3]
+    right = [f"\\boxed{{{task['answer']}}}" for task in tasks]
+    long = "9" * (env.spec.max_answer_chars + 1)
+    process, url = start("envs/sums")
+    try:
+        with GraderPool([url]) as pool:
+            grader = pool.grader(env)
+            graded = asyncio.run(grader.agrade_many(tasks, [right[0], long, right[2]]))
+            alone = grader.grade(tasks[1], long)
+            asked = pool.servers[0].done
+    finally:
+        stop(process)
+    assert [(grade.status, grade.reward) for grade in graded] == [("ok", 1.0), ("wrong", 0.0), ("ok", 1.0)]
+    assert graded[1].answer_fault is not None and "past this environment's limit" in graded[1].reason
+    assert alone == graded[1] and asked == 1  # one request: the long answer never left this process
+
+
+def test_a_batch_of_the_largest_answers_is_split_to_fit_the_body_bound(make_env: MakeEnv) -> None:
+    root = make_env(SPEC, rows=ROWS, name="wide")
+    env = verihub.load_env(root)
+    tasks = [row for row in env.tasks("eval") for _ in range(8)]  # 64 pairs: one batch by count
+    # 79,990 astral characters then the answer: 960 kB a pair once escaped, 61 MB for 64 of them
+    answers = ["\U0001f600" * 79_990 + f"\\boxed{{{task['answer']}}}" for task in tasks]
+    process, url = start(str(root))
+    try:
+        with GraderPool([url], timeout_s=120) as pool:
+            graded = asyncio.run(pool.grader(env).agrade_many(tasks, answers))
+            requests = pool.servers[0].done
+    finally:
+        stop(process)
+    assert {(grade.status, grade.reward) for grade in graded} == {("ok", 1.0)}, {g.reason for g in graded}
+    assert requests >= 4  # 16 MiB a body: at most 17 such pairs a request
+
+
+@pytest.mark.parametrize("where", ["here", "remote"])
+def test_a_turn_past_the_limit_ends_the_episode_wrong(where: str, nsjail_path: str) -> None:
+    """A multi-turn episode: a tool call whose arguments are past the limit is wrong before any tool runs, on
+    this machine and on a server (where the frame would once have been refused: an environment fault)."""
+    env = verihub.load_env(REPO / "envs" / "shell-task")
+    task = env.tasks("eval")[0]
+    huge: dict[str, Any] = {"content": "", "tool_calls": [{"name": "bash", "arguments": {
+        "command": "echo " + "\U0001f600" * env.spec.max_answer_chars}}]}
+    if where == "here":
+        session = env.session(task)
+        session.reset()
+        result = session.step(huge)
+        grade = session.grade
+    else:
+        process, url = start("envs/shell-task")
+        try:
+            with GraderPool([url]) as pool:
+                session = pool.grader(env).session(task)
+                session.reset()
+                result = session.step(huge)
+                grade = session.grade
+        finally:
+            stop(process)
+    assert result.done and grade is not None and (grade.status, grade.reward) == ("wrong", 0.0)
+    assert grade.answer_fault is not None and "past this environment's limit" in grade.answer_fault.detail
