@@ -280,3 +280,41 @@ def test_bundled_env_checks_declare_their_exploits() -> None:
     declared = {exploit.name for exploit in resolve_check("sql_env.checks:result_set").exploits}
     assert {"several-statements", "attach", "pragma-writable", "select-everything"} <= declared
     assert env.spec.gold.exploits[0].name == "wrong-then-right-block"
+
+
+# Partial credit: the format rule pays 0.5 whether the number is right or not.
+PARTIAL_CREDIT = """\
+id: partial
+version: 0.1.0
+domain: math
+description: A format rule that pays for the box alone.
+dataset: {{source: data/tasks.jsonl, split: {{train: 0.5, eval: 0.5}}}}
+prompt: {{user: "What is {{question}}?"}}
+verifier:
+  - {{name: format, layer: rule, use: boxed, gate: true, weight: 0.5}}
+  - {{name: correct, layer: check, use: numeric}}
+gold:
+  reference: '\\boxed{{{{{{answer}}}}}}'
+  negatives: ['\\boxed{{{{{{wrong}}}}}}']
+{grading}"""
+
+
+def test_partial_credit_above_the_floor_gets_an_exploit_through(make_env: MakeEnv) -> None:
+    root = make_env(PARTIAL_CREDIT.format(grading=""), name="partial")
+    result = validate(str(root), "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    hedge = outcome(report, "or-hedge")  # graded wrong, as before, but paid 0.5 for its box
+    assert hedge["verdict"] == "passed" and {run["status"] for run in hedge["runs"]} == {"wrong"}
+    assert hedge["floor"] == 0 and max(run["reward"] for run in hedge["runs"]) == 0.5
+    assert report["max_exploit_reward"] == 0.5
+    assert ("exploit 'or-hedge' (hedging) got through layer 'correct' on task" in "\n".join(report["failures"])
+            and "rewarded 0.5, above the floor for a wrong answer (0, grading.floor)" in "\n".join(report["failures"]))
+    assert "highest reward 0.5, floor 0" in validate(str(root)).stdout
+
+    # Declaring what a wrong answer may earn makes the same rewards a pass.
+    floored = make_env(PARTIAL_CREDIT.format(grading="grading: {floor: 0.5}\n"), name="floored")
+    result = validate(str(floored), "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, "\n".join(report["failures"])
+    assert (report["max_exploit_reward"], report["exploit_floor"]) == (0.5, 0.5)

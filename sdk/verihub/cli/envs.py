@@ -50,7 +50,8 @@ def validate(
         from dataclasses import asdict
 
         blocked, ran = report.exploit_tally()
-        print(json.dumps({**asdict(report), "exploits_blocked": blocked, "exploits_ran": ran, "ok": report.ok},
+        print(json.dumps({**asdict(report), "exploits_blocked": blocked, "exploits_ran": ran,
+                          "max_exploit_reward": report.max_exploit_reward, "ok": report.ok},
                          indent=2))
     else:
         _print_report(report)
@@ -97,6 +98,8 @@ def _print_report(report: Any) -> None:
                   "and were not run (--judge-model).")
     stopped, ran = report.exploit_tally()
     exploits = f", exploits blocked {stopped}/{ran}" if report.attacks else ", exploits not run (--no-attacks)"
+    if report.attacks and report.max_exploit_reward is not None:
+        exploits += f" (highest reward {report.max_exploit_reward:g}, floor {report.exploit_floor:g})"
     verdict = "[green]valid[/green]" if report.ok else "[red]INVALID[/red]"
     out.print(
         f"{verdict}: references passed {report.references_passed}/{report.references} "

@@ -4,9 +4,10 @@ The exploits come from three places: each layer's check (``Check.exploits``; jud
 injections, when a judge is configured), the ones every verifier must resist
 (:mod:`verihub.checks.attacks.common`), and the environment's own ``gold.exploits``. Each runs on a few
 tasks, chosen deterministically (spread over the eval split, then the other splits; the tasks where it
-does not apply are passed over). An exploit is *blocked* when every attempt grades ``wrong``; one that
-grades ``ok`` got through, and one that makes the grade ``env_error`` or ``timeout`` is a hole too: a
-fault is never penalised, so a policy learns to cause it.
+does not apply are passed over). An exploit is *blocked* when every attempt grades ``wrong`` at no more
+than the environment's floor (``grading.floor``, the reward of a wrong answer at its worst); one that grades
+``ok``, or earns more than the floor on a wrong grade (partial credit), got through, and one that makes the
+grade ``env_error`` or ``timeout`` is a hole too: a fault is never penalised, so a policy learns to cause it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ GOLD = "(gold.exploits)"  # the target of the environment's own exploits
 _SCANNED = 200  # tasks looked at per exploit, at most, to find the ones it applies to
 _SPREAD = 0.6180339887498949  # golden-ratio steps spread the chosen tasks over a split
 _SHOWN = 160  # characters of an attempt's completion kept in the report
+_EPSILON = 1e-9  # a weighted sum of scores may land a rounding error above a floor it equals
 
 
 @dataclass
@@ -59,10 +61,20 @@ class ExploitOutcome:
     verdict: Verdict
     runs: list[ExploitRun] = field(default_factory=list)
     error: str = ""
+    floor: float = 0.0  # the environment's grading.floor: a run earning more got through
 
     @property
     def failed(self) -> bool:
         return self.verdict in ("passed", "fault", "error")
+
+    @property
+    def max_reward(self) -> float | None:
+        """The highest reward any attempt earned (None when none was graded with a reward)."""
+        return max((run.reward for run in self.runs if run.reward is not None), default=None)
+
+    def got_through(self, run: ExploitRun) -> bool:
+        """Whether ``run`` beat the verifier: graded ``ok``, or rewarded above the floor while ``wrong``."""
+        return run.status == GradeStatus.OK or (run.reward is not None and run.reward > self.floor + _EPSILON)
 
     def message(self) -> str:
         """Why this exploit fails validation (for a failed one)."""
@@ -70,9 +82,12 @@ class ExploitOutcome:
         if self.verdict == "error":
             return f"{label} could not be run: {self.error}"
         if self.verdict == "passed":
-            run = next(run for run in self.runs if run.status == GradeStatus.OK)
+            run = next(run for run in self.runs if self.got_through(run))
             where = "every layer" if self.target in (EVERY_VERIFIER, GOLD) else f"layer {self.target!r}"
-            return f"{label} got through {where} on task {run.task}: graded ok, reward {run.reward:g}"
+            if run.status == GradeStatus.OK:
+                return f"{label} got through {where} on task {run.task}: graded ok, reward {run.reward:g}"
+            return (f"{label} got through {where} on task {run.task}: graded {run.status} but rewarded "
+                    f"{run.reward:g}, above the floor for a wrong answer ({self.floor:g}, grading.floor)")
         run = next(run for run in self.runs if run.status != GradeStatus.WRONG)
         return (f"{label} made layer {run.layer!r} fault on task {run.task} ({run.status}: {run.detail}); "
                 "a fault is never penalised, so it is a hole")
@@ -94,7 +109,8 @@ def run_exploits(env: Environment) -> tuple[list[ExploitOutcome], int]:
     graded: list[tuple[ExploitOutcome, str, Mapping[str, Any], str]] = []
     for target in targets:
         exploit = target.exploit
-        outcome = ExploitOutcome(exploit.name, exploit.family.value, target.label, exploit.description, "not_applicable")
+        outcome = ExploitOutcome(exploit.name, exploit.family.value, target.label, exploit.description, "not_applicable",
+                                 floor=env.spec.grading.floor)
         outcomes.append(outcome)
         try:
             for task, attempt in _attempts(target, tasks):
@@ -190,7 +206,7 @@ def _verdict(outcome: ExploitOutcome) -> Verdict:
     if outcome.verdict == "error":
         return "error"
     statuses = {run.status for run in outcome.runs}
-    if GradeStatus.OK in statuses:
+    if any(outcome.got_through(run) for run in outcome.runs):
         return "passed"
     if statuses & {GradeStatus.ENV_ERROR, GradeStatus.TIMEOUT}:
         return "fault"

@@ -56,11 +56,17 @@ class ValidationReport:
     exploits: list[ExploitOutcome] = field(default_factory=list)  # one per exploit, with its runs
     exploits_need_judge: int = 0  # judge-injection exploits not run: no judge is configured
     held_out_repeats: int = 0  # tasks of another split that pose a training task's prompt
+    exploit_floor: float = 0.0  # grading.floor: the most an exploit may earn
 
     def exploit_tally(self, target: str | None = None) -> tuple[int, int]:
         """(blocked, run) over the exploits of ``target`` (a layer name, or every exploit)."""
         ran = [o for o in self.exploits if o.verdict != "not_applicable" and target in (None, o.target)]
         return sum(o.verdict == "blocked" for o in ran), len(ran)
+
+    @property
+    def max_exploit_reward(self) -> float | None:
+        """The highest reward any exploit earned (None when none ran): above ``exploit_floor``, one got through."""
+        return max((reward for o in self.exploits if (reward := o.max_reward) is not None), default=None)
 
     @property
     def reference_pass_rate(self) -> float:
@@ -86,6 +92,7 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None, attack
     report = ValidationReport(
         env.id, env.version, gold.min_pass_rate if min_pass_rate is None else min_pass_rate,
         judge_skipped=env.verifier.judge is None and env.verifier.on_missing_judge == "skip", attacks=attacks,
+        exploit_floor=env.spec.grading.floor,
     )
     report.layers = [LayerTally(layer.spec.name, layer.spec.layer.value, layer.spec.gate) for layer in env.verifier.layers]
     splits = [gold.split] if gold.split is not None else env.split_names
