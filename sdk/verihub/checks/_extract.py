@@ -2,15 +2,20 @@
 
 Every scan here is linear in the completion (a policy can send a megabyte of unclosed ``\\boxed{`` or
 ``<answer>``), and a completion that gives several different final answers has none: the hedge
-"\\boxed{6} \\boxed{12}" is refused, never read as its last (or first) answer.
+"\\boxed{6} \\boxed{12}" is refused, never read as its last (or first) answer. The answer found is folded
+(:func:`verihub.checks._unicode.fold`): invisible marks dropped, full-width forms, other scripts' digits and
+dashes read as ASCII, so every check reads what the answer says.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from fractions import Fraction
 from typing import Any, Literal, NamedTuple
+
+from verihub.checks._unicode import fold
 
 Extract = Literal["auto", "full", "boxed", "answer_tag", "last_line"]
 Source = Literal["boxed", "answer_tag", "answer_line", "last_line", "full", "none"]
@@ -141,7 +146,7 @@ def find_answer(completion: str, how: Extract = "auto") -> Answer:
     """
     text = strip_think(completion)
     if how == "full":
-        return Answer(text.strip(), "", "full")
+        return Answer(fold(text).strip(), "", "full")
     if how in ("auto", "boxed"):
         spans, nested = boxed_spans(text)
         if nested:
@@ -167,7 +172,7 @@ def find_answer(completion: str, how: Extract = "auto") -> Answer:
             return _the_one(lines, "'answer is' line", "answer_line")
     for line in reversed(text.splitlines()):
         if line.strip():
-            return Answer(line.strip(), "", "last_line")
+            return Answer(fold(line).strip(), "", "last_line")
     return Answer("", "the answer is empty")
 
 
@@ -180,9 +185,9 @@ def _the_one(candidates: list[str], label: str, source: Source) -> Answer:
     """The single answer among ``candidates``, or the problem: several different ones. Empty candidates
     count only when all are empty (``\\boxed{}`` said while explaining the format is not an answer)."""
     if len(candidates) == 1:  # the usual case, on the grading hot path
-        text = candidates[0].strip()
+        text = fold(candidates[0]).strip()
         return Answer(text, "" if text else f"the {label} answer is empty", source)
-    given = [candidate.strip() for candidate in candidates if candidate.strip()]
+    given = [text for candidate in candidates if (text := fold(candidate).strip())]
     if not given:
         return Answer("", f"the {label} answer is empty", source)
     distinct = {_SAME_ANSWER_EDGES.sub("", " ".join(candidate.split())).casefold() for candidate in given}
@@ -222,9 +227,15 @@ _NUMBER = re.compile(
 )
 _DECIMAL = re.compile(r"(\d{1,3}(?:,\d{3})+|\d*)(?:\.(\d*))?")  # what a run of digits, commas and points must be
 _DIGIT = re.compile(r"\d")
-_OPERATORS = "^*/_×÷·"  # a number next to one is an operand of an expression, not the answer
+_OPERATORS = "^*/_×÷·+-−±∓√∛∜"  # a number next to one is an operand of an expression, not the answer
+_SCRIPTS = re.compile("[\u00b2\u00b3\u00b9\u2070-\u209c]")  # super- and subscripts: 2³, x₂
+_CURRENCY = "$€£¥\\ "  # between a sign and its number: "-$5"
 _COMMAND = re.compile(r"\\([A-Za-z]+)\s*\Z")
+_COMMAND_AFTER = re.compile(r"\\([A-Za-z]+)")
 _PLAIN_COMMANDS = frozenset({"boxed", "fbox", "text", "textbf", "textrm", "mathrm", "mathbf"})
+# Commands that may stand next to a plain number ("5\,\text{cm}", "\approx 3"); any other one makes the
+# number part of an expression: "\sqrt 2", "\pm 2", "2\pi", "2 \cdot 2".
+_BESIDE_A_NUMBER = _PLAIN_COMMANDS | {"mbox", "quad", "qquad", "approx", "left", "right", "displaystyle", "textit"}
 
 
 def parse_number(text: Any, *, percent_as_fraction: bool = False) -> Fraction | None:
@@ -280,21 +291,35 @@ def _last_number_zone(text: str) -> str | None:
 
 
 def _is_operand(text: str, start: int, end: int) -> bool:
-    """Whether the number at text[start:end] is part of an expression: a power ("2^{10}", "9^9^9"),
-    a product or quotient ("2*3", "x/2"), a subscript, the argument of a command (\\sqrt{2},
-    \\dfrac{1}{2}); "\\boxed{42}" and "\\text{42}" are plain numbers."""
+    """Whether the number at text[start:end] is part of an expression: a power ("2^{10}", "9^9^9", "2³"),
+    a sum, product or quotient ("2+2", "x - 1", "2*3", "x/2"), a signed term ("5 -3"), a subscript, the
+    argument of a command (\\sqrt{2}, \\sqrt 2, \\pm 2, \\dfrac{1}{2}) or a factor of one (2\\pi);
+    "\\boxed{42}", "\\text{42}" and "x = -5" are plain numbers; "-$5" is none (a sign the parser would drop)."""
     before = text[max(0, start - 32) : start].rstrip()
     if before.endswith("{"):
         before = before[:-1].rstrip()
         command = _COMMAND.search(before)
         if before.endswith("}") or (command is not None and command.group(1) not in _PLAIN_COMMANDS):
             return True
-    if before and before[-1] in _OPERATORS:
+    if text[start] in "+-−":  # a signed number after a term is a term of a sum: "5 -3", "(1+2) -3"
+        if before[-1:].isdigit() or before[-1:] in (")", "]", "}"):
+            return True
+    else:  # an operator before it, maybe a currency between them ("-$5": the parser would drop the sign)
+        last = before.rstrip(_CURRENCY)[-1:]
+        if last and last in _OPERATORS:
+            return True
+    command = _COMMAND.search(before)
+    if command is not None and command.group(1) not in _BESIDE_A_NUMBER:
         return True
     after = text[end : end + 32].lstrip(" \t\n)")
     if after.startswith("}") and after[1:].lstrip().startswith("{"):
         return True  # the first argument of a two-argument command
-    return bool(after) and after[0] in _OPERATORS
+    if not after:
+        return False
+    if after[0] in _OPERATORS or after[0] == "π" or _SCRIPTS.match(after):
+        return True
+    command = _COMMAND_AFTER.match(after)
+    return command is not None and command.group(1) not in _BESIDE_A_NUMBER
 
 
 def _match_value(match: re.Match[str]) -> Fraction | None:
@@ -349,6 +374,7 @@ def sole_number(text: str, *, percent_as_fraction: bool = False) -> tuple[Fracti
     """The one number ``text`` states, or (None, why): no number, several different ones (a hedge such
     as "6 or 12"; restating the same value is fine), or an expression ("2^{10}"). The same bounds as
     :func:`parse_number` hold for each number, and at most _MAX_NUMBERS are looked at."""
+    text = fold(text)  # "－5" and "–5" are -5, never 5
     if len(text) > 4096 and _DIGIT.search(text) is None:  # a fast scan first: _NUMBER tries every position
         return None, "no number in the answer"
     values: list[Fraction] = []
@@ -404,7 +430,17 @@ def _no_constant(name: str) -> Any:
     raise _Refused(f"{name} is not JSON")
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+def _float(literal: str) -> float:
+    """A JSON number with a fraction or exponent, refused where the float is not the number written:
+    ``1e400`` (infinity) and ``1e-400`` (zero: an equal-looking answer to 0)."""
+    value = float(literal)
+    if math.isinf(value) or (value == 0 and any(digit in "123456789" for digit in literal.partition("e")[0]
+                                                .partition("E")[0])):
+        raise _Refused(f"the number {literal[:40]} is outside a float's range")
+    return value
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant, parse_float=_float)
 
 
 def _strict(text: str, start: int = 0) -> tuple[Any, int]:
@@ -443,10 +479,12 @@ def find_json(text: str) -> Any:
     """
     text = strip_think(text)
     blocks = fenced_blocks(text)
-    bodies = [body for language, body in blocks if language.lower() == "json"] or [
-        body for language, body in blocks if not language]
-    if bodies:
-        return _one_value([_whole_block(body) for body in bodies])
+    labelled = [_whole_block(body) for language, body in blocks if language.lower() == "json"]
+    plain = [body for language, body in blocks if not language]
+    if labelled:  # a plain block that holds JSON too is another answer: compared, so a hedge is refused
+        return _one_value(labelled + [value for body in plain if (value := _maybe_json(body)) is not None])
+    if plain:
+        return _one_value([_whole_block(body) for body in plain])
     values, position, starts = [], 0, 0
     while len(values) < 2:
         found = _JSON_START.search(text, position)
@@ -476,6 +514,18 @@ def _whole_block(body: str) -> Any:
     if body[end:].strip():
         raise ValueError("text after the JSON value in its ```json block (one value per block)")
     return value
+
+
+def _maybe_json(body: str) -> Any:
+    """A plain block's JSON value, or None when it holds no JSON (prose, code); refused JSON still raises."""
+    try:
+        return _whole_block(body)
+    except json.JSONDecodeError:
+        return None
+    except _Refused:
+        raise
+    except ValueError:  # empty, or text after the value
+        return None
 
 
 def _one_value(values: list[Any]) -> Any:

@@ -11,13 +11,13 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from verihub.checks._extract import Extract, find_answer, strip_think
+from verihub.checks._unicode import LOOKALIKE_CAPITALS, fold
 from verihub.checks.base import CheckParams, CheckResult
 
 _PUNCTUATION_EDGES = re.compile(r"^[\s.,;:!?\"'`()\[\]]+|[\s.,;:!?\"'`()\[\]]+$")
 _SPACES = re.compile(r"\s+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _LATEX_WRAPPERS = re.compile(r"^\$+|\$+$|\\text\{([^{}]*)\}")
-_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")  # soft hyphen, zero-width, joiners, BOM
 
 
 class ExactParams(CheckParams):
@@ -32,7 +32,8 @@ class ExactParams(CheckParams):
 
 
 def normalise(text: str, params: ExactParams) -> str:
-    text = unicodedata.normalize("NFKC", text)
+    # fold, not NFKC: NFKC reads "2³" as "23" and "Ⅻ" as "XII"
+    text = fold(text)
     if params.ignore_punctuation:
         text = _PUNCTUATION_EDGES.sub("", _LATEX_WRAPPERS.sub(r"\1", text.strip()))
     if not params.case_sensitive:
@@ -150,6 +151,10 @@ def chosen_option(completion: str, choices: str) -> tuple[str | None, str]:
     if answer.problem:
         return None, answer.problem
     text, letters = answer.text, choices.upper()
+    # An option written in look-alike letters (Cyrillic "В") is an option a reader sees: "B or С" is a hedge.
+    disguised = {char for char in text if char in LOOKALIKE_CAPITALS}
+    if disguised and re.search(rf"(?<!\w)[{''.join(sorted(disguised))}](?!\w)", text):
+        return None, "the answer names an option in look-alike letters of another script"
     if len(text.strip("().: ")) == 1 and text.strip("().: ").upper() in letters:
         return text.strip("().: ").upper(), ""
     named = {m.upper() for m in re.findall(rf"\(([{re.escape(letters + letters.lower())}])\)", text)}
@@ -204,7 +209,7 @@ def forbidden(completion: str, task: Mapping[str, Any], params: PatternsParams) 
     found = find_answer(completion, params.extract)
     text = found.text if not found.problem else strip_think(completion)  # no single answer: search it all
     if not text.isascii():  # ASCII text has no compatibility forms and no invisible characters
-        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+        text = unicodedata.normalize("NFKC", fold(text))
     for pattern in params.compiled:
         try:
             found = search(pattern, text)
