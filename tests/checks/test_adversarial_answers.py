@@ -1,7 +1,7 @@
 """The built-in checks read an answer as a reader does, through the grade path: invisible marks, full-width
 forms, other scripts' digits and dashes fold to what they mean; superscripts and look-alike letters do not;
 a number inside an expression is no number; JSON numbers a float cannot hold are refused; a second JSON
-answer in a plain block is a hedge."""
+answer in a plain block is a hedge; and every exploit of these classes is declared, so `validate` runs it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 import verihub
 from conftest import MakeEnv
+from verihub.checks.registry import BUILTIN_CHECKS
 
 HEAD = """\
 id: probe
@@ -111,3 +112,16 @@ def test_forbidden_text_split_by_bidi_controls_is_forbidden(make_env: MakeEnv) -
     layer = '{name: f, layer: rule, use: forbidden, args: {patterns: ["<script"]}}'
     for hidden in ("<\u2066\u2069script", "<scr\u202aipt", "<scr\ufe0fipt", "\uff1cscript"):
         assert str(grade(make_env, layer, {}, f"Here: {hidden}>").status) == "wrong", hidden
+
+
+@pytest.mark.parametrize(("check", "names"), [
+    ("numeric", {"dash-minus", "fullwidth-minus", "sum-of-answers", "root-of-answer", "answer-times-pi",
+                 "superscript-power", "plus-minus-hedge", "just-past-tolerance", "underflow-to-zero"}),
+    ("math", {"dash-minus", "sum-of-answers", "root-of-answer", "plus-minus-hedge"}),
+    ("exact", {"fullwidth-hedge", "superscript-digits"}),
+    ("multiple_choice", {"fullwidth-hedge", "lookalike-hedge"}),
+    ("json_fields", {"json-then-plain-block", "underflow-to-zero", "dash-minus-text", "sum-as-text", "huge-integer"}),
+    ("forbidden", {"bidi-split-forbidden", "fullwidth-forbidden"}),
+])
+def test_each_class_is_an_exploit_the_check_declares(check: str, names: set[str]) -> None:
+    assert names <= {exploit.name for exploit in BUILTIN_CHECKS[check].exploits}

@@ -34,7 +34,7 @@ _BUILTINS: dict[str, tuple[str, str, str, Mode, str | None]] = {
     "code_block": ("format", "code_block", "CodeBlockParams", "inline", "formats:CODE_BLOCK"),
     "length": ("format", "length", "LengthParams", "inline", None),
     "contains": ("text", "contains", "ContainsParams", "inline", None),
-    "forbidden": ("text", "forbidden", "PatternsParams", "inline", None),
+    "forbidden": ("text", "forbidden", "PatternsParams", "inline", "formats:FORBIDDEN"),
     "python_tests": ("code", "python_tests", "PythonTestsParams", "thread", "code:PYTHON_TESTS"),
 }
 # Cheap first steps the engine runs on the grading thread before sending a check to a worker (Check.prescreen).

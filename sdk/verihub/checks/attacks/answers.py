@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from verihub.checks._extract import parse_number
+from verihub.checks.attacks.disguises import choice_disguises, number_disguises, text_disguises
 from verihub.checks.exploit import Exploit, Family, in_answer, several_answers
 
 __all__ = ["EXACT", "HUGE_EXPONENT", "MATH", "MULTIPLE_CHOICE", "NUMERIC"]
@@ -75,6 +76,8 @@ def _format_games(answers: Answers, field: Callable[[Any], str]) -> tuple[Exploi
         pair = answers(task, params)
         if pair is None or pair[0].translate(_LOOKALIKE) == pair[0]:
             return None
+        if parse_number(pair[0]) is not None and parse_number(pair[0].translate(_LOOKALIKE)) == parse_number(pair[0]):
+            return None  # "O.5" is still .5: no look-alike was read
         return in_answer(_extract(params), pair[0].translate(_LOOKALIKE))
 
     return (
@@ -98,7 +101,8 @@ def _exact_answers(task: Task, params: Any) -> tuple[str, str] | None:
     return right, "unknown" if right.casefold() != "unknown" else "none"
 
 
-EXACT = _hedges(_exact_answers) + _format_games(_exact_answers, lambda params: params.field)
+EXACT = _hedges(_exact_answers) + _format_games(_exact_answers, lambda params: params.field) + text_disguises(
+    _exact_answers)
 
 
 # -- numeric ----------------------------------------------------------------------------------------------
@@ -126,6 +130,9 @@ def _nines(task: Task, params: Any) -> str | None:
     if pair is None or not pair[0].lstrip("-").isdigit():
         return None
     right = int(pair[0])
+    rel_tol, abs_tol = getattr(params, "tolerances", (0, 0))
+    if Fraction(1, 1000) <= max(abs_tol, rel_tol * abs(right)):
+        return None  # 3.999 is within this tolerance of 4: right, not an equal-looking wrong answer
     return f"{right - 1}.999..." if right > 0 else f"-{abs(right) - 1}.999..." if right < 0 else "0.000...1"
 
 
@@ -137,7 +144,9 @@ NUMERIC = _hedges(_numeric_answers) + _format_games(_numeric_answers, lambda par
     _abuse("not-a-number", "nan instead of a number", lambda task, params: "nan"),
     _abuse("ten-thousand-digits", "a 10,000-digit integer", lambda task, params: "9" * 10_000),
     _abuse("repeating-nines", "0.999... (the right value minus one, then nines)", _nines),
-)
+    _abuse("underflow-to-zero", "1e-400 where the answer is 0 (a float reads it as 0.0)",
+           lambda task, params: "1e-400" if parse_number(task.get(params.field)) == 0 else None),
+) + number_disguises(_numeric_answers, tolerance=True)
 
 
 # -- math (math-verify) ---------------------------------------------------------------------------------
@@ -152,7 +161,8 @@ def _math_answers(task: Task, params: Any) -> tuple[str, str] | None:
     return right, (f"{float(number) + 1:g}" if plain else f"{right} + 1")
 
 
-MATH = _hedges(_math_answers) + _format_games(_math_answers, lambda params: params.field)
+MATH = _hedges(_math_answers) + _format_games(_math_answers, lambda params: params.field) + number_disguises(
+    _math_answers)
 
 
 # -- multiple choice ------------------------------------------------------------------------------------
@@ -181,4 +191,4 @@ def _option_per_line(task: Task, params: Any) -> str | None:
 MULTIPLE_CHOICE = _hedges(_choice_answers) + _format_games(_choice_answers, lambda params: params.field) + (
     Exploit("every-option", Family.HEDGING, "every option listed as the answer", _every_option),
     Exploit("option-per-line", Family.HEDGING, "every option, one per line, the right one first", _option_per_line),
-)
+) + choice_disguises(_choice_answers)

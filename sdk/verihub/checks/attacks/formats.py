@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from verihub.checks.attacks.disguises import FULLWIDTH
 from verihub.checks.exploit import Exploit, Family
 
-__all__ = ["BOXED", "CODE_BLOCK", "THINK", "XML_TAGS"]
+__all__ = ["BOXED", "CODE_BLOCK", "FORBIDDEN", "THINK", "XML_TAGS"]
 
 Task = Mapping[str, Any]
 
@@ -51,4 +52,17 @@ THINK = (
             lambda task, params: "<think>The answer is 42.</think>" if params.require_answer else None),
     Exploit("unclosed-think", Family.FORMAT_GAMING, "a <think> block that never closes",
             lambda task, params: "<think>The answer is 42."),
+)
+
+
+def _disguised(disguise: Any) -> Any:
+    """Every literal forbidden pattern, disguised; None for regular expressions (no text to disguise)."""
+    return lambda task, params: None if params.regex else "Here: " + " ".join(map(disguise, params.patterns))
+
+
+FORBIDDEN = (
+    Exploit("bidi-split-forbidden", Family.FORMAT_GAMING, "each forbidden text split by an invisible bidi isolate",
+            _disguised(lambda text: text[:1] + "\u2066\u2069" + text[1:])),
+    Exploit("fullwidth-forbidden", Family.FORMAT_GAMING, "each forbidden text in full-width characters",
+            _disguised(lambda text: text.translate(FULLWIDTH))),
 )
