@@ -108,12 +108,13 @@ def test_an_exploit_that_gets_through_fails_validate_with_its_name_and_layer(mak
     assert "exploit 'both-answers' (hedging) got through every layer" in failures
     assert "crash-it" not in failures
     assert outcome(report, "empty")["verdict"] == "blocked"  # the suite every verifier gets ran too
-    assert (report["exploits_blocked"], report["exploits_ran"]) == (5, 7)
+    assert (report["exploits_blocked"], report["exploits_ran"]) == (22, 24)  # 17 of them fault forcing
+    assert (report["faults_forced"], report["fault_forcing_ran"]) == (0, 17)
 
     table = validate(str(root))
     assert table.returncode == 1
     assert "exploits blocked" in table.stdout and re.search(r"last-number .*│\s+1/2 │", table.stdout)
-    assert "INVALID" in table.stdout and "exploits blocked 5/7" in table.stdout
+    assert "INVALID" in table.stdout and "exploits blocked 22/24" in table.stdout
     assert "✗ exploit 'wrong-then-right' (hedging) got through layer 'last-number'" in table.stdout
 
     skipped = validate(str(root), "--no-attacks", "--json")

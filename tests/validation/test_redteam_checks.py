@@ -13,6 +13,7 @@ import pytest
 
 import verihub
 from conftest import REPO, VERIHUB, MakeEnv
+from verihub.grading.verifier import Verifier
 from verihub.sandbox.tools import task_files, with_workdir
 
 HEAD = """\
@@ -23,7 +24,6 @@ description: Probe.
 dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
 prompt: {user: "{question}"}
 gold: {reference: "x"}
-grading: {max_answer_chars: 100000000}  # the checks themselves, past the edge's answer-size limit
 verifier:
 """
 ROWS = [{"id": f"t{i}", "question": "q", "answer": "4", "letter": "C", "city": "Paris",
@@ -31,7 +31,9 @@ ROWS = [{"id": f"t{i}", "question": "q", "answer": "4", "letter": "C", "city": "
 
 
 def env_with(make_env: MakeEnv, *layers: str) -> verihub.Environment:
-    return verihub.load_env(make_env(HEAD + "".join(f"  - {layer}\n" for layer in layers), rows=ROWS))
+    env = verihub.load_env(make_env(HEAD + "".join(f"  - {layer}\n" for layer in layers), rows=ROWS))
+    env.verifier = Verifier(env.verifier.layers, reference=env.reference)  # the checks themselves: no answer limit
+    return env
 
 
 def status(env: verihub.Environment, completion: str) -> str:

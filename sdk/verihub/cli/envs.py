@@ -50,9 +50,10 @@ def validate(
         from dataclasses import asdict
 
         blocked, ran = report.exploit_tally()
-        print(json.dumps({**asdict(report), "exploits_blocked": blocked, "exploits_ran": ran,
-                          "max_exploit_reward": report.max_exploit_reward, "ok": report.ok},
-                         indent=2))
+        forced, forcing = report.fault_tally()
+        print(json.dumps({**asdict(report), "exploits_blocked": blocked, "exploits_ran": ran, "faults_forced": forced,
+                          "fault_forcing_ran": forcing, "answer_faults": report.answer_faults,
+                          "max_exploit_reward": report.max_exploit_reward, "ok": report.ok}, indent=2))
     else:
         _print_report(report)
     raise typer.Exit(0 if report.ok else 1)
@@ -62,7 +63,8 @@ def _print_report(report: Any) -> None:
     from verihub.validation.redteam import EVERY_VERIFIER, GOLD
 
     table = Table(title=f"{report.env_id}@{report.version}: gold self-check", title_justify="left")
-    columns = ("layer", "kind", "gate", "references passed", "negatives failed", "faults", "mean ms", "exploits blocked")
+    columns = ("layer", "kind", "gate", "references passed", "negatives failed", "faults", "mean ms", "exploits blocked",
+               "faults forced")
     for column in columns:
         table.add_column(column, justify="left" if column in ("layer", "kind") else "right")
 
@@ -75,11 +77,13 @@ def _print_report(report: Any) -> None:
         table.add_row(
             tally.name, tally.layer, "yes" if tally.gate else "",
             f"{tally.references_passed}/{tally.references_ran}", f"{tally.negatives_failed}/{tally.negatives_ran}",
-            str(tally.faults), f"{mean_ms:.3f}", blocked(tally.name),
+            str(tally.faults), f"{mean_ms:.3f}", blocked(tally.name), "",
         )
+    forced, forcing = report.fault_tally()  # every fault-forcing exploit targets the whole verifier
     for target in (EVERY_VERIFIER, GOLD):
         if report.exploit_tally(target)[1]:
-            table.add_row(target, "exploits", "", "", "", "", "", blocked(target))
+            table.add_row(target, "exploits", "", "", "", "", "", blocked(target),
+                          f"{forced}/{forcing}" if target == EVERY_VERIFIER and forcing else "")
     out.print(table)
     if report.judge_skipped and any(tally.layer == "judge" for tally in report.layers):
         out.print("[yellow]note:[/yellow] judge layers were skipped: no judge model is configured "
@@ -97,7 +101,8 @@ def _print_report(report: Any) -> None:
         out.print(f"[yellow]note:[/yellow] {report.exploits_need_judge} judge-injection exploits need a judge model "
                   "and were not run (--judge-model).")
     stopped, ran = report.exploit_tally()
-    exploits = f", exploits blocked {stopped}/{ran}" if report.attacks else ", exploits not run (--no-attacks)"
+    exploits = (f", exploits blocked {stopped}/{ran}, faults forced {forced}/{forcing}" if report.attacks
+                else ", exploits not run (--no-attacks)")
     if report.attacks and report.max_exploit_reward is not None:
         exploits += f" (highest reward {report.max_exploit_reward:g}, floor {report.exploit_floor:g})"
     verdict = "[green]valid[/green]" if report.ok else "[red]INVALID[/red]"

@@ -2,12 +2,15 @@
 
 The exploits come from three places: each layer's check (``Check.exploits``; judge layers get the judge
 injections, when a judge is configured), the ones every verifier must resist
-(:mod:`verihub.checks.attacks.common`), and the environment's own ``gold.exploits``. Each runs on a few
+(:mod:`verihub.checks.attacks.common`, and the fault-forcing ones sized to the environment's limits,
+:mod:`verihub.checks.attacks.faults`), and the environment's own ``gold.exploits``. Each runs on a few
 tasks, chosen deterministically (spread over the eval split, then the other splits; the tasks where it
 does not apply are passed over). An exploit is *blocked* when every attempt grades ``wrong`` at no more
 than the environment's floor (``grading.floor``, the reward of a wrong answer at its worst); one that grades
 ``ok``, or earns more than the floor on a wrong grade (partial credit), got through, and one that makes the
 grade ``env_error`` or ``timeout`` is a hole too: a fault is never penalised, so a policy learns to cause it.
+Growth probing (:mod:`verihub.validation.growth`) adds one outcome per fault-forcing shape: a fault where a
+layer's time grows super-linearly with the answer.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from verihub.checks.attacks import common, judge
+from verihub.checks.attacks import common, faults, judge
 from verihub.checks.exploit import Attempt, Exploit
 from verihub.checks.registry import resolve_check
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
@@ -47,6 +50,7 @@ class ExploitRun:
     layer: str  # the layer that rejected it, or the one that faulted ("" when every layer passed)
     detail: str
     completion: str  # its first characters
+    answer_fault: bool = False  # wrong because it made a layer fault (verihub.grading.faults)
 
 
 @dataclass
@@ -88,7 +92,9 @@ class ExploitOutcome:
                 return f"{label} got through {where} on task {run.task}: graded ok, reward {run.reward:g}"
             return (f"{label} got through {where} on task {run.task}: graded {run.status} but rewarded "
                     f"{run.reward:g}, above the floor for a wrong answer ({self.floor:g}, grading.floor)")
-        run = next(run for run in self.runs if run.status != GradeStatus.WRONG)
+        run = next((run for run in self.runs if run.status != GradeStatus.WRONG), None)
+        if run is None:  # growth probing: no fault yet, a layer whose cost will make one
+            return f"{label}: {self.error}"
         return (f"{label} made layer {run.layer!r} fault on task {run.task} ({run.status}: {run.detail}); "
                 "a fault is never penalised, so it is a hole")
 
@@ -124,6 +130,10 @@ def run_exploits(env: Environment) -> tuple[list[ExploitOutcome], int]:
             outcome.runs.append(_run(task_id, completion, grade))
     for outcome in outcomes:
         outcome.verdict = _verdict(outcome)
+    if tasks:
+        from verihub.validation.growth import probe_growth
+
+        outcomes += probe_growth(env, tasks[0], EVERY_VERIFIER)
     return outcomes, skipped
 
 
@@ -142,7 +152,7 @@ def _targets(env: Environment) -> tuple[list[_Target], int]:
         _, params = check.bind(spec.args, env.root, env.spec.sandbox)
         bound = params if params is not None else dict(spec.args)
         targets += [_Target(spec.name, exploit, bound) for exploit in check.exploits]
-    targets += [_Target(EVERY_VERIFIER, exploit, None) for exploit in common.EXPLOITS]
+    targets += [_Target(EVERY_VERIFIER, exploit, None) for exploit in (*common.EXPLOITS, *faults.exploits(env.spec))]
     targets += [_Target(GOLD, _from_spec(exploit), None) for exploit in env.spec.gold.exploits]
     return targets, skipped
 
@@ -199,7 +209,8 @@ def _run(task_id: str, completion: str, grade: Grade) -> ExploitRun:
         stopped = next((result for result in grade.layers if result.status in stopping), None)
         layer = stopped.name if stopped is not None else ""
         detail = (stopped.detail if stopped is not None else "") or grade.reason
-    return ExploitRun(task_id, grade.status.value, grade.reward, layer, detail[:300], completion[:_SHOWN])
+    return ExploitRun(task_id, grade.status.value, grade.reward, layer, detail[:300], completion[:_SHOWN],
+                      grade.answer_fault is not None)
 
 
 def _verdict(outcome: ExploitOutcome) -> Verdict:

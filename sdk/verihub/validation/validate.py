@@ -63,6 +63,16 @@ class ValidationReport:
         ran = [o for o in self.exploits if o.verdict != "not_applicable" and target in (None, o.target)]
         return sum(o.verdict == "blocked" for o in ran), len(ran)
 
+    def fault_tally(self) -> tuple[int, int]:
+        """(forced, run) over the fault-forcing exploits: how many made a grade fault (or grow super-linearly)."""
+        ran = [o for o in self.exploits if o.family == "fault-forcing" and o.verdict != "not_applicable"]
+        return sum(o.failed for o in ran), len(ran)
+
+    @property
+    def answer_faults(self) -> int:
+        """Exploit attempts graded wrong because they made a layer fault (the answer's fault, penalised)."""
+        return sum(run.answer_fault for outcome in self.exploits for run in outcome.runs)
+
     @property
     def max_exploit_reward(self) -> float | None:
         """The highest reward any exploit earned (None when none ran): above ``exploit_floor``, one got through."""
