@@ -26,7 +26,7 @@ verifier:
   - {{name: format, layer: rule, use: boxed, gate: true, weight: 0.2}}
   - {{name: correct, layer: check, use: "{module}:{check}", weight: 0.8, timeout_s: 1}}
 {grading}gold:
-  reference: '\\\\boxed{{{{answer}}}}'
+  reference: '\\boxed{{{{{{answer}}}}}}'
 """
 
 CHECKS = '''\
@@ -64,6 +64,22 @@ def fails_once(completion, task):
     _count()
     if first:
         raise ConnectionError("worker lost")
+    return completion.endswith("{" + task["answer"] + "}")
+
+
+def outage_of_two_calls(completion, task):
+    """Down for its first two calls (an answer and its retry), then up again."""
+    down = not CALLS.exists() or int(CALLS.read_text()) < 2
+    _count()
+    if down:
+        raise ConnectionError("the scoring service is down")
+    return completion.endswith("{" + task["answer"] + "}")
+
+
+def slow_machine(completion, task):
+    """Everything is slow: the reference takes 0.6 s of the 1 s limit, this other answer 1.5 s."""
+    _count()
+    time.sleep(0.6 if completion.endswith("{" + task["answer"] + "}") else 1.5)
     return completion.endswith("{" + task["answer"] + "}")
 
 
@@ -141,10 +157,11 @@ def test_a_fault_the_reference_shares_stays_the_environments_and_a_right_answer_
         make_env: MakeEnv) -> None:
     env = env_for(make_env, "broken_on_t2")
     t2 = env.tasks("eval")[1]
-    for answer in ("\\boxed{4}", "\\boxed{5}"):  # right and wrong alike
+    for answer, why in (("So: \\boxed{4}", "reference faults there too"), ("\\boxed{5}", "reference faults there too"),
+                        ("\\boxed{4}", "the answer is the task's reference")):  # right and wrong alike
         grade = env.grade(t2, answer)
         assert (grade.status, grade.reward, grade.answer_fault) == ("env_error", None, None)
-        assert "reference faults there too" in grade.reason
+        assert why in grade.reason
     assert env.grade(env.tasks("eval")[0], "\\boxed{2}").status == "ok"
 
 
@@ -152,6 +169,20 @@ def test_a_fault_a_retry_clears_is_no_fault(make_env: MakeEnv) -> None:
     env = env_for(make_env, "fails_once")
     grade = env.grade(env.tasks("eval")[0], "\\boxed{2}")
     assert (grade.status, grade.reward) == ("ok", 1.0) and calls(env) == 2
+
+
+def test_an_outage_that_ends_while_the_reference_is_graded_is_not_the_answers(make_env: MakeEnv) -> None:
+    env = env_for(make_env, "outage_of_two_calls")
+    grade = env.grade(env.tasks("eval")[0], "So: \\boxed{2}")  # a right answer, graded while the service was down
+    assert (grade.status, grade.reward, grade.answer_fault) == ("ok", 1.0, None)
+    assert calls(env) == 4  # the answer, its retry, the reference, and the answer after it
+
+
+def test_a_limit_the_reference_nearly_reaches_too_is_the_machines_not_the_answers(make_env: MakeEnv) -> None:
+    env = env_for(make_env, "slow_machine")
+    grade = env.grade(env.tasks("eval")[0], "\\boxed{3}")
+    assert (grade.status, grade.reward, grade.answer_fault) == ("timeout", None, None)
+    assert "the machine, not this answer, is slow" in grade.reason
 
 
 def test_a_check_run_past_its_limit_by_one_answer_is_that_answers_fault(make_env: MakeEnv) -> None:

@@ -3,14 +3,17 @@
 A layer that raised or ran past its limit on an answer is retried once. A fault the retry clears was
 transient: the retry's grade stands. One that repeats is put to the task's gold reference (graded under
 the same layers and limits; for a terminal-state task, on the task's untouched work dir): if the
-reference runs that layer without a fault, the layer works on this task and only this answer breaks it,
-so the fault is the answer's (:func:`as_answer_fault`: ``wrong`` at the environment's floor, the layer
-marked ``answer_fault`` with the fault in its detail). If the reference faults too, or never reaches the
-layer, or the task has no reference, it stays the environment's (``env_error``/``timeout``, reward None).
-A check may also say so itself with :meth:`verihub.checks.base.CheckResult.malformed`.
+reference runs that layer without a fault (and, for a time limit, in at most a quarter of the time the
+answer ran, so a loaded machine is not blamed on the answer), the layer works on this task and only this
+answer breaks it. The answer is graded once more, after the reference: a fault that is still there is the
+answer's (:func:`as_answer_fault`: ``wrong`` at the environment's floor, the layer marked ``answer_fault``
+with the fault in its detail); an outage that came and went around the reference is not. If the reference
+faults too, or never reaches the layer, or the task has no reference, it stays the environment's
+(``env_error``/``timeout``, reward None). A check may also say so itself with
+:meth:`verihub.checks.base.CheckResult.malformed`.
 
-The no-fault path pays nothing; a fault costs one more grade of the answer and one of the reference (the
-reference's grade is cached like any other).
+The no-fault path pays nothing; a fault costs two more grades of the answer and one of the reference (the
+reference's grade is cached like any other, and so is the answer's verdict).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from typing import Any
 
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
 
-__all__ = ["answer_fault_reason", "as_answer_fault", "attribute", "reference_task"]
+__all__ = ["answer_fault_reason", "as_answer_fault", "attribute", "blames_answer", "reference_task"]
 
 _FAULTS = (LayerStatus.ERROR, LayerStatus.TIMEOUT)
 _RAN = (LayerStatus.PASSED, LayerStatus.FAILED)
+_HEADROOM = 4  # a time limit is the answer's when the reference ran the layer in a quarter of the answer's time
 
 
 def answer_fault_reason(layer: str, detail: str) -> str:
@@ -42,17 +46,30 @@ def as_answer_fault(fault: Grade, floor: float) -> Grade:
     return Grade(GradeStatus.WRONG, floor, tuple(layers), answer_fault_reason(faulted.name, detail))
 
 
-def attribute(fault: Grade, evidence: Grade | None, floor: float) -> Grade:
-    """The rule: ``fault`` (a repeated fault of an answer) against ``evidence`` (the reference's grade, or
-    None when the task has none)."""
-    faulted = next(layer for layer in fault.layers if layer.status in _FAULTS)
+def blames_answer(fault: Grade, evidence: Grade | None) -> bool:
+    """Whether ``evidence`` (the reference's grade, or None when the task has none) shows that the layer
+    ``fault`` (a repeated fault of an answer) stopped at works on this task."""
+    faulted = _faulted(fault)
     found = _layer(evidence, faulted.name) if evidence is not None else None
-    if found is not None and found.status in _RAN:
+    if found is None or found.status not in _RAN:
+        return False
+    return faulted.status is not LayerStatus.TIMEOUT or found.time_s * _HEADROOM <= faulted.time_s
+
+
+def attribute(fault: Grade, evidence: Grade | None, floor: float, *, is_reference: bool = False) -> Grade:
+    """The rule's verdict: ``fault`` made the answer's when the evidence blames it, else kept, with why.
+    ``is_reference``: the answer is the task's reference itself, which cannot be evidence about itself."""
+    if blames_answer(fault, evidence):
         return as_answer_fault(fault, floor)
-    if evidence is None:
+    found = _layer(evidence, _faulted(fault).name) if evidence is not None else None
+    if is_reference:
+        why = "the answer is the task's reference: its fault is the environment's"
+    elif evidence is None:
         why = "the task has no reference to tell whose fault it is"
     elif found is not None and found.status in _FAULTS:
         why = "the task's reference faults there too"
+    elif found is not None and found.status in _RAN:
+        why = f"the task's reference took {found.time_s:.2f}s there: the machine, not this answer, is slow"
     else:
         why = "the task's reference does not reach that layer"
     return fault._replace(reason=f"{fault.reason} ({why})")
@@ -72,6 +89,10 @@ def reference_task(task: Mapping[str, Any], reference: Callable[[Mapping[str, An
     except Exception:  # noqa: BLE001 - a reference template the task does not fit: no evidence
         return None
     return task, text
+
+
+def _faulted(grade: Grade) -> LayerResult:
+    return next(layer for layer in grade.layers if layer.status in _FAULTS)
 
 
 def _layer(grade: Grade, name: str) -> LayerResult | None:

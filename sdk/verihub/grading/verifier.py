@@ -34,7 +34,7 @@ from typing import Any, Literal
 from verihub.checks.base import BoundCheck, CheckResult, Mode
 from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
 from verihub.grading import _pools
-from verihub.grading.faults import answer_fault_reason, attribute, reference_task
+from verihub.grading.faults import answer_fault_reason, attribute, blames_answer, reference_task
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
 from verihub.grading.judge import Judge
 from verihub.sandbox.tools import WORKDIR
@@ -207,8 +207,13 @@ class Verifier:
             return retry
         found = reference_task(task, self.reference)
         if found is None or found[1] == completion:
-            return attribute(retry, None, self.floor)
-        return attribute(retry, self._evidence(*found), self.floor)
+            return attribute(retry, None, self.floor, is_reference=found is not None)
+        evidence = self._evidence(*found)
+        if blames_answer(retry, evidence):  # still faulting after the reference did not: not an outage's
+            retry = self._grade_once(task, completion)
+            if retry.reward is not None:
+                return retry
+        return attribute(retry, evidence, self.floor)
 
     async def _aattribute(self, task: Task, completion: str) -> Grade:
         retry = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
@@ -216,7 +221,7 @@ class Verifier:
             return retry
         found = reference_task(task, self.reference)
         if found is None or found[1] == completion:
-            return attribute(retry, None, self.floor)
+            return attribute(retry, None, self.floor, is_reference=found is not None)
         reference_task_, text = found
         key = self._key(reference_task_, text)
         evidence = self._cache.get(key) if key is not None else None
@@ -224,6 +229,10 @@ class Verifier:
             evidence = (self._grade_inline(reference_task_, text) if self.all_inline
                         else await self._agrade(reference_task_, text))
             self._remember(key, evidence)
+        if blames_answer(retry, evidence):  # still faulting after the reference did not: not an outage's
+            retry = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+            if retry.reward is not None:
+                return retry
         return attribute(retry, evidence, self.floor)
 
     def _evidence(self, task: Task, reference: str) -> Grade:
