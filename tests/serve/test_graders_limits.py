@@ -97,3 +97,33 @@ def test_a_turn_past_the_limit_ends_the_episode_wrong(where: str, nsjail_path: s
             stop(process)
     assert result.done and grade is not None and (grade.status, grade.reward) == ("wrong", 0.0)
     assert grade.answer_fault is not None and "past this environment's limit" in grade.answer_fault.detail
+
+
+@pytest.mark.parametrize("name", ["sums", "json-extract"])
+def test_validate_through_graders_gives_the_in_process_verdicts(name: str) -> None:
+    """`verihub validate --grader URL`: the gold self-check and the red-team suite, fault forcing included,
+    graded by a real `verihub serve`; every verdict as in process (growth probing reads layer times, so it
+    stays in process)."""
+    import json
+    import os
+    import subprocess
+
+    from conftest import VERIHUB
+
+    process, url = start(f"envs/{name}")
+    try:
+        runs = [subprocess.run([VERIHUB, "validate", f"envs/{name}", "--json", *extra], cwd=REPO, capture_output=True,
+                               text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+                for extra in ([], ["--grader", url])]
+    finally:
+        stop(process)
+    if name == "sums":  # the grades were the server's: without it, they are faults
+        gone = subprocess.run([VERIHUB, "validate", f"envs/{name}", "--json", "--grader", url, "--grader-timeout", "2"],
+                              cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert gone.returncode == 1 and json.loads(gone.stdout)["faults"] > 0
+    here, there = (json.loads(run.stdout) for run in runs)
+    assert here["ok"] and there["ok"], there["failures"]
+    verdicts = [{(o["name"], o["target"]): (o["verdict"], [(r["status"], r["reward"]) for r in o["runs"]])
+                 for o in report["exploits"]} for report in (here, there)]
+    assert verdicts[0] == verdicts[1]
+    assert there["faults_forced"] == 0 and there["fault_forcing_ran"] >= 17 and there["answer_faults"] >= 1

@@ -3,12 +3,13 @@ command groups take. Other installed parts register their commands on ``app`` (:
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-__all__ = ["EnvArg", "HubOption", "TokenOption", "app", "err", "out"]
+__all__ = ["EnvArg", "GraderOption", "GraderTimeoutOption", "GraderTokenOption", "HubOption", "TokenOption", "app",
+           "err", "grader_pool", "out"]
 
 app = typer.Typer(
     help="verihub: RL environments and layered verifiers as versioned packages.",
@@ -24,3 +25,22 @@ HubOption = Annotated[str | None, typer.Option("--hub", help="Hub server URL, or
                                                "$VERIHUB_HUB, else the embedded hub in $VERIHUB_HOME/hub).")]
 TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (default: $VERIHUB_TOKEN, $HF_TOKEN, "
                                                  "then the one `verihub login` stored).")]
+GraderOption = Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
+                                                 "repeatable: grading and tool sessions run there, spread by load, "
+                                                 "retried on another server when one fails.")]
+GraderTokenOption = Annotated[str | None, typer.Option(envvar="VERIHUB_GRADER_TOKEN", show_default=False,
+                                                       help="The graders' --token.")]
+GraderTimeoutOption = Annotated[float, typer.Option(min=0.1, help="Seconds a grader may take to answer one request "
+                                                    "before the work goes to another.")]
+
+
+def grader_pool(urls: list[str], token: str | None, timeout_s: float) -> Any:
+    """The pool of ``--grader`` servers, or None for grading in this process."""
+    if not urls:
+        return None
+    from verihub.serve.graders import GraderError, GraderPool
+
+    try:
+        return GraderPool(urls, token=token, timeout_s=timeout_s)
+    except GraderError as error:
+        raise typer.BadParameter(str(error), param_hint="--grader") from None

@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from verihub.cli.app import EnvArg, app, err, out
+from verihub.cli.app import (EnvArg, GraderOption, GraderTimeoutOption, GraderTokenOption, app, err, grader_pool,
+                             out)
 
 
 @app.command()
@@ -33,6 +34,9 @@ def validate(
                                                     "openai:MODEL@URL. Without any, judge layers are skipped.")] = None,
     attacks: Annotated[bool, typer.Option("--attacks/--no-attacks", help="Run the red-team suite: every exploit "
                                           "known against the verifier's checks, and gold.exploits.")] = True,
+    grader: GraderOption = [],  # noqa: B006
+    grader_token: GraderTokenOption = None,
+    grader_timeout: GraderTimeoutOption = 120.0,
 ) -> None:
     """Check the spec, then the gold self-check: references must pass and negatives must fail; with a
     judge model, the judge's agreement with the calibration set must reach the spec's minimum. Then the
@@ -45,7 +49,13 @@ def validate(
     from verihub.validation.validate import validate_env
 
     environment = load_env(env, judge_model=judge_model, on_missing_judge="skip")
-    report = validate_env(environment, min_pass_rate=min_pass_rate, attacks=attacks)
+    graders = grader_pool(grader, grader_token, grader_timeout)
+    try:
+        remote = graders.grader(environment) if graders is not None else None
+        report = validate_env(environment, min_pass_rate=min_pass_rate, attacks=attacks, grader=remote)
+    finally:
+        if graders is not None:
+            graders.close()
     if as_json:
         from dataclasses import asdict
 

@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from verihub.cli import plugins
-from verihub.cli.app import HubOption, TokenOption, app, err, out
+from verihub.cli.app import (GraderOption, GraderTimeoutOption, GraderTokenOption, HubOption, TokenOption, app, err,
+                             grader_pool, out)
 from verihub.errors import VerihubError
 
 
@@ -45,13 +46,9 @@ def eval_command(
                                                     "YOUR_NAMESPACE/ENV_ID).")] = None,
     hub: HubOption = None,
     token: TokenOption = None,
-    grader: Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
-                                              "repeatable: grading and tool sessions run there, spread by load, "
-                                              "retried on another server when one fails.")] = [],  # noqa: B006
-    grader_token: Annotated[str | None, typer.Option(envvar="VERIHUB_GRADER_TOKEN", show_default=False,
-                                                     help="The graders' --token.")] = None,
-    grader_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a grader may take to answer one request "
-                                                  "before the work goes to another.")] = 120.0,
+    grader: GraderOption = [],  # noqa: B006
+    grader_token: GraderTokenOption = None,
+    grader_timeout: GraderTimeoutOption = 120.0,
 ) -> None:
     """Evaluate environments against a model: rollouts, grades, pass@k, saved results.
 
@@ -79,7 +76,7 @@ def eval_command(
         backend = load_backend(model, adapter=str(adapter) if adapter else None, concurrency=concurrency)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--adapter" if adapter else "--model") from None
-    graders = _grader_pool(grader, grader_token, grader_timeout)
+    graders = grader_pool(grader, grader_token, grader_timeout)
     options = {"n": n, "k": k, "concurrency": concurrency, "split": split, "temperature": temperature,
                "max_tokens": max_tokens, "seed": seed, "logprobs": logprobs, "resume": resume, "graders": graders}
 
@@ -109,18 +106,6 @@ def eval_command(
             raise VerihubError(f"{error}\n(the results are kept in {out})") from None
         if scratch:
             shutil.rmtree(out, ignore_errors=True)
-
-
-def _grader_pool(urls: list[str], token: str | None, timeout_s: float) -> Any:
-    """The pool of ``--grader`` servers, or None for grading in this process."""
-    if not urls:
-        return None
-    from verihub.serve.graders import GraderError, GraderPool
-
-    try:
-        return GraderPool(urls, token=token, timeout_s=timeout_s)
-    except GraderError as error:
-        raise typer.BadParameter(str(error), param_hint="--grader") from None
 
 
 def _push_results(names: list[str], environments: list[Any], directory: Path, results_for: str | None,

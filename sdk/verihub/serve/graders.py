@@ -327,6 +327,9 @@ class RemoteGrader:
         pairs = list(zip(tasks, completions, strict=True))
         return await self.pool.arun(self._many(pairs))
 
+    def grade_many(self, tasks: Iterable[Task], completions: Iterable[str]) -> list[Grade]:
+        return self.pool.run(self._many(list(zip(tasks, completions, strict=True))))
+
     def session(self, task: Task, *, sandbox: Any = None) -> Session | Any:
         """An episode on ``task``, as ``env.session(task)``: single-turn, graded through this pool; multi-turn,
         a WebSocket session on one of its servers (tools run there, in its sandbox)."""

@@ -23,7 +23,7 @@ from verihub.checks.attacks import common, faults, judge
 from verihub.checks.exploit import Attempt, Exploit
 from verihub.checks.registry import resolve_check
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
-from verihub.sandbox.tools import task_files, with_workdir
+from verihub.sandbox.tools import WORKDIR, task_files, with_workdir
 from verihub.spec.models import ExploitSpec, LayerKind
 
 if TYPE_CHECKING:
@@ -106,9 +106,11 @@ class _Target:
     params: Any
 
 
-def run_exploits(env: Environment) -> tuple[list[ExploitOutcome], int]:
+def run_exploits(env: Environment, grader: Any = None) -> tuple[list[ExploitOutcome], int]:
     """Run the red-team suite against ``env``'s verifier: the outcome of every exploit, and how many
-    were skipped because they need a judge and none is configured."""
+    were skipped because they need a judge and none is configured. ``grader`` (a
+    :class:`~verihub.serve.graders.RemoteGrader`) grades the text attempts on ``verihub serve`` servers
+    instead; attempts that leave a work dir, and growth probing (it reads each layer's time), stay here."""
     targets, skipped = _targets(env)
     tasks = _tasks(env)
     outcomes: list[ExploitOutcome] = []
@@ -124,7 +126,11 @@ def run_exploits(env: Environment) -> tuple[list[ExploitOutcome], int]:
                 graded.append((outcome, str(task.get("id")), grading, attempt.completion))
         except Exception as error:  # noqa: BLE001 - a broken exploit is reported, never raised
             outcome.verdict, outcome.error = "error", f"{type(error).__name__}: {error}"[:300]
-    grades = env.verifier.grade_many([task for _, _, task, _ in graded], [text for _, _, _, text in graded])
+    remote = [grader is not None and WORKDIR not in task for _, _, task, _ in graded]
+    grades = _grade(env.verifier, [pair for pair, far in zip(graded, remote, strict=True) if not far])
+    there = iter(_grade(grader, [pair for pair, far in zip(graded, remote, strict=True) if far]) if grader else ())
+    here = iter(grades)
+    grades = [next(there) if far else next(here) for far in remote]
     for (outcome, task_id, _, completion), grade in zip(graded, grades, strict=True):
         if outcome.verdict != "error":
             outcome.runs.append(_run(task_id, completion, grade))
@@ -135,6 +141,10 @@ def run_exploits(env: Environment) -> tuple[list[ExploitOutcome], int]:
 
         outcomes += probe_growth(env, tasks[0], EVERY_VERIFIER)
     return outcomes, skipped
+
+
+def _grade(grader: Any, graded: list[tuple[ExploitOutcome, str, Mapping[str, Any], str]]) -> list[Grade]:
+    return grader.grade_many([task for _, _, task, _ in graded], [text for _, _, _, text in graded]) if graded else []
 
 
 def _targets(env: Environment) -> tuple[list[_Target], int]:

@@ -95,7 +95,8 @@ class ValidationReport:
         )
 
 
-def validate_env(env: Environment, *, min_pass_rate: float | None = None, attacks: bool = True) -> ValidationReport:
+def validate_env(env: Environment, *, min_pass_rate: float | None = None, attacks: bool = True,
+                 grader: Any = None) -> ValidationReport:
     """Grade every task's reference (must pass) and negatives (must fail); tally per layer. With
     ``attacks`` (the default), run the red-team suite too: every exploit must be rejected."""
     gold = env.spec.gold
@@ -109,8 +110,9 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None, attack
     tasks = [task for name in splits for task in _first(env.tasks(name), gold.max_tasks)]
     references = [env.reference(task) for task in tasks]
     negatives = [(task, text) for task in tasks for text in env.negatives(task)]
-    reference_grades = env.verifier.grade_many(tasks, references)
-    negative_grades = env.verifier.grade_many([task for task, _ in negatives], [text for _, text in negatives])
+    grading = grader or env.verifier  # a RemoteGrader: every grade on `verihub serve` servers
+    reference_grades = grading.grade_many(tasks, references)
+    negative_grades = grading.grade_many([task for task, _ in negatives], [text for _, text in negatives])
 
     for task, grade in zip(tasks, reference_grades, strict=True):
         report.references += 1
@@ -134,7 +136,7 @@ def validate_env(env: Environment, *, min_pass_rate: float | None = None, attack
     if env.spec.calibration is not None and env.verifier.judge is not None:
         report.calibration = asyncio.run(acalibrate(env))
     if attacks:
-        report.exploits, report.exploits_need_judge = run_exploits(env)
+        report.exploits, report.exploits_need_judge = run_exploits(env, grader)
         for outcome in report.exploits:
             if outcome.failed:
                 _note(report, outcome.message())
@@ -171,6 +173,8 @@ def _first(dataset: Iterable[dict], limit: int | None) -> Iterable[dict]:
 def _tally(report: ValidationReport, grade: Grade, *, reference: bool) -> None:
     if grade.reward is None:
         report.faults += 1
+    if not grade.layers:  # a fault before any layer (a grader server that never answered)
+        return
     for tally, result in zip(report.layers, grade.layers, strict=True):
         tally.time_s += result.time_s
         if result.status is LayerStatus.SKIPPED:
