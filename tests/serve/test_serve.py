@@ -205,6 +205,41 @@ def test_openenv_client_plays_every_bundled_environment(server: str, name: str, 
         assert (result.reward, result.metadata["status"]) == (1.0, "ok"), result.metadata
 
 
+def plain_reply(schema: dict[str, Any], reply: str) -> dict[str, Any]:
+    """The model's plain reply as the action, as a client that knows only the schema sends it (verifiers'
+    ``openenv`` taskset): the value of the schema's one required field, which must be text."""
+    required = schema.get("required", [])
+    assert len(required) == 1, f"a plain reply fits an action with exactly one required field, not {required}"
+    assert schema["properties"][required[0]]["type"] == "string"
+    return {required[0]: reply}
+
+
+@pytest.mark.nsjail
+@pytest.mark.parametrize("name", BUNDLED)
+def test_a_client_that_sends_plain_replies_plays_every_bundled_environment(server: str, name: str,
+                                                                           nsjail_path: str) -> None:
+    """The answer goes in the action's one required field; tool calls in the optional one, alone, as clients
+    written against the earlier schema (nothing required) send them."""
+    schema = httpx.get(f"{server}/schema").json()["action"]
+    env = verihub.load_env(REPO / "envs" / name)
+    task = first_task(env)
+    with GenericEnvClient(base_url=server).sync() as client:
+        client.reset(env=name, task_id=task["id"], split="eval")
+        for turn in opening_turns(name, task):
+            result = client.step({"tool_calls": turn["tool_calls"]})
+            assert not result.done and "error" not in result.observation["messages"][0]["content"]
+        result = client.step(plain_reply(schema, "done" if name == "shell-task" else env.reference(task)))
+    assert result.done
+    if name == "report":  # no judge model here: a fault, as above
+        assert result.reward is None and "no judge configured" in result.metadata["reason"]
+    else:
+        assert (result.reward, result.metadata["status"]) == (1.0, "ok"), result.metadata
+    if name == "sums":
+        with GenericEnvClient(base_url=server).sync() as client:
+            client.reset(env=name, task_id=task["id"], split="eval")
+            assert client.step(plain_reply(schema, env.negatives(task)[0])).reward == 0.0
+
+
 def test_a_fault_is_reward_null_with_a_reason(server: str) -> None:
     with GenericEnvClient(base_url=server).sync() as client:
         result = client.reset(env="broken-files", index=0)

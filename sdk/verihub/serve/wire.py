@@ -97,11 +97,18 @@ def grade_items(body: bytes) -> list[GradeItem]:
     return _GRADE_REQUEST.validate_json(body)["items"]
 
 
+# ``content`` is the one required field, so a client that sends a plain reply as the schema's single required
+# field (verifiers' ``openenv`` taskset does) plays every environment, tool environments included; ``tool_calls``
+# stays optional. The server still takes an action without ``content``, or with ``null``, as empty text
+# (environment/session.py), as clients written against the earlier schema, where nothing was required, send it.
+# The docstring is the schema's description, which such clients show the model: it speaks to the model.
 class ActionSchema(BaseModel):
     """A turn: the model's text and, in tool environments, its tool calls (OpenAI form)."""
 
-    content: str = ""
-    tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="[{id, function: {name, arguments}}]")
+    content: str = Field(description="Your text. A turn without tool calls is your final answer; with tool calls, "
+                                     "it may be empty.")
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="Optional, in environments with "
+                                             "tools: [{id, function: {name, arguments}}].")
 
 
 class ObservationSchema(BaseModel):
