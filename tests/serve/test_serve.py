@@ -240,6 +240,23 @@ def test_a_client_that_sends_plain_replies_plays_every_bundled_environment(serve
             assert client.step(plain_reply(schema, env.negatives(task)[0])).reward == 0.0
 
 
+def test_verihubs_own_openenv_adapter_finds_the_text_field_unasked() -> None:
+    """``load_env("openenv:URL")`` fills the action's one required field with the completion: against a
+    verihub server that is ``content``, with no ``action_field`` to name."""
+    process, url = start("envs/sums")
+    try:
+        remote = verihub.load_env(f"openenv:{url}", size=5)
+        assert (remote.remote.action_field, remote.remote.action_kind) == ("content", "text")
+        task = remote.dataset("eval")[0]
+        sums = verihub.load_env(REPO / "envs" / "sums")
+        asked = sums.dataset("eval")[0]
+        assert json.loads(task["prompt"])["task_id"] == asked["id"]
+        assert remote.grade(task, sums.reference(asked)).reward == 1.0
+        assert remote.grade(task, sums.negatives(asked)[0]).reward == 0.0
+    finally:
+        stop(process)
+
+
 def test_a_fault_is_reward_null_with_a_reason(server: str) -> None:
     with GenericEnvClient(base_url=server).sync() as client:
         result = client.reset(env="broken-files", index=0)
