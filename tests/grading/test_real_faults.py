@@ -158,13 +158,12 @@ import verihub
 from verihub import sandbox
 
 def fill(directory):
-    with open(os.path.join(directory, "fill"), "wb") as handle:
-        try:
+    try:
+        with open(os.path.join(directory, "fill"), "wb", buffering=0) as handle:
             while True:
                 handle.write(b"x" * 4096)
-                handle.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
     count = 0
     while True:
         try:
@@ -229,7 +228,9 @@ def judge_env(tmp_path: Path) -> Path:
 
 
 def judge_answers(env: verihub.Environment, task: Any) -> dict[str, str]:
-    return {"wrong": "It just happens that way; nobody knows why.",
+    # wrong, yet past the rule gates (15 to 120 words, no lists): only the judge can say it is wrong
+    return {"wrong": "It just happens that way, as far as anyone can tell; nobody has ever found out why, and "
+                     "nobody ever will, because it is simply how things are.",
             "right": "In short: " + env.reference(task)}
 
 
@@ -268,13 +269,16 @@ gold:
 RAISING_CHECKS = '''\
 import os
 
+from verihub.checks.base import check
+
 
 def raises(completion, task):
     raise RuntimeError("the check's own bug")
 
 
+@check(mode="process")
 def kills_its_process(completion, task):
-    """A check that takes down the process it runs in, on every answer."""
+    """A check run in a worker process that takes the worker down on every answer."""
     os._exit(3)
 '''
 
