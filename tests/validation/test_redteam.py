@@ -251,7 +251,8 @@ def test_judge_injection_runs_with_a_judge_and_the_fence_holds(tmp_path: Path) -
     report = json.loads(result.stdout)
     assert result.returncode == 0, result.stdout[-3000:]
     injections = [entry for entry in report["exploits"] if entry["family"] == "judge-injection"]
-    assert {entry["name"] for entry in injections} == {"ignore-the-rubric", "fake-verdict", "fence-break", "rubric-echo"}
+    assert {entry["name"] for entry in injections} == {"ignore-the-rubric", "fake-verdict", "fence-break",
+                                                          "forged-turn", "rubric-echo"}
     assert all(entry["verdict"] == "blocked" and entry["target"] == "quality" for entry in injections)
     reached = [entry for entry in injections if any(run["layer"] == "quality" for run in entry["runs"])]
     assert reached, "an injection must reach the judge for the test to mean anything"
@@ -260,7 +261,7 @@ def test_judge_injection_runs_with_a_judge_and_the_fence_holds(tmp_path: Path) -
                             for prompt in injected)
     assert report["exploits_need_judge"] == 0
     without = json.loads(validate(str(root), "--json").stdout)
-    assert without["exploits_need_judge"] == 4 and not any(e["family"] == "judge-injection" for e in without["exploits"])
+    assert without["exploits_need_judge"] == 5 and not any(e["family"] == "judge-injection" for e in without["exploits"])
 
 
 def test_the_judge_prompt_fences_the_answer_and_escapes_fence_lines() -> None:

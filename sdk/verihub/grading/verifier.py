@@ -36,7 +36,8 @@ from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
 from verihub.grading import _pools
 from verihub.grading.faults import answer_fault_reason, attribute, blames_answer, reference_task
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
-from verihub.grading.judge import Judge
+from verihub.grading.injection import flagged, injection_signs, judge_result
+from verihub.grading.judge import Judge, JudgeError
 from verihub.sandbox.tools import WORKDIR
 from verihub.sandbox.types import Snapshot
 from verihub.spec.models import LayerKind, LayerSpec, SandboxSpec
@@ -462,10 +463,14 @@ class Verifier:
     async def _judge(self, layer: BoundLayer, task: Task, completion: str) -> CheckResult:
         assert self.judge is not None
         messages = self.render(task) if self.render is not None else []
-        verdict = await self.judge.judge(
-            rubric=layer.rubric, messages=messages, completion=completion, model=layer.spec.model or self.judge_model
-        )
-        return CheckResult(verdict.score, verdict.reason)
+        signs = injection_signs(completion, layer.rubric)  # flagged whatever the judge makes of it
+        try:
+            verdict = await self.judge.judge(
+                rubric=layer.rubric, messages=messages, completion=completion, model=layer.spec.model or self.judge_model
+            )
+        except JudgeError as error:
+            raise JudgeError(flagged(str(error), signs)) from error
+        return judge_result(verdict.score, verdict.reason, completion, signs)
 
     def _limit(self) -> asyncio.Semaphore:
         """The semaphore bounding coroutine checks and judges on the running loop (asyncio primitives

@@ -17,7 +17,10 @@ are the samples of one prompt) and, at each logging step, gives metrics since th
   ``length_factor`` times their early length), ``format`` (rule layers pass more and more while the
   checks do not), ``collapse`` (at least ``collapse_share`` of groups are identical samples),
   ``answer_faults`` (at least ``answer_fault_share`` of a window's answers made a layer fault: a policy
-  that found an input the grading path cannot handle).
+  that found an input the grading path cannot handle), ``judge_injection`` (at least
+  ``judge_injection_share`` of a window's answers addressed their judge: orders to the grader, a verdict, fence
+  or turn tokens, the rubric pasted back; :mod:`verihub.grading.injection`), with
+  ``verihub/<env>/judge_injections`` (cumulative) beside it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class MonitorKnobs:
     length_factor: float = 2.0
     collapse_share: float = 0.5
     answer_fault_share: float = 0.1  # share of a window's answers that made a layer fault
+    judge_injection_share: float = 0.02  # share of a window's answers flagged for addressing their judge
     baseline_windows: int = 2  # logging windows averaged for the early baseline
 
 
@@ -56,6 +60,8 @@ class _Window:
     passed: int = 0
     faults: int = 0
     answer_faults: int = 0
+    injections: int = 0
+    injection_example: str = ""  # the signs of the window's first flagged answer
     reward: float = 0.0
     length: int = 0
     rules: int = 0
@@ -80,6 +86,7 @@ class _Series:
     faults: int = 0
     fault_reasons: set[str] = field(default_factory=set)
     answer_faults: int = 0
+    injections: int = 0
 
 
 class RunMonitor:
@@ -123,6 +130,7 @@ class RunMonitor:
             prefix = f"verihub/{env}"
             metrics[f"{prefix}/faults"] = float(series.faults)
             metrics[f"{prefix}/answer_faults"] = float(series.answer_faults)
+            metrics[f"{prefix}/judge_injections"] = float(series.injections)
             if window.rows:
                 metrics[f"{prefix}/fault_rate"] = window.faults / window.rows
             if window.scored:
@@ -164,6 +172,10 @@ class RunMonitor:
     def _count(self, outcome: Outcome) -> None:
         window = self._windows[outcome.env]
         window.rows += 1
+        if outcome.judge_injection:  # an attempt counts whatever its grade: it may have faulted the judge
+            window.injections += 1
+            window.injection_example = window.injection_example or outcome.judge_injection
+            self.series[outcome.env].injections += 1
         if outcome.fault:
             window.faults += 1
             series = self.series[outcome.env]
@@ -217,6 +229,10 @@ class RunMonitor:
         if window.scored and window.answer_faults / window.scored >= knobs.answer_fault_share:
             found.append(("answer_faults", f"{window.answer_faults}/{window.scored} answers made a layer fault (graded "
                                            "wrong at the floor): the policy may be probing a limit of the grading path"))
+        if window.rows and window.injections / window.rows >= knobs.judge_injection_share:
+            found.append(("judge_injection", f"{window.injections}/{window.rows} answers addressed their judge "
+                                             f"(first: {window.injection_example}): the policy may be trying to "
+                                             "talk the judge into its reward"))
         if window.groups and window.identical / window.groups >= knobs.collapse_share:
             found.append(("collapse", f"{window.identical}/{window.groups} groups are {self.group_size} identical "
                                       "samples: no learning signal, exploration has collapsed"))

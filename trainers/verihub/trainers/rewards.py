@@ -23,6 +23,7 @@ from typing import Any
 
 from verihub.environment.core import Completion, completion_text
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
+from verihub.grading.injection import injection_flag
 from verihub.trainers.mixture import MixedEnv
 from verihub.validation.calibration import DriftMonitor
 
@@ -45,6 +46,7 @@ class Outcome:
     text: str  # the graded answer (collapse detection compares them within a group)
     reason: str = ""
     answer_fault: str = ""  # the layer this answer made fault (graded wrong at the floor), if any
+    judge_injection: str = ""  # how the answer addressed its judge ("verdict, instruction"), if a judge layer saw it
 
     @property
     def passed(self) -> bool:
@@ -156,7 +158,7 @@ class EnvReward:
         fault = grade.answer_fault
         return Outcome(self.item.name, difficulty, str(grade.status), grade.reward,
                        all(rules) if rules else None, all(checks) if checks else None, len(text), text, grade.reason,
-                       fault.name if fault is not None else "")
+                       fault.name if fault is not None else "", injection_flag(grade))
 
 
 def _answer_text(completion: Completion) -> str:
