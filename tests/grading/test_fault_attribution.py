@@ -83,6 +83,17 @@ def slow_machine(completion, task):
     return completion.endswith("{" + task["answer"] + "}")
 
 
+def jail_down_for_long(completion, task):
+    """The sandbox reports itself failed, but only while this long answer is graded (an outage that spared
+    the reference)."""
+    from verihub.errors import SandboxInfraError
+
+    _count()
+    if len(completion) > 40:
+        raise SandboxInfraError("python_tests: the sandbox failed: the jail was killed from outside")
+    return completion.endswith("{" + task["answer"] + "}")
+
+
 def slow_on_repeats(completion, task):
     """Runs past the layer's 1 s limit on an answer that repeats itself (a backtracking pattern of its own)."""
     _count()
@@ -183,6 +194,13 @@ def test_a_limit_the_reference_nearly_reaches_too_is_the_machines_not_the_answer
     grade = env.grade(env.tasks("eval")[0], "\\boxed{3}")
     assert (grade.status, grade.reward, grade.answer_fault) == ("timeout", None, None)
     assert "the machine, not this answer, is slow" in grade.reason
+
+
+def test_a_fault_the_sandbox_reports_as_its_own_is_never_the_answers(make_env: MakeEnv) -> None:
+    env = env_for(make_env, "jail_down_for_long")
+    grade = env.grade(env.tasks("eval")[0], "After a long and careful look at it: \\boxed{2}")  # right, and long
+    assert (grade.status, grade.reward, grade.answer_fault) == ("env_error", None, None)
+    assert "the infrastructure reports the fault as its own" in grade.reason
 
 
 def test_a_check_run_past_its_limit_by_one_answer_is_that_answers_fault(make_env: MakeEnv) -> None:

@@ -9,7 +9,11 @@ answer breaks it. The answer is graded once more, after the reference: a fault t
 answer's (:func:`as_answer_fault`: ``wrong`` at the environment's floor, the layer marked ``answer_fault``
 with the fault in its detail); an outage that came and went around the reference is not. If the reference
 faults too, or never reaches the layer, or the task has no reference, it stays the environment's
-(``env_error``/``timeout``, reward None). A check may also say so itself with
+(``env_error``/``timeout``, reward None), and so does a fault the infrastructure reports as its own (the
+sandbox failed or was killed from outside: :class:`~verihub.errors.SandboxInfraError`), whatever the
+reference shows: an outage that spared the reference must not make a right answer wrong. An answer that
+could make the sandbox report such a fault would escape its penalty; the red-team suite's fault-forcing
+family exists to find one (an argument past the kernel's limit was one, now the program's own failure). A check may also say so itself with
 :meth:`verihub.checks.base.CheckResult.malformed`.
 
 The no-fault path pays nothing; a fault costs two more grades of the answer and one of the reference (the
@@ -21,12 +25,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from verihub.errors import SandboxInfraError, SandboxUnavailable
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
 
 __all__ = ["answer_fault_reason", "as_answer_fault", "attribute", "blames_answer", "reference_task"]
 
 _FAULTS = (LayerStatus.ERROR, LayerStatus.TIMEOUT)
 _RAN = (LayerStatus.PASSED, LayerStatus.FAILED)
+# Faults the infrastructure names as its own, as the verifier writes a layer's fault ("Type: message")
+_INFRASTRUCTURE = tuple(f"{error.__name__}: " for error in (SandboxInfraError, SandboxUnavailable))
 _HEADROOM = 4  # a time limit is the answer's when the reference ran the layer in a quarter of the answer's time
 
 
@@ -51,7 +58,7 @@ def blames_answer(fault: Grade, evidence: Grade | None) -> bool:
     ``fault`` (a repeated fault of an answer) stopped at works on this task."""
     faulted = _faulted(fault)
     found = _layer(evidence, faulted.name) if evidence is not None else None
-    if found is None or found.status not in _RAN:
+    if found is None or found.status not in _RAN or faulted.detail.startswith(_INFRASTRUCTURE):
         return False
     return faulted.status is not LayerStatus.TIMEOUT or found.time_s * _HEADROOM <= faulted.time_s
 
@@ -62,7 +69,9 @@ def attribute(fault: Grade, evidence: Grade | None, floor: float, *, is_referenc
     if blames_answer(fault, evidence):
         return as_answer_fault(fault, floor)
     found = _layer(evidence, _faulted(fault).name) if evidence is not None else None
-    if is_reference:
+    if _faulted(fault).detail.startswith(_INFRASTRUCTURE):
+        why = "the infrastructure reports the fault as its own"
+    elif is_reference:
         why = "the answer is the task's reference: its fault is the environment's"
     elif evidence is None:
         why = "the task has no reference to tell whose fault it is"
