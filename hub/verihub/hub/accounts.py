@@ -139,15 +139,17 @@ class Accounts:
         """The listing row of a repository just created (called under its storage lock): a fresh row, whatever
         a row of that id said before (one a lost race of an older version left would keep another visibility)."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            # A savepoint, not BEGIN: it nests inside a transaction a caller already holds (a bulk import).
+            self._db.execute("SAVEPOINT add_repo")
             try:
                 self._db.execute("DELETE FROM repos WHERE id = ?", (str(repo),))
                 self._db.execute("INSERT INTO repos (id, kind, private, created, owner) VALUES (?, ?, ?, ?, ?)",
                                  (str(repo), kind, int(private), time.time(), repo.owner))
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.execute("ROLLBACK TO add_repo")
+                self._db.execute("RELEASE add_repo")
                 raise
-            self._db.execute("COMMIT")
+            self._db.execute("RELEASE add_repo")
 
     def remove_repo(self, repo: RepoId) -> None:
         with self._lock:
