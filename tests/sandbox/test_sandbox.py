@@ -68,6 +68,20 @@ def test_limits_end_runs_with_the_right_status(jail: Any, code: str, limits: Lim
         assert len(result.stdout) <= 16 * 1024
 
 
+def test_a_programs_own_sigkill_is_no_memory_limit_whatever_the_grading_process_weighs(jail: Any) -> None:
+    """A spawned child's rusage peak starts at its parent's: in a large grading process (a trainer; the CI's
+    pytest) a program's ``kill -9 $$`` read as a memory limit (on main: memory_limit at 256 MiB)."""
+    ballast = b"x" * (400 << 20)  # this process's peak, for the rest of the run, past the jail's limit
+    del ballast
+    limits = Limits(wall_s=5, memory_mb=256)
+    own = sandbox.run("kill -9 $$", limits=limits, sandbox=jail)
+    assert (own.status, own.reason) == (RunStatus.KILLED, "killed by SIGKILL")
+    assert own.peak_memory_mb is None or own.peak_memory_mb < 256
+    small = sandbox.run_python("import os, signal; x = b'y' * (100 << 20); os.kill(os.getpid(), signal.SIGKILL)",
+                               limits=limits, sandbox=jail)
+    assert (small.status, small.reason) == (RunStatus.KILLED, "killed by SIGKILL")
+
+
 def test_file_size_limit(jail: Any) -> None:
     killed = sandbox.run("head -c 3M /dev/zero > big", limits=Limits(wall_s=5, max_file_mb=1), sandbox=jail)
     assert killed.status is RunStatus.KILLED and "SIGXFSZ" in killed.reason and killed.exit_code == 153

@@ -36,7 +36,7 @@ def classify(
         name = signal.Signals(signal_number).name if signal_number in signal.valid_signals() else str(signal_number)
         if signal_number == signal.SIGXFSZ:
             return RunStatus.KILLED, f"killed by {name}: a file passed the {limits.max_file_mb} MiB limit"
-        if signal_number == signal.SIGKILL and finished.max_rss_mb >= limits.memory_mb * 0.9:
+        if signal_number == signal.SIGKILL and (finished.peak_mb or 0.0) >= limits.memory_mb * 0.9:
             return RunStatus.MEMORY_LIMIT, f"killed at the {limits.memory_mb} MiB memory limit"
         return RunStatus.KILLED, f"killed by {name}"
     return (RunStatus.OK, "") if code == 0 else (RunStatus.NONZERO_EXIT, f"exit code {code}")
@@ -58,7 +58,6 @@ def to_result(
     jail_log: str = "",
     files: Snapshot | None = None,
     files_error: str = "",
-    peak_memory_mb: float | None = None,
     attempts: int = 1,
 ) -> Result:
     """The Result of a finished process; ``stderr`` replaces ``finished.stderr`` when cleaned.
@@ -79,7 +78,7 @@ def to_result(
         stderr=stderr.decode("utf-8", "replace"),
         wall_s=finished.wall_s,
         cpu_s=finished.cpu_s,
-        peak_memory_mb=peak_memory_mb,
+        peak_memory_mb=finished.peak_mb,
         reason=reason,
         files=files if status is not RunStatus.INFRA_ERROR else None,
         attempts=attempts,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -54,7 +55,7 @@ class Finished:
     extra: dict[int, bytes] = field(default_factory=dict)  # what the child wrote to drained fds
     wall_s: float = 0.0
     cpu_s: float = 0.0
-    max_rss_mb: float = 0.0
+    peak_mb: float | None = None  # the program's peak resident memory; None where it cannot be told (see below)
     timed_out: bool = False
     output_capped: bool = False
 
@@ -110,7 +111,7 @@ def run_process(
     finished.returncode = process.returncode
     finished.wall_s = time.perf_counter() - start
     finished.cpu_s = usage.ru_utime + usage.ru_stime
-    finished.max_rss_mb = usage.ru_maxrss / 1024
+    finished.peak_mb = _program_peak_mb(usage.ru_maxrss / 1024)
     finished.stdout, finished.stderr = bytes(readers[output[0]]), bytes(readers[output[1]])
     finished.extra = {child_fd: bytes(readers[read_end]) for child_fd, read_end in pipes.drains.items()}
     return finished
@@ -203,3 +204,12 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _program_peak_mb(child_max_rss_mb: float) -> float | None:
+    """The child's peak resident memory, where it is the program's. A spawned child's ``ru_maxrss`` starts
+    at this process's own peak (the kernel carries the spawning address space's high-water mark over
+    ``exec``), so in a large process (a trainer, a test run) every child looks that large: only a peak
+    clearly above our own was the child's."""
+    own_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return child_max_rss_mb if child_max_rss_mb > own_mb * 1.1 else None

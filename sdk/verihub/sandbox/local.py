@@ -49,7 +49,7 @@ class UnsafeLocalSandbox:
                     kept = Snapshot.from_entries(_archive.pack(directory))
                 except (UnsafeArchive, OSError) as error:
                     files_error = str(error)
-            return to_result(finished, limits, files=kept, files_error=files_error, peak_memory_mb=finished.max_rss_mb)
+            return to_result(finished, limits, files=kept, files_error=files_error)
         finally:
             _archive.empty(directory)  # whatever modes the run left
             os.rmdir(directory)

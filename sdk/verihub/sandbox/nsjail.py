@@ -86,7 +86,6 @@ class NsjailSandbox:
 
     def __init__(self, nsjail_path: str | None = None) -> None:
         self.nsjail_path = nsjail_path or str(nsjail_binary())
-        self._own_rss_mb: float | None = None  # nsjail's own resident set, measured on the first run
 
     def run(self, request: Request) -> Result:
         if (refused := exec_refusal(request)) is not None:
@@ -155,17 +154,8 @@ class NsjailSandbox:
             started=control_out.startswith(_STARTED),
             jail_log=finished.extra.get(log, b"").decode("utf-8", "replace"),
             files=files, files_error=files_error,
-            peak_memory_mb=self._peak_memory(finished.max_rss_mb),
             attempts=attempts,
         )
-
-    def _peak_memory(self, max_rss_mb: float) -> float | None:
-        """The rusage peak covers nsjail itself too; below nsjail's own size the program's is unknown."""
-        if self._own_rss_mb is None:
-            self._own_rss_mb = max_rss_mb
-            return None
-        self._own_rss_mb = min(self._own_rss_mb, max_rss_mb)
-        return max_rss_mb if max_rss_mb > self._own_rss_mb * 1.1 else None
 
     def jail_config(
         self, command: Sequence[str], limits: Limits, inbound: int | None, control: int | None, keep_files: bool,

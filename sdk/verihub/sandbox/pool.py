@@ -326,7 +326,7 @@ def _result(reply: dict[str, Any], request: Request, attempts: int) -> Result:
         stderr=reply["stderr"],
         wall_s=reply["wall_s"],
         cpu_s=reply["cpu_s"],
-        max_rss_mb=reply["max_rss_kb"] / 1024,
+        peak_mb=reply["max_rss_kb"] / 1024,  # the worker forks the program from a small process of its own
         timed_out=reply["timed_out"],
         output_capped=reply["output_capped"],
     )
@@ -336,5 +336,4 @@ def _result(reply: dict[str, Any], request: Request, attempts: int) -> Result:
             files = Snapshot.received(reply["files"])
         except UnsafeArchive as error:
             files_error = str(error)
-    return to_result(finished, request.limits, files=files, files_error=files_error,
-                     peak_memory_mb=finished.max_rss_mb, attempts=attempts)
+    return to_result(finished, request.limits, files=files, files_error=files_error, attempts=attempts)
