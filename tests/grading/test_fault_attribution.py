@@ -111,6 +111,16 @@ def inline_chokes(completion, task):
     return completion.endswith("{" + task["answer"] + "}")
 
 
+def down_when_flagged(completion, task):
+    """chokes_on_long, until a file named ``down`` appears beside it: then an outage, every answer faulting."""
+    _count()
+    if CALLS.with_name("down").exists():
+        raise ConnectionError("the scoring service is down")
+    if sum(c.isdigit() for c in completion) > 40:
+        raise ValueError("Exceeds the limit for integer string conversion")
+    return completion.endswith("{" + task["answer"] + "}")
+
+
 def says_malformed(completion, task):
     """Declares an answer with a NUL byte malformed without raising."""
     _count()
@@ -187,6 +197,21 @@ def test_an_outage_that_ends_while_the_reference_is_graded_is_not_the_answers(ma
     grade = env.grade(env.tasks("eval")[0], "So: \\boxed{2}")  # a right answer, graded while the service was down
     assert (grade.status, grade.reward, grade.answer_fault) == ("ok", 1.0, None)
     assert calls(env) == 4  # the answer, its retry, the reference, and the answer after it
+
+
+@pytest.mark.parametrize("path", ["grade", "agrade"])
+def test_evidence_is_graded_after_the_fault_not_remembered_from_before_it(make_env: MakeEnv, path: str) -> None:
+    """The reference graded well once; then the service goes down for good. A right answer graded during the
+    outage is not made wrong by the reference's earlier grade (on main: wrong, from the cached evidence)."""
+    env = env_for(make_env, "down_when_flagged")
+    task = env.tasks("eval")[0]
+    grade = env.grade(task, "\\boxed{" + "9" * 50 + "}")  # an answer fault: the reference ran, and was graded
+    assert grade.answer_fault is not None
+    (Path(env.root) / "down").write_text("")
+    right = "So: \\boxed{2}"
+    grade = env.grade(task, right) if path == "grade" else asyncio.run(env.agrade(task, right))
+    assert (grade.status, grade.reward, grade.answer_fault) == ("env_error", None, None), grade
+    assert "the task's reference faults there too" in grade.reason
 
 
 def test_a_limit_the_reference_nearly_reaches_too_is_the_machines_not_the_answers(make_env: MakeEnv) -> None:

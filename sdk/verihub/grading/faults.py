@@ -16,8 +16,9 @@ could make the sandbox report such a fault would escape its penalty; the red-tea
 family exists to find one (an argument past the kernel's limit was one, now the program's own failure). A check may also say so itself with
 :meth:`verihub.checks.base.CheckResult.malformed`.
 
-The no-fault path pays nothing; a fault costs two more grades of the answer and one of the reference (the
-reference's grade is cached like any other, and so is the answer's verdict).
+The no-fault path pays nothing; a fault costs two more grades of the answer and one of the reference. The
+reference is graded anew for each fault, never taken from the cache: a grade from before an outage began
+would blame the outage on every answer graded during it. The answer's verdict is cached like any other.
 """
 
 from __future__ import annotations

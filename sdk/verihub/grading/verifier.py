@@ -202,14 +202,15 @@ class Verifier:
         return _run_sync(self._agrade(task, completion), "grade")
 
     def _attribute(self, task: Task, completion: str) -> Grade:
-        """The grade of an answer whose first grade faulted: a retry, then the reference as evidence."""
+        """The grade of an answer whose first grade faulted: a retry, then the reference as evidence, graded
+        now (never a cached grade: one from before an outage says nothing about the layer during it)."""
         retry = self._grade_once(task, completion)
         if retry.reward is not None or self.reference is None:
             return retry
         found = reference_task(task, self.reference)
         if found is None or found[1] == completion:
             return attribute(retry, None, self.floor, is_reference=found is not None)
-        evidence = self._evidence(*found)
+        evidence = self._remember(self._key(*found), self._grade_once(*found))
         if blames_answer(retry, evidence):  # still faulting after the reference did not: not an outage's
             retry = self._grade_once(task, completion)
             if retry.reward is not None:
@@ -224,23 +225,13 @@ class Verifier:
         if found is None or found[1] == completion:
             return attribute(retry, None, self.floor, is_reference=found is not None)
         reference_task_, text = found
-        key = self._key(reference_task_, text)
-        evidence = self._cache.get(key) if key is not None else None
-        if evidence is None:
-            evidence = (self._grade_inline(reference_task_, text) if self.all_inline
-                        else await self._agrade(reference_task_, text))
-            self._remember(key, evidence)
+        evidence = self._remember(self._key(reference_task_, text), (
+            self._grade_inline(reference_task_, text) if self.all_inline else await self._agrade(reference_task_, text)))
         if blames_answer(retry, evidence):  # still faulting after the reference did not: not an outage's
             retry = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
             if retry.reward is not None:
                 return retry
         return attribute(retry, evidence, self.floor)
-
-    def _evidence(self, task: Task, reference: str) -> Grade:
-        """The reference's grade (cached like any other, so a task's reference is graded once)."""
-        key = self._key(task, reference)
-        cached = self._cache.get(key) if key is not None else None
-        return cached if cached is not None else self._remember(key, self._grade_once(task, reference))
 
     def too_long(self, chars: int) -> Grade:
         """The grade of an answer (or a turn) of ``chars`` characters, past ``max_answer_chars``: an answer
