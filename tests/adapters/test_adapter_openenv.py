@@ -306,8 +306,13 @@ def test_a_server_at_capacity_is_waited_for_not_a_fault(tmp_path_factory: pytest
     ("NONE", "gave no reward"),
     ("CRASH", "error EXECUTION_ERROR: the remote environment crashed"),
 ])
-def test_a_misbehaving_remote_is_an_env_error_never_a_zero(reverse: Remote, answer: str, reason: str) -> None:
-    assert_fault(reverse, answer, reason)
+def test_a_remote_misbehaving_on_one_answer_is_that_answers_fault(reverse: Remote, answer: str, reason: str) -> None:
+    """The remote answers the task's prompt (the evidence) and breaks on this answer alone: a policy that
+    found the answer would escape its penalty if the fault were env_error (issue 31's rule)."""
+    env = verihub.load_env(f"openenv:{reverse.url}", size=5)
+    grade = env.grade(env.dataset("train")[0], answer)
+    assert (grade.status, grade.reward) == ("wrong", 0.0) and grade.answer_fault is not None, grade
+    assert reason in grade.reason and "answer fault" in grade.reason, grade.reason
 
 
 def assert_fault(remote: Remote, answer: str, reason: str) -> None:
@@ -315,7 +320,7 @@ def assert_fault(remote: Remote, answer: str, reason: str) -> None:
     env = verihub.load_env(f"openenv:{remote.url}", size=5)
     grade = env.grade(env.dataset("train")[0], answer)
     assert grade.status == "env_error" and grade.reward is None
-    assert reason in grade.reason, grade.reason
+    assert reason in grade.reason and "the task's reference faults there too" in grade.reason, grade.reason
 
 
 def test_a_reward_range_is_rescaled_and_enforced(reverse: Remote) -> None:
@@ -323,7 +328,7 @@ def test_a_reward_range_is_rescaled_and_enforced(reverse: Remote) -> None:
     task = env.dataset("train")[0]
     assert env.grade(task, _word(task)[::-1]).reward == 1.0
     assert env.grade(task, "nope").reward == 0.5  # 0 in [-1, 1]
-    assert env.grade(task, "FIVE").status == "env_error"
+    assert (env.grade(task, "FIVE").status, env.grade(task, "FIVE").reward) == ("wrong", 0.0)  # the answer's fault
     with pytest.raises(SpecError, match="reward_range"):
         verihub.load_env(f"openenv:{reverse.url}", size=5, reward_range=[1, float("inf")])
 
@@ -343,9 +348,9 @@ def test_bad_options_are_refused_each_by_name(reverse: Remote) -> None:
 def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
     env = verihub.load_env(f"openenv:{reverse.url}", size=5, timeout_s=1)
     start = time.perf_counter()
-    grade = env.grade(env.dataset("train")[0], "SLOW")
-    assert grade.status in ("env_error", "timeout") and grade.reward is None
-    assert "no reply to step within 1s" in grade.reason and time.perf_counter() - start < 6
+    grade = env.grade(env.dataset("train")[0], "SLOW")  # the prompt gets its reply at once: the answer's fault
+    assert (grade.status, grade.reward) == ("wrong", 0.0) and grade.answer_fault is not None
+    assert "no reply to step within 1s" in grade.reason and time.perf_counter() - start < 10
 
 
 @pytest.mark.parametrize(("answer", "reason"), [
@@ -448,7 +453,7 @@ def test_a_killed_remote_ends_a_session_and_later_grades_as_faults(tmp_path_fact
         observation, reward, done, info = session.step("25")
         assert (reward, done, info["status"]) == (None, True, "env_error") and "broke during step" in info["reason"]
         grade = env.grade(task, "42")
-        assert grade.status == "env_error" and grade.reward is None and "cannot reach" in grade.reason
+        assert grade.status == "env_error" and grade.reward is None and "cannot reach" in grade.reason, grade
 
 
 def reversing_model(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -503,7 +508,7 @@ def test_the_trainers_rewards_come_from_the_remote(reverse: Remote) -> None:
         prompts=[row["prompt"] for row in rows][:3], completions=[[{"role": "assistant", "content": text}]
                                                                    for text in completions],
         environment=[mix[0].name] * 3, task=[row["task"] for row in rows][:3], difficulty=["all"] * 3))
-    assert rewards == [1.0, 0.0, None]  # right, wrong, and a remote fault kept out of the advantage
+    assert rewards == [1.0, 0.0, 0.0]  # right, wrong, and a remote fault only this answer causes: its own
 
 
 def test_the_train_commands_env_option_takes_an_openenv_url(reverse: Remote) -> None:

@@ -27,9 +27,13 @@
 The remote is untrusted (TRUST.md): every reply is bounded (``max_reply_bytes``, default 1 MiB), every
 request has a deadline (``timeout_s``, default 30), and anything but a finite reward inside
 ``reward_range`` (default ``[0, 1]``, rescaled to [0, 1]) is a fault: connection refused, timeouts,
-malformed replies, the server's error frames, no reward, a reward out of range are ``env_error`` with
-a reason, never a 0. Only the server refusing the action itself (its ``VALIDATION_ERROR``) or a
-completion that is no valid action is the answer's fault (``wrong``).
+malformed replies, the server's error frames, no reward, a reward out of range are faults with a reason,
+never a 0. Whose fault follows verihub's one rule (:mod:`verihub.grading.faults`): the remote ships no gold
+answers, so the task's prompt, sent as the action, is the evidence. A fault the prompt does not cause and
+the answer causes every time (a remote that crashes, stalls or sends an out-of-range reward on this answer
+only) is the answer's, ``wrong`` at the floor; one the prompt shares (a remote down, or broken on every
+action) is ``env_error``. The server refusing the action (its ``VALIDATION_ERROR``) or a completion that is
+no valid action is the answer's (:meth:`~verihub.checks.base.CheckResult.malformed`), and so no evidence.
 """
 
 from __future__ import annotations
@@ -272,12 +276,12 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
     try:
         action = params.action(completion)
     except ValueError as error:
-        return CheckResult(0.0, str(error))
+        return CheckResult.malformed(str(error))
     async with await pose(params, task) as session:
         try:
             _, reward, done = await session.step(action)
         except ActionRefusedError as error:
-            return CheckResult(0.0, f"the remote refused the action: {error}"[:300])
+            return CheckResult.malformed(f"the remote refused the action: {error}"[:300])
     if reward is None and not done:
         raise RemoteEnvError(f"{params.url}: the episode goes on after the answer, with no reward yet (a multi-turn "
                              "environment: load it with max_turns=N, or drive it turn by turn with env.episode(task))")
