@@ -502,6 +502,15 @@ def test_stateless_reset_and_step(server: str) -> None:
     step = httpx.post(f"{server}/step", json={"env": "sums", "task_id": task["id"],
                                               "action": {"content": sums.reference(task)}}).json()
     assert (step["reward"], step["done"], step["metadata"]["status"]) == (1.0, True, "ok")
+    # a client that parsed the model's reply as JSON sends it as the action or as a non-text content: its text
+    extract = verihub.load_env(REPO / "envs" / "json-extract")
+    record = first_task(extract)
+    wrong = extract.grade(record, record["wrong"]).reward  # partial credit: the fields it has right
+    assert wrong is not None and 0 <= wrong < 1
+    for action, reward in (({**json.loads(record["expected"]), "metadata": {}}, 1.0),
+                           (json.loads(record["wrong"]), wrong), ({"content": 1992}, 0.0)):
+        step = httpx.post(f"{server}/step", json={"env": "json-extract", "task_id": record["id"], "action": action})
+        assert (step.status_code, step.json()["reward"]) == (200, reward), (action, step.text)
     tool = httpx.post(f"{server}/step", json={"env": "shell-task", "task_id": "sh-001", "action": {"content": "x"}})
     assert tool.status_code == 409
     assert httpx.post(f"{server}/reset", json={"seed": -1}).status_code == 422

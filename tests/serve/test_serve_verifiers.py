@@ -118,3 +118,16 @@ def test_vf_eval_plays_a_tool_environment_with_a_tool_call_then_a_plain_answer(v
                                                                   idle["id"]: ["done"]}, "eval")
     assert outcome(traces[worked["id"]]) == (1.0, True, [])
     assert outcome(traces[idle["id"]]) == (0.0, True, [])
+
+
+def test_vf_eval_scores_replies_it_parses_as_json_by_their_text(vf_eval: str, tmp_path: Path) -> None:
+    """The taskset sends a reply that is a JSON object (json-extract's answer, fenced or not) as the action
+    itself, and a bare number as a non-text field; on main the object graded as an empty answer (0.0) and the
+    number was refused (an error in the trace)."""
+    extract = verihub.load_env(REPO / "envs" / "json-extract")
+    right, partial, number = (extract.dataset("eval")[index] for index in range(3))
+    traces = run_vf_eval(vf_eval, tmp_path, ["envs/json-extract"], {
+        right["id"]: [extract.reference(right)], partial["id"]: [partial["wrong"]], number["id"]: ["1992"]}, "eval")
+    assert outcome(traces[right["id"]]) == (1.0, True, [])
+    assert outcome(traces[partial["id"]]) == (extract.grade(partial, partial["wrong"]).reward, True, [])
+    assert outcome(traces[number["id"]]) == (0.0, True, [])

@@ -17,7 +17,7 @@ from verihub.grading.grade import Grade, GradeStatus, grades_json
 from verihub.serve.body import BodyTooLarge, describe, read_body
 from verihub.serve.state import ServeState, TaskNotFound, listed
 from verihub.serve.wire import (MAX_BODY, MAX_LISTED, ActionSchema, ObservationSchema, RangeBody, ResetParams,
-                                SplitBody, StepBody, TaskBody, grade_items, step_body)
+                                SplitBody, StepBody, TaskBody, action_of, grade_items, step_body)
 
 __all__ = ["Refused", "problem", "router"]
 
@@ -162,7 +162,7 @@ async def step(request: Request) -> Any:
     session.reset()
     try:
         async with state.grading:
-            return step_body(await session.astep(params.action))
+            return step_body(await session.astep(action_of(params.action)))
     except SessionError as error:
         return problem(422, "VALIDATION_ERROR", str(error))
 

@@ -100,7 +100,8 @@ def grade_items(body: bytes) -> list[GradeItem]:
 # ``content`` is the one required field, so a client that sends a plain reply as the schema's single required
 # field (verifiers' ``openenv`` taskset does) plays every environment, tool environments included; ``tool_calls``
 # stays optional. The server still takes an action without ``content``, or with ``null``, as empty text
-# (environment/session.py), as clients written against the earlier schema, where nothing was required, send it.
+# (environment/session.py), as clients written against the earlier schema, where nothing was required, send it;
+# a JSON value in its place is the reply's text (action_of).
 # The docstring is the schema's description, which such clients show the model: it speaks to the model.
 class ActionSchema(BaseModel):
     """A turn: the model's text and, in tool environments, its tool calls (OpenAI form)."""
@@ -116,6 +117,22 @@ class ObservationSchema(BaseModel):
     tools: list[dict[str, Any]] | None = Field(None, description="At reset: the tools' JSON schemas.")
     env: str | None = None
     task_id: str | None = None
+
+
+def action_of(data: Any) -> Any:
+    """An OpenEnv step's action as a session takes it. A client that parses the model's reply as JSON to make
+    the action (verifiers' ``openenv`` taskset does) sends a reply of ``42`` or ``true`` as a non-text
+    ``content``, and a reply that is a JSON object (json-extract's answer) as the action itself: either is
+    the model's text, written back as JSON, not an invalid action nor an empty answer."""
+    if not isinstance(data, dict):
+        return data
+    content = data.get("content")
+    if isinstance(content, int | float):  # bool too; a list stays refused: it may be OpenAI content parts
+        return {**data, "content": json.dumps(content)}
+    answer = {key: value for key, value in data.items() if key != "metadata"}
+    if answer and "content" not in answer and "tool_calls" not in answer:
+        return {"content": json.dumps(answer)}
+    return data
 
 
 def step_body(result: StepResult) -> dict[str, Any]:

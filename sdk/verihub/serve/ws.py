@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from verihub.environment.session import Session, SessionError, StepResult
 from verihub.serve.body import describe
 from verihub.serve.state import ServeState, TaskNotFound
-from verihub.serve.wire import MAX_FRAME, ErrorCode, ResetParams, error_frame, observation_frame
+from verihub.serve.wire import MAX_FRAME, ErrorCode, ResetParams, action_of, error_frame, observation_frame
 
 __all__ = ["router"]
 
@@ -121,7 +121,7 @@ async def _answer(kind: Any, data: Any, state: ServeState, slot: _Slot) -> str:
     if kind == "step":
         if slot.session is None:
             raise SessionError("send a reset frame first: it picks the task")
-        return observation_frame(await slot.session.astep(data))
+        return observation_frame(await slot.session.astep(action_of(data)))
     if kind == "state":
         if slot.session is None:
             return json.dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}})
