@@ -64,6 +64,24 @@ def hub_token(explicit: str | None = None) -> str | None:
             or (stored.read_text().strip() if stored.is_file() else None))
 
 
+def serve_token(explicit: str | None = None) -> str | None:
+    """The token ``verihub serve`` requires: ``--token``, else ``VERIHUB_SERVE_TOKEN`` (which ``ps`` does not
+    show); None for none. An empty value stays empty, for the server to refuse."""
+    return explicit if explicit is not None else os.environ.get("VERIHUB_SERVE_TOKEN")
+
+
+def grader_token(explicit: str | None = None) -> str | None:
+    """The token a grader pool sends its ``verihub serve`` servers: ``--grader-token`` (or ``token=``), else
+    ``VERIHUB_GRADER_TOKEN``."""
+    return explicit if explicit is not None else os.environ.get("VERIHUB_GRADER_TOKEN")
+
+
+def api_key(explicit: str | None = None) -> str | None:
+    """The key ``openai:`` models send: ``api_key=``, else the variable ``VERIHUB_API_KEY_ENV`` names (default
+    ``OPENAI_API_KEY``)."""
+    return explicit if explicit is not None else os.environ.get(os.environ.get("VERIHUB_API_KEY_ENV", "OPENAI_API_KEY"))
+
+
 def vllm_python() -> str:
     """``VERIHUB_VLLM_PYTHON``: the interpreter that runs the vLLM servers verihub starts (default: this one,
     when it has vLLM). On a CPU, ``scripts/setup.sh --vllm`` makes ``.venv-vllm/bin/python``."""

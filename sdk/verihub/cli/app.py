@@ -28,8 +28,8 @@ TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (def
 GraderOption = Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
                                                  "repeatable: grading and tool sessions run there, spread by load, "
                                                  "retried on another server when one fails.")]
-GraderTokenOption = Annotated[str | None, typer.Option(envvar="VERIHUB_GRADER_TOKEN", show_default=False,
-                                                       help="The graders' --token.")]
+GraderTokenOption = Annotated[str | None, typer.Option(show_default=False, help="The graders' --token (default: "
+                                                       "$VERIHUB_GRADER_TOKEN).")]
 GraderTimeoutOption = Annotated[float, typer.Option(min=0.1, help="Seconds a grader may take to answer one request "
                                                     "before the work goes to another.")]
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from verihub import settings
 from verihub.cli.app import app, err
 
 
@@ -22,9 +23,10 @@ def serve_command(
                                                     "busy; then it is closed (the client connects again).")] = 3600.0,
     body_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a request's body has, in all, to arrive "
                                                 "once its head is in; then 408.")] = 60.0,
-    token: Annotated[str | None, typer.Option(envvar="VERIHUB_SERVE_TOKEN", show_default=False,
-                                              help="Require 'Authorization: Bearer TOKEN' (all but /health); "
-                                              "prefer the environment variable, which `ps` does not show.")] = None,
+    token: Annotated[str | None, typer.Option(show_default=False,
+                                              help="Require 'Authorization: Bearer TOKEN' (all but /health; default: "
+                                              "$VERIHUB_SERVE_TOKEN); prefer the environment variable, which `ps` "
+                                              "does not show.")] = None,
     no_token: Annotated[bool, typer.Option("--no-token", help="Serve beyond loopback without a token: only behind "
                                            "an authenticating proxy of your own (grades state answers).")] = False,
 ) -> None:
@@ -41,4 +43,4 @@ def serve_command(
 
     run([load_env(env) for env in envs], host=host, port=port, max_sessions=max_sessions,
         idle_timeout_s=idle_timeout, max_session_s=max_session_time,
-        body_s=body_timeout, token=token, no_token=no_token)
+        body_s=body_timeout, token=settings.serve_token(token), no_token=no_token)

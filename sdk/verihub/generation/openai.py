@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import random
 import ssl
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import httpx2
 from pydantic import BaseModel, Field, ValidationError
 
+from verihub import settings
 from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall, model_json
 
 __all__ = ["OpenAIBackend"]
@@ -35,7 +35,7 @@ class OpenAIBackend:
                  max_connections: int = 256) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
-        key = api_key if api_key is not None else os.environ.get(os.environ.get("VERIHUB_API_KEY_ENV", "OPENAI_API_KEY"))
+        key = settings.api_key(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx2.AsyncClient(  # one connection per request in flight, each kept alive
             base_url=self.base_url, headers=headers, timeout=timeout_s, verify=_tls_context(),

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from verihub import settings
 from verihub.errors import VerihubError
 from verihub.grading.grade import Grade, GradeStatus, grade_from_detail
 from verihub.serve.wire import MAX_BODY
@@ -101,7 +102,7 @@ class GraderPool:
         if not urls:
             raise GraderError("a grader pool needs at least one server URL")
         self.servers = [_Server(_checked_url(url)) for url in urls]
-        self.token, self.timeout_s, self.attempts = token, timeout_s, max(1, attempts)
+        self.token, self.timeout_s, self.attempts = settings.grader_token(token), timeout_s, max(1, attempts)
         self._turn = itertools.count()  # breaks ties between equally busy servers, round robin
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

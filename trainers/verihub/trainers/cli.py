@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from rich.console import Console
 
+from verihub.cli.app import GraderTokenOption
+
 if TYPE_CHECKING:
     from verihub.trainers.display import DisplayMode
 
@@ -63,8 +65,7 @@ def train_command(
     log_format: LogFormatOption = "rich",
     grader: Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
                                               "repeatable: rewards and tool sessions run there.")] = [],  # noqa: B006
-    grader_token: Annotated[str | None, typer.Option(envvar="VERIHUB_GRADER_TOKEN", show_default=False,
-                                                     help="The graders' --token.")] = None,
+    grader_token: GraderTokenOption = None,
     asynchronous: Annotated[bool, typer.Option("--async", help="Decoupled asynchronous GRPO: a vLLM server generates "
                                                "while the trainer learns, LoRA synced after each step (needs --lora "
                                                "on a CPU; VERIHUB_VLLM_PYTHON or verihub[vllm]).")] = False,

@@ -1,0 +1,59 @@
+"""settings.py promises every ``VERIHUB_*`` setting in one place, read when it is needed: a read of one anywhere
+else (``os.environ``, ``os.getenv``, a typer option's ``envvar=``) fails here."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from conftest import REPO
+
+SETTINGS = REPO / "sdk" / "verihub" / "settings.py"
+
+
+def verihub_reads(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, name) of each ``VERIHUB_*`` variable ``tree`` reads from the process environment."""
+    def named(node: ast.AST) -> str | None:
+        is_name = isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("VERIHUB_")
+        return node.value if is_name else None  # type: ignore[attr-defined]
+
+    def is_environ(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ" or isinstance(node, ast.Name) and node.id == "environ"
+
+    for node in ast.walk(tree):
+        found: str | None = None
+        if isinstance(node, ast.Subscript) and is_environ(node.value):
+            found = named(node.slice)
+        elif isinstance(node, ast.Call):
+            function = node.func
+            reads = isinstance(function, ast.Attribute) and (
+                function.attr in ("get", "pop", "setdefault") and is_environ(function.value) or function.attr == "getenv")
+            if reads and node.args:
+                found = named(node.args[0])
+            found = found or next((named(keyword.value) for keyword in node.keywords if keyword.arg == "envvar"), None)
+        if found:
+            yield node.lineno, found
+
+
+def test_no_verihub_variable_is_read_outside_settings() -> None:
+    reads = [f"{path.relative_to(REPO)}:{line}: {name}"
+             for part in ("sdk", "hub", "trainers") for path in sorted((REPO / part).rglob("*.py"))
+             if path != SETTINGS for line, name in verihub_reads(ast.parse(path.read_text(), str(path)))]
+    assert reads == [], "read these through verihub.settings:\n" + "\n".join(reads)
+    assert len(list(verihub_reads(ast.parse(SETTINGS.read_text())))) >= 10  # the walk sees settings' own reads
+
+
+def test_every_way_of_reading_one_is_found() -> None:
+    source = '''
+import os
+from os import environ
+import typer
+a = os.environ.get("VERIHUB_A")
+b = os.environ["VERIHUB_B"]
+c = os.getenv("VERIHUB_C", "x")
+d = environ.get("VERIHUB_D")
+e = typer.Option(envvar="VERIHUB_E")
+f = os.environ.get("HOME")
+'''
+    assert [name for _, name in verihub_reads(ast.parse(source))] == [f"VERIHUB_{c}" for c in "ABCDE"]
