@@ -1,8 +1,11 @@
-"""Every exception verihub raises on purpose, in one place.
+"""Every exception verihub raises on purpose, in one place (the hub server's refusals, which travel over
+HTTP with their codes, in :mod:`verihub.hub.errors`).
 
 All derive from :class:`VerihubError`; each family also subclasses the built-in a caller would
 naturally catch (``ValueError`` for bad input, ``LookupError`` for things not found), and each
-carries the data needed to act on it.
+carries the data needed to act on it. Modules import them from here (and re-export what their own API
+names). An exception that never leaves the module raising it (control flow: a retry, a worker gone) lives
+beside its use instead.
 """
 
 from __future__ import annotations
@@ -11,18 +14,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ActionRefusedError",
+    "BodyTooLarge",
     "CheckNotFoundError",
     "CorruptResultsError",
     "EnvNotFoundError",
     "EvalResultsError",
+    "ExposedError",
+    "GenerationError",
+    "GraderError",
+    "JudgeError",
+    "ListenError",
     "MissingDependencyError",
+    "RemoteEnvError",
     "ResumeMismatchError",
     "SandboxInfraError",
     "SandboxUnavailable",
+    "SessionError",
     "SpecError",
     "SpecProblem",
     "TemplateNotFoundError",
+    "UnknownDatasetError",
     "VerihubError",
+    "WeightSyncError",
 ]
 
 
@@ -123,3 +137,58 @@ class CorruptResultsError(EvalResultsError):
         self.path, self.line = path, line
         super().__init__(path.parent, f"{relative_display(path)}:{line}: {problem}; the file is damaged beyond what "
                          "a crash leaves (at most a torn last line): move it away, or write to a new --out")
+
+
+class GenerationError(VerihubError, RuntimeError):
+    """The backend failed after its retries (the environment's fault, never the model's)."""
+
+
+class JudgeError(VerihubError, RuntimeError):
+    """The judge gave no usable verdict after its retries (an environment fault)."""
+
+
+class GraderError(VerihubError, ValueError):
+    """A grader pool cannot be used as given (a bad URL, no URL at all)."""
+
+
+class RemoteEnvError(VerihubError):
+    """The remote environment failed: unreachable, slow, a malformed reply or an error frame (``code``)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ActionRefusedError(RemoteEnvError):
+    """The server refused the action as invalid (its ``VALIDATION_ERROR``): the answer's fault."""
+
+
+class UnknownDatasetError(EnvNotFoundError):
+    """``reasoning-gym:NAME`` names no reasoning-gym dataset; ``suggestions`` holds close names."""
+
+    def __init__(self, name: str, available: list[str], suggestions: list[str]) -> None:
+        self.ref, self.available, self.suggestions = "reasoning-gym:" + name, available, suggestions
+        hint = f" Did you mean {', '.join(map(repr, suggestions))}?" if suggestions else ""
+        VerihubError.__init__(self, f"reasoning-gym has no dataset {name!r}.{hint} "
+                                    f"`verihub envs --reasoning-gym` lists all {len(available)}.")
+
+
+class ListenError(VerihubError, OSError):
+    """The address is taken or not ours to bind."""
+
+
+class ExposedError(VerihubError, ValueError):
+    """A server without a token on an address other machines reach: its grades state answers."""
+
+
+class BodyTooLarge(VerihubError, ValueError):
+    """A request body past the server's limit; each server answers it with its own 413."""
+
+
+class SessionError(VerihubError, ValueError):
+    """The caller broke the protocol: a malformed action, or a step after the session ended."""
+
+
+class WeightSyncError(VerihubError, RuntimeError):
+    """The server does not answer as the trainer's policy does after a weight sync: training stops rather
+    than learn from rollouts of weights it believes it sent."""

@@ -18,25 +18,13 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any
 
-from verihub.errors import MissingDependencyError, VerihubError
+from verihub.errors import ActionRefusedError, MissingDependencyError, RemoteEnvError
 
 __all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "OwnLoop", "RemoteEnvError", "RemoteSession", "describe", "fetch",
            "run_sync"]
 
 INSTALL_HINT = "pip install openenv"
 MAX_REPLY_BYTES = 1 << 20
-
-
-class RemoteEnvError(VerihubError):
-    """The remote environment failed: unreachable, slow, a malformed reply or an error frame (``code``)."""
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ActionRefusedError(RemoteEnvError):
-    """The server refused the action as invalid (its ``VALIDATION_ERROR``): the answer's fault."""
 
 
 def _ws_url(url: str) -> str:

@@ -55,7 +55,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from verihub.checks.base import CheckParams, CheckResult, check
-from verihub.errors import EnvNotFoundError, MissingDependencyError, SpecError, SpecProblem, VerihubError
+from verihub.errors import MissingDependencyError, SpecError, SpecProblem, UnknownDatasetError
 
 __all__ = [
     "DEFAULT_SIZE",
@@ -81,16 +81,6 @@ INSTALL_HINT = 'pip install "verihub[reasoning-gym]"'
 _EXCLUDED = {"composite"}
 # A non-empty <answer> block (reasoning-gym grades the last one).
 _ANSWER_PATTERN = r"<answer>\s*(?!</answer>)\S.*?</answer>"
-
-
-class UnknownDatasetError(EnvNotFoundError):
-    """``reasoning-gym:NAME`` names no reasoning-gym dataset; ``suggestions`` holds close names."""
-
-    def __init__(self, name: str, available: list[str], suggestions: list[str]) -> None:
-        self.ref, self.available, self.suggestions = PREFIX + name, available, suggestions
-        hint = f" Did you mean {', '.join(map(repr, suggestions))}?" if suggestions else ""
-        VerihubError.__init__(self, f"reasoning-gym has no dataset {name!r}.{hint} "
-                                    f"`verihub envs --reasoning-gym` lists all {len(available)}.")
 
 
 @dataclasses.dataclass(frozen=True)

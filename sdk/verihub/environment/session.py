@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verihub.environment.toolschema import function_schema
-from verihub.errors import SandboxInfraError, SandboxUnavailable
+from verihub.errors import SandboxInfraError, SandboxUnavailable, SessionError
 from verihub.generation.base import model_json
 from verihub.grading.grade import Grade, GradeStatus, grade_detail
 from verihub.sandbox.tools import SandboxTools, task_files, with_workdir
@@ -54,10 +54,6 @@ class StepResult(NamedTuple):
     reward: float | None  # None until done, and None for a fault
     done: bool
     info: dict[str, Any]  # when done: status, reason, turns, layers (see :func:`grade_detail`)
-
-
-class SessionError(ValueError):
-    """The caller broke the protocol: a malformed action, or a step after the session ended."""
 
 
 class _Call(NamedTuple):

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from verihub.errors import VerihubError
+from verihub.errors import GenerationError
 
 __all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall", "model_json"]
 
@@ -67,10 +67,6 @@ class Generation:
                 for call in self.tool_calls
             ]
         return message
-
-
-class GenerationError(VerihubError, RuntimeError):
-    """The backend failed after its retries (the environment's fault, never the model's)."""
 
 
 class Backend(Protocol):

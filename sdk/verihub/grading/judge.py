@@ -25,7 +25,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from verihub.errors import VerihubError
+from verihub.errors import JudgeError
 
 __all__ = ["Judge", "JudgeError", "JudgeVerdict", "ModelJudge", "judge_messages", "parse_verdict"]
 
@@ -57,10 +57,6 @@ class Judge(Protocol):
     ) -> JudgeVerdict:
         """Score ``completion`` (the answer to ``messages``) against ``rubric``; raise on outage."""
         ...
-
-
-class JudgeError(VerihubError, RuntimeError):
-    """The judge gave no usable verdict after its retries (an environment fault)."""
 
 
 def parse_verdict(text: str) -> JudgeVerdict:

@@ -6,13 +6,9 @@ from __future__ import annotations
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from verihub.errors import VerihubError
+from verihub.errors import BodyTooLarge
 
 __all__ = ["BodyTooLarge", "describe", "read_body"]
-
-
-class BodyTooLarge(VerihubError, ValueError):
-    """A request body past the server's limit; each server answers it with its own 413."""
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from verihub import settings
-from verihub.errors import VerihubError
+from verihub.errors import GraderError
 from verihub.grading.grade import Grade, GradeStatus, grade_from_detail
 from verihub.serve.wire import MAX_BODY
 
@@ -53,10 +53,6 @@ BATCH = 64  # pairs in one POST /grade (the server grades them in chunks of this
 _ESCAPED, _ITEM_BYTES = 12, 1024
 BATCH_WAIT_S = 0.005  # how long a lone grade waits for others to share its request
 MAX_BACKOFF_S = 30.0
-
-
-class GraderError(VerihubError, ValueError):
-    """A grader pool cannot be used as given (a bad URL, no URL at all)."""
 
 
 class Unavailable(Exception):

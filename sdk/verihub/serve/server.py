@@ -25,7 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from verihub.environment.core import Environment
-from verihub.errors import VerihubError
+from verihub.errors import ExposedError, ListenError
 from verihub.serve.gate import BODY_S, Gate
 from verihub.serve.http import Refused, problem
 from verihub.serve.http import router as http_router
@@ -35,14 +35,6 @@ from verihub.serve.wire import MAX_FRAME
 from verihub.serve.ws import router as ws_router
 
 __all__ = ["ExposedError", "ListenError", "TaskNotFound", "create_app", "run"]
-
-
-class ListenError(VerihubError, OSError):
-    """The address is taken or not ours to bind."""
-
-
-class ExposedError(VerihubError, ValueError):
-    """A server without a token on an address other machines reach: its grades state answers."""
 
 
 def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_timeout_s: float = 300.0,

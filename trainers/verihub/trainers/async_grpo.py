@@ -30,7 +30,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from verihub.errors import VerihubError
+from verihub.errors import WeightSyncError
 from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
 from verihub.trainers.display import DisplayMode, check_display
@@ -41,10 +41,6 @@ from verihub.trainers.rewards import EnvReward, GradeLedger, Outcome
 from verihub.trainers.runlog import TRL_LOG, RunLog
 
 __all__ = ["AsyncGRPOTrainer", "WeightSyncError"]
-
-class WeightSyncError(VerihubError, RuntimeError):
-    """The server does not answer as the trainer's policy does after a weight sync: training stops rather
-    than learn from rollouts of weights it believes it sent."""
 
 
 class AsyncGRPOTrainer(TrainerRun):

@@ -1,5 +1,5 @@
-"""settings.py promises every ``VERIHUB_*`` setting in one place, read when it is needed: a read of one anywhere
-else (``os.environ``, ``os.getenv``, a typer option's ``envvar=``) fails here."""
+"""What the code promises in its docstrings, pinned: settings.py reads every ``VERIHUB_*`` variable (a read of one
+anywhere else fails here), errors.py defines every exception verihub raises on purpose."""
 
 from __future__ import annotations
 
@@ -57,3 +57,32 @@ e = typer.Option(envvar="VERIHUB_E")
 f = os.environ.get("HOME")
 '''
     assert [name for _, name in verihub_reads(ast.parse(source))] == [f"VERIHUB_{c}" for c in "ABCDE"]
+
+
+ERRORS_MODULES = {REPO / "sdk" / "verihub" / "errors.py", REPO / "hub" / "verihub" / "hub" / "errors.py"}
+
+
+def error_classes(trees: dict[Path, ast.AST]) -> dict[str, Path]:
+    """Every class deriving from VerihubError (by base names, transitively) and the file defining it."""
+    bases: dict[str, tuple[Path, set[str]]] = {}
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                named = {base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases}
+                bases[node.name] = (path, named)
+    found: dict[str, Path] = {"VerihubError": bases["VerihubError"][0]}
+    while grown := {name: path for name, (path, named) in bases.items() if name not in found and named & set(found)}:
+        found.update(grown)
+    return found
+
+
+def test_every_verihub_error_is_defined_in_an_errors_module() -> None:
+    """errors.py promises every exception verihub raises on purpose in one place (the hub's refusals in its own)."""
+    trees = {path: ast.parse(path.read_text(), str(path)) for part in ("sdk", "hub", "trainers")
+             for path in sorted((REPO / part).rglob("*.py"))}
+    found = error_classes(trees)
+    elsewhere = sorted(f"{name} in {path.relative_to(REPO)}" for name, path in found.items() if path not in ERRORS_MODULES)
+    assert elsewhere == [], "define these in verihub/errors.py:\n" + "\n".join(elsewhere)
+    assert {"SessionError", "GenerationError", "RemoteEnvError", "WeightSyncError", "HubError"} <= set(found)
+    stray = {REPO / "x.py": ast.parse("class Stray(SpecError):\n    pass\n")}
+    assert error_classes({**trees, **stray})["Stray"] == REPO / "x.py"  # the walk sees one defined anywhere else
