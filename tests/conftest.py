@@ -41,6 +41,18 @@ prompt:
 """ + _GRADED
 
 # A tool environment on BASE_SPEC's tasks: compute with the python tool, then answer.
+# A spec whose verifier list the test finishes (each layer a "  - {...}" line): probes of the built-in checks.
+PROBE_SPEC_HEAD = """\
+id: probe
+version: 0.1.0
+domain: test
+description: Probe.
+dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
+prompt: {user: "{question}"}
+gold: {reference: "x"}
+verifier:
+"""
+
 TOOL_SPEC = """\
 id: calc-tool
 version: 0.1.0

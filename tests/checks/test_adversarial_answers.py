@@ -10,24 +10,13 @@ import json
 import pytest
 
 import verihub
-from conftest import MakeEnv
+from conftest import PROBE_SPEC_HEAD, MakeEnv
 from verihub.checks.registry import BUILTIN_CHECKS
-
-HEAD = """\
-id: probe
-version: 0.1.0
-domain: test
-description: Probe.
-dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
-prompt: {user: "{question}"}
-gold: {reference: "x"}
-verifier:
-"""
 
 
 def grade(make_env: MakeEnv, layer: str, row: dict, completion: str) -> verihub.Grade:
     rows = [{"id": f"t{i}", "question": "q", **row} for i in range(2)]
-    env = verihub.load_env(make_env(HEAD + f"  - {layer}\n", rows=rows))
+    env = verihub.load_env(make_env(PROBE_SPEC_HEAD + f"  - {layer}\n", rows=rows))
     return env.grade(rows[0], completion)
 
 

@@ -12,26 +12,16 @@ import time
 import pytest
 
 import verihub
-from conftest import REPO, VERIHUB, MakeEnv
+from conftest import PROBE_SPEC_HEAD, REPO, VERIHUB, MakeEnv
 from verihub.grading.verifier import Verifier
 from verihub.sandbox.tools import task_files, with_workdir
 
-HEAD = """\
-id: probe
-version: 0.1.0
-domain: test
-description: Probe.
-dataset: {source: data/tasks.jsonl, split: {train: 0.5, eval: 0.5}}
-prompt: {user: "{question}"}
-gold: {reference: "x"}
-verifier:
-"""
 ROWS = [{"id": f"t{i}", "question": "q", "answer": "4", "letter": "C", "city": "Paris",
          "expected": json.dumps({"name": "Ada", "age": 30})} for i in range(2)]
 
 
 def env_with(make_env: MakeEnv, *layers: str) -> verihub.Environment:
-    env = verihub.load_env(make_env(HEAD + "".join(f"  - {layer}\n" for layer in layers), rows=ROWS))
+    env = verihub.load_env(make_env(PROBE_SPEC_HEAD + "".join(f"  - {layer}\n" for layer in layers), rows=ROWS))
     env.verifier = Verifier(env.verifier.layers, reference=env.reference)  # the checks themselves: no answer limit
     return env
 
@@ -152,8 +142,8 @@ def test_an_answer_that_makes_a_pattern_backtrack_is_wrong_in_bounded_time(make_
     "answer is" + "\n" * 1_000_000, "{" * 1_000_000, "\\boxed{1 " * 100_000 + "}" * 100_000,
 ])
 def test_a_megabyte_of_open_delimiters_grades_in_bounded_time(make_env: MakeEnv, junk: str) -> None:
-    root = make_env(HEAD + "  - {name: format, layer: rule, use: boxed}\n  - {name: tags, layer: rule, use: xml_tags, "
-                    "args: {tags: [answer]}}\n  - {name: code, layer: rule, use: code_block}\n"
+    root = make_env(PROBE_SPEC_HEAD + "  - {name: format, layer: rule, use: boxed}\n"
+                    "  - {name: tags, layer: rule, use: xml_tags, args: {tags: [answer]}}\n  - {name: code, layer: rule, use: code_block}\n"
                     "  - {name: correct, layer: check, use: numeric}\n"
                     "  - {name: json, layer: check, use: json_fields, args: {field: expected}}\n", rows=ROWS)
     start = time.perf_counter()
