@@ -143,7 +143,8 @@ def test_an_answer_that_makes_a_pattern_backtrack_is_wrong_in_bounded_time(make_
 ])
 def test_a_megabyte_of_open_delimiters_grades_in_bounded_time(make_env: MakeEnv, junk: str) -> None:
     root = make_env(PROBE_SPEC_HEAD + "  - {name: format, layer: rule, use: boxed}\n"
-                    "  - {name: tags, layer: rule, use: xml_tags, args: {tags: [answer]}}\n  - {name: code, layer: rule, use: code_block}\n"
+                    "  - {name: tags, layer: rule, use: xml_tags, args: {tags: [answer]}}\n"
+                    "  - {name: code, layer: rule, use: code_block}\n"
                     "  - {name: correct, layer: check, use: numeric}\n"
                     "  - {name: json, layer: check, use: json_fields, args: {field: expected}}\n", rows=ROWS)
     start = time.perf_counter()
