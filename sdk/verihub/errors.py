@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "REASON_CHARS",
     "ActionRefusedError",
     "BodyTooLarge",
     "CheckNotFoundError",
@@ -37,7 +38,17 @@ __all__ = [
     "UnknownDatasetError",
     "VerihubError",
     "WeightSyncError",
+    "describe_error",
 ]
+
+REASON_CHARS = 500  # a fault's reason, as grades, rows and error frames carry it
+
+
+def describe_error(error: BaseException, limit: int = REASON_CHARS) -> str:
+    """How verihub writes a fault it caught: ``Type: message`` (the type alone without a message), cut at
+    ``limit`` characters. The one formatter for grade reasons, layer details and error frames."""
+    message = str(error)
+    return (f"{type(error).__name__}: {message}" if message else type(error).__name__)[:limit]
 
 
 class VerihubError(Exception):

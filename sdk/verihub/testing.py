@@ -18,6 +18,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from verihub.errors import describe_error
+
 __all__ = ["ScriptedChatServer"]
 
 Choice = dict[str, Any]  # {"content": str} and/or {"tool_calls": [{"name": ..., "arguments": {...}}]}
@@ -56,7 +58,7 @@ class ScriptedChatServer:
                 try:
                     choices = server.respond(body)
                 except Exception as error:  # noqa: BLE001 - a broken script answers 500, like a crashed server
-                    return self._send(500, {"error": {"message": f"{type(error).__name__}: {error}"}})
+                    return self._send(500, {"error": {"message": describe_error(error)}})
                 if isinstance(choices, bytes):
                     return self._send(200, choices)
                 completion = _completion(body, choices)

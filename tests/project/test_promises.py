@@ -86,3 +86,16 @@ def test_every_verihub_error_is_defined_in_an_errors_module() -> None:
     assert {"SessionError", "GenerationError", "RemoteEnvError", "WeightSyncError", "HubError"} <= set(found)
     stray = {REPO / "x.py": ast.parse("class Stray(SpecError):\n    pass\n")}
     assert error_classes({**trees, **stray})["Stray"] == REPO / "x.py"  # the walk sees one defined anywhere else
+
+
+def test_a_caught_fault_is_written_by_one_formatter() -> None:
+    """errors.describe_error writes every "Type: message" reason; a hand-written copy elsewhere fails here."""
+    from verihub.errors import describe_error
+
+    copies = [f"{path.relative_to(REPO)}:{number}" for part in ("sdk", "hub", "trainers")
+              for path in sorted((REPO / part).rglob("*.py")) if path.name != "errors.py"
+              for number, line in enumerate(path.read_text().splitlines(), 1) if "__name__}: {" in line]
+    assert copies == [], "use verihub.errors.describe_error:\n" + "\n".join(copies)
+    assert describe_error(ValueError("bad")) == "ValueError: bad" and describe_error(TimeoutError()) == "TimeoutError"
+    assert describe_error(ValueError("x" * 900)) == "ValueError: " + "x" * 488
+    assert describe_error(ValueError("x" * 900), 20) == "ValueError: xxxxxxxx"

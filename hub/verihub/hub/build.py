@@ -19,7 +19,7 @@ from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as PackagingRequirement
 from packaging.version import InvalidVersion, Version
 
-from verihub.errors import VerihubError
+from verihub.errors import VerihubError, describe_error
 from verihub.ids import RepoId, dist_name
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def _build_with_hatchling(source: Path, out: Path, name: str) -> None:
             for _ in builder.build(directory=str(out), versions=["standard"]):
                 pass
     except Exception as error:  # noqa: BLE001 - a package's build failure, whatever hatchling raised
-        raise VerihubError(f"building {name} failed: {type(error).__name__}: {error}") from None
+        raise VerihubError(f"building {name} failed: {describe_error(error)}") from None
     finally:
         if saved is None:
             os.environ.pop("SOURCE_DATE_EPOCH", None)
@@ -210,8 +210,6 @@ def bump_version(root: Path, part: Bump) -> str:
     if spec.is_file():
         spec.write_text(re.sub(r"^(version:\s*)\S+", rf"\g<1>{new}", spec.read_text(), count=1, flags=re.MULTILINE))
     return new
-
-
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any
 
-from verihub.errors import ActionRefusedError, MissingDependencyError, RemoteEnvError
+from verihub.errors import ActionRefusedError, MissingDependencyError, RemoteEnvError, describe_error
 
-__all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "OwnLoop", "RemoteEnvError", "RemoteSession", "describe", "fetch",
+__all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "OwnLoop", "RemoteEnvError", "RemoteSession", "fetch",
            "run_sync"]
 
 INSTALL_HINT = "pip install openenv"
@@ -80,10 +80,10 @@ class RemoteSession:
             self._ws = await connect(_ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes,
                                      close_timeout=1)
         except (OSError, TimeoutError) as error:
-            raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {describe(error)}") from error
+            raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {describe_error(error)}") from error
         except Exception as error:  # noqa: BLE001 - handshake refusals (InvalidStatus, InvalidURI, ...)
             raise RemoteEnvError(
-                f"the OpenEnv server at {self.url} refused the connection: {describe(error)}") from error
+                f"the OpenEnv server at {self.url} refused the connection: {describe_error(error)}") from error
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         tb: TracebackType | None) -> None:
@@ -127,11 +127,11 @@ class RemoteSession:
             raise RemoteEnvError(f"{self.url} sent no reply to {kind} within {self.timeout_s:g}s") from error
         except Exception as error:  # noqa: BLE001 - ConnectionClosed (server died, reply over max_size), OSError
             await self.close()
-            raise RemoteEnvError(f"the connection to {self.url} broke during {kind}: {describe(error)}") from error
+            raise RemoteEnvError(f"the connection to {self.url} broke during {kind}: {describe_error(error)}") from error
         try:
             frame = json.loads(raw)
         except (ValueError, RecursionError) as error:
-            raise RemoteEnvError(f"{self.url} answered {kind} with malformed JSON: {describe(error)}") from error
+            raise RemoteEnvError(f"{self.url} answered {kind} with malformed JSON: {describe_error(error)}") from error
         if not isinstance(frame, dict) or not isinstance(frame.get("data"), dict):
             raise RemoteEnvError(f"{self.url} answered {kind} with a frame that is not {{type, data: {{...}}}}")
         data: dict[str, Any] = frame["data"]
@@ -161,10 +161,6 @@ class RemoteSession:
             raise RemoteEnvError(f"{self.url} answered {kind} with reward {str(reward)[:40]}, not a finite number "
                                  f"in [{low:g}, {high:g}]")
         return (value - low) / (high - low)
-
-
-def describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:300] if str(error) else type(error).__name__
 
 
 def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -234,7 +230,7 @@ def fetch(url: str, path: str, timeout_s: float, limit: int, body: dict[str, Any
                 if time.monotonic() > deadline:
                     raise RemoteEnvError(f"{url}{path} did not finish its reply within {timeout_s:g}s")
     except httpx.HTTPError as error:
-        raise RemoteEnvError(f"cannot reach the OpenEnv server at {url}: {describe(error)}") from error
+        raise RemoteEnvError(f"cannot reach the OpenEnv server at {url}: {describe_error(error)}") from error
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as error:

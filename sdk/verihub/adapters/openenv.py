@@ -54,10 +54,10 @@ from urllib.parse import parse_qsl, quote
 from pydantic import Field
 
 from verihub.adapters._openenv_wire import (MAX_REPLY_BYTES, ActionRefusedError, OwnLoop, RemoteEnvError, RemoteSession,
-                                            describe, fetch, run_sync)
+                                            fetch, run_sync)
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
-from verihub.errors import SpecError, SpecProblem, VerihubError
+from verihub.errors import SpecError, SpecProblem, VerihubError, describe_error
 
 if TYPE_CHECKING:
     from verihub.environment.session import Session

@@ -55,7 +55,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from verihub.checks.base import CheckParams, CheckResult, check
-from verihub.errors import MissingDependencyError, SpecError, SpecProblem, UnknownDatasetError
+from verihub.errors import MissingDependencyError, SpecError, SpecProblem, UnknownDatasetError, describe_error
 
 __all__ = [
     "DEFAULT_SIZE",
@@ -458,11 +458,7 @@ def _create(name: str, kwargs: Mapping[str, Any]) -> Any:
     except Exception as error:  # noqa: BLE001 - asserts, ValueErrors, TypeErrors of the config class
         settings = ", ".join(f"{key}={_short(value)}" for key, value in kwargs.items() if key not in ("seed", "size"))
         raise SpecError([_problem(name, "", f"reasoning-gym refuses the settings ({settings or 'defaults'}): "
-                                            f"{_describe(error)}")]) from error
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else f"{type(error).__name__} (no message)"
+                                            f"{describe_error(error)}")]) from error
 
 
 # -- tasks --------------------------------------------------------------------------------------------------
@@ -516,7 +512,7 @@ def _generate(
             kwargs = {key: value for key, value in loads(config_text).items() if key not in ("seed", "size")}
             shown = ", ".join(f"{key}={_short(value)}" for key, value in kwargs.items()) or "defaults"
             raise SpecError([_problem(name, "", f"reasoning-gym could not generate task {index} with these "
-                                                f"settings ({shown}): {_describe(error)}")]) from error
+                                                f"settings ({shown}): {describe_error(error)}")]) from error
         answer = entry.get("answer")
         text = "" if answer is None else answer if isinstance(answer, str) else str(answer)
         rows.append({

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from verihub.checks.base import Check, Mode, as_check
-from verihub.errors import CheckNotFoundError
+from verihub.errors import CheckNotFoundError, describe_error
 
 __all__ = ["BUILTIN_CHECKS", "ENTRY_POINT_GROUP", "available_check_names", "resolve_check"]
 
@@ -117,7 +117,7 @@ def _load(name: str, load: Callable[[], Any], what: str) -> Check:
     try:
         obj = load()
     except Exception as error:  # noqa: BLE001 - a broken module of the author's is reported, not raised
-        raise CheckNotFoundError(name, f"cannot import {what}: {type(error).__name__}: {error}") from error
+        raise CheckNotFoundError(name, f"cannot import {what}: {describe_error(error)}") from error
     try:
         return as_check(obj, name=name.rpartition(":")[2])
     except TypeError as error:

@@ -21,7 +21,7 @@ import typer
 from rich.markup import escape
 
 from verihub.cli.app import err
-from verihub.errors import MissingDependencyError
+from verihub.errors import MissingDependencyError, describe_error
 
 __all__ = ["COMMANDS", "HUBS", "add_commands", "open_hub"]
 
@@ -37,7 +37,7 @@ def add_commands(app: typer.Typer) -> None:
             register(app)
         except Exception as error:  # noqa: BLE001 - a broken part costs its own commands, not the whole CLI
             err.print(f"[yellow]warning:[/yellow] the commands of {escape(entry.value)} did not load: "
-                      f"{type(error).__name__}: {escape(str(error))}", highlight=False)
+                      f"{escape(describe_error(error))}", highlight=False)
 
 
 def open_hub(location: str | None, token: str | None) -> Any:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from verihub.environment.dataset import Split, SplitError, as_dataset, load_splits
 from verihub.environment.installed import hub_env_entry_point, installed_env_dir, installed_envs
-from verihub.errors import EnvNotFoundError, SpecError, SpecProblem
+from verihub.errors import EnvNotFoundError, SpecError, SpecProblem, describe_error
 from verihub.grading.grade import Grade
 from verihub.grading.judge import Judge
 from verihub.grading.verifier import BoundLayer, Verifier
@@ -64,7 +64,7 @@ class Environment:
         except SplitError as error:
             raise SpecError([loaded.problem(error.loc, str(error))]) from None
         except Exception as error:  # noqa: BLE001 - whatever `datasets` or a generator raises, say where
-            message = f"cannot load tasks from {self.spec.dataset.source!r}: {type(error).__name__}: {error}"
+            message = f"cannot load tasks from {self.spec.dataset.source!r}: {describe_error(error)}"
             raise SpecError([loaded.problem(("dataset", "source"), message[:600])]) from error
         self._check_columns()
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verihub.environment.toolschema import function_schema
-from verihub.errors import SandboxInfraError, SandboxUnavailable, SessionError
+from verihub.errors import SandboxInfraError, SandboxUnavailable, SessionError, describe_error
 from verihub.generation.base import model_json
 from verihub.grading.grade import Grade, GradeStatus, grade_detail
 from verihub.sandbox.tools import SandboxTools, task_files, with_workdir
@@ -196,7 +196,7 @@ class Session:
         except (SandboxInfraError, SandboxUnavailable) as error:
             return self._sandbox_failed(name, error)
         except Exception as error:  # noqa: BLE001 - a tool's failure is reported to the model
-            return f"error: {type(error).__name__}: {error}"
+            return f"error: {describe_error(error)}"
         return output if isinstance(output, str) else json.dumps(output, default=str)
 
     def _sandbox_failed(self, name: str, error: Exception) -> str:
@@ -235,11 +235,11 @@ class Session:
         try:  # terminal state: with a sandbox, the verifier also sees the final work dir
             return with_workdir(self.task, self.workdir) if self.sandboxed else self.task
         except Exception as error:  # noqa: BLE001 - a snapshot that cannot be read is the environment's fault
-            self._end(fault=f"cannot read the final work dir: {type(error).__name__}: {error}")
+            self._end(fault=f"cannot read the final work dir: {describe_error(error)}")
             return None
 
     def _verifier_failed(self, error: Exception) -> None:
-        self._end(fault=f"verifier failed: {type(error).__name__}: {str(error)[:300]}")
+        self._end(fault=f"verifier failed: {describe_error(error, 300)}")
 
     @staticmethod
     def _refusal(call: _Call) -> str:

@@ -18,6 +18,7 @@ import httpx2
 from pydantic import BaseModel, Field, ValidationError
 
 from verihub import settings
+from verihub.errors import describe_error
 from verihub.generation.base import Generation, GenerationError, Message, Sampling, ToolCall, model_json
 
 __all__ = ["OpenAIBackend"]
@@ -80,7 +81,7 @@ class OpenAIBackend:
             try:
                 response = await self._client.post("/chat/completions", json=body)
             except httpx2.HTTPError as error:  # the connection failed, timed out, or the body would not decode
-                problem = f"{type(error).__name__}: {error}"
+                problem = f"{describe_error(error)}"
                 continue
             if response.status_code in _RETRY_STATUS:
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"
@@ -141,7 +142,6 @@ class _Usage(BaseModel):
 class _Completion(BaseModel):
     choices: list[_Choice] = Field(min_length=1)
     usage: _Usage | None = None
-
 
 
 def _parse(payload: _Completion) -> list[Generation]:

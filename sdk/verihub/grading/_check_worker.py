@@ -15,6 +15,8 @@ import sys
 from multiprocessing.connection import Connection
 from time import perf_counter
 
+from verihub.errors import describe_error
+
 READY = b"ready"
 
 
@@ -42,7 +44,7 @@ def _run(job: bytes) -> bytes:
     try:
         fn, args = pickle.loads(job)
     except Exception as error:  # noqa: BLE001 - reported to the parent as the check's fault
-        return _reply_error(RuntimeError(f"cannot load the check in a worker process: {_describe(error)}"))
+        return _reply_error(RuntimeError(f"cannot load the check in a worker process: {describe_error(error)}"))
     start = perf_counter()
     try:
         output = fn(*args)
@@ -52,7 +54,7 @@ def _run(job: bytes) -> bytes:
     try:
         return pickle.dumps(("ok", output, seconds))
     except Exception as error:  # noqa: BLE001
-        return _reply_error(TypeError(f"the check's result cannot be sent back: {_describe(error)}"))
+        return _reply_error(TypeError(f"the check's result cannot be sent back: {describe_error(error)}"))
 
 
 def _reply_error(error: BaseException) -> bytes:
@@ -61,11 +63,7 @@ def _reply_error(error: BaseException) -> bytes:
         pickle.loads(reply)  # an exception that pickles but cannot be rebuilt would fail in the parent
         return reply
     except Exception:  # noqa: BLE001
-        return pickle.dumps(("error", RuntimeError(_describe(error))))
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:500]
+        return pickle.dumps(("error", RuntimeError(describe_error(error))))
 
 
 def _die_with_parent() -> None:

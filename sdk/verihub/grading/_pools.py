@@ -30,6 +30,7 @@ from multiprocessing.connection import Connection
 from time import perf_counter
 from typing import Any
 
+from verihub.errors import describe_error
 from verihub.grading._check_worker import READY
 
 __all__ = ["CheckTimeout", "WorkerDied", "cpu_count", "process_workers", "thread_workers"]
@@ -244,7 +245,7 @@ class _WorkerProcess:
         try:
             payload = pickle.dumps((job.fn, job.args))
         except Exception as error:  # noqa: BLE001 - the check or its task cannot reach a worker
-            return TypeError(f"a process check and its task must pickle: {type(error).__name__}: {error}")
+            return TypeError(f"a process check and its task must pickle: {describe_error(error)}")
         try:
             self._send.send_bytes(payload)
             if not self._receive.poll(job.timeout_s):
@@ -253,7 +254,7 @@ class _WorkerProcess:
         except (EOFError, OSError):
             return WorkerDied(f"a check worker process died{self._exit_note()}")
         except Exception as error:  # noqa: BLE001 - a reply that does not unpickle in this process
-            return RuntimeError(f"cannot read a check worker's reply: {type(error).__name__}: {error}")
+            return RuntimeError(f"cannot read a check worker's reply: {describe_error(error)}")
         if reply[0] == "ok":
             return reply[1], reply[2]
         return reply[1]

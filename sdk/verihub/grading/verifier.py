@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from verihub.checks.base import BoundCheck, CheckResult, Mode
 from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
+from verihub.errors import describe_error
 from verihub.grading import _pools
 from verihub.grading.faults import answer_fault_reason, attribute, blames_answer, reference_task
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
@@ -433,7 +434,7 @@ class Verifier:
         except TimeoutError:  # CheckTimeout too
             return None, f"ran past {timeout:g}s", perf_counter() - start, _TIMEOUT
         except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
-            return None, _describe(error), perf_counter() - start, _ERROR
+            return None, describe_error(error), perf_counter() - start, _ERROR
         return score, detail, seconds, None if score is not None else _ANSWER_FAULT
 
     def _offload(self, layer: BoundLayer, task: Task, completion: str) -> Any:
@@ -489,7 +490,7 @@ def _run_inline(run: BoundCheck, completion: str, task: Task, timeout: float) ->
     try:
         output = run(completion, task)
     except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
-        return None, _describe(error), perf_counter() - start, _ERROR
+        return None, describe_error(error), perf_counter() - start, _ERROR
     return _inline_outcome(output, perf_counter() - start, timeout)
 
 
@@ -501,7 +502,7 @@ def _inline_outcome(output: Any, seconds: float, timeout: float) -> Outcome:
         else:
             score, detail = _as_score(output)  # raises with the reason
     except Exception as error:  # noqa: BLE001 - an output that is no score is an environment fault
-        return None, _describe(error), seconds, _ERROR
+        return None, describe_error(error), seconds, _ERROR
     if seconds > timeout:
         return None, f"ran past {timeout:g}s (an inline check, measured after it returned)", seconds, _TIMEOUT
     if score is None:
@@ -518,7 +519,7 @@ def _run_prescreen(run: BoundCheck, completion: str, task: Task, timeout: float)
             return None
         score, detail = _as_score(output)
     except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
-        return None, _describe(error), perf_counter() - start, _ERROR
+        return None, describe_error(error), perf_counter() - start, _ERROR
     seconds = perf_counter() - start
     if seconds > timeout:
         return None, f"ran past {timeout:g}s (measured after its inline first step returned)", seconds, _TIMEOUT
@@ -580,11 +581,6 @@ def _as_score(output: Any) -> tuple[float | None, str]:
 
 def _skipped(layer: BoundLayer, why: str) -> LayerResult:
     return LayerResult(layer.spec.name, layer.spec.layer.value, LayerStatus.SKIPPED, None, layer.spec.weight, 0.0, why)
-
-
-def _describe(error: BaseException) -> str:
-    message = str(error) or repr(error)
-    return f"{type(error).__name__}: {message}"[:500]
 
 
 def _run_sync(coroutine: Any, name: str) -> Any:

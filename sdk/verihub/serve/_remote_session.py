@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from verihub.environment.session import (CallsAreTurns, Message, Observation, SessionError, StepResult,
                                          _assistant_message, turn_chars)
-from verihub.errors import MissingDependencyError
+from verihub.errors import MissingDependencyError, describe_error
 from verihub.grading.grade import Grade, GradeStatus, grade_detail, grade_from_detail
 from verihub.serve.graders import Refuses, Retry, Unavailable
 
@@ -169,7 +169,7 @@ class RemoteSession(CallsAreTurns):
                 raise Refuses("it wants another token (--grader-token, VERIHUB_GRADER_TOKEN)") from None
             raise Retry(f"the WebSocket handshake got HTTP {error.response.status_code}") from None
         except (OSError, TimeoutError, WebSocketException) as error:
-            raise Retry(f"cannot open a session: {type(error).__name__}: {error}"[:300]) from None
+            raise Retry(f"cannot open a session: {describe_error(error)}"[:300]) from None
         self._server = server
         server.busy += 1
         split = self.grader.split
@@ -197,7 +197,7 @@ class RemoteSession(CallsAreTurns):
                 raise Retry("full (it holds its --max-sessions)") from None
             raise Retry(f"the session dropped: {error}"[:300]) from None
         except (OSError, WebSocketException) as error:
-            raise Retry(f"the session dropped: {type(error).__name__}: {error}"[:300]) from None
+            raise Retry(f"the session dropped: {describe_error(error)}"[:300]) from None
         try:
             answer = json.loads(text)
         except ValueError:

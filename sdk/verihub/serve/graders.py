@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from verihub import settings
-from verihub.errors import GraderError
+from verihub.errors import GraderError, describe_error
 from verihub.grading.grade import Grade, GradeStatus, grade_from_detail
 from verihub.serve.wire import MAX_BODY
 
@@ -252,7 +252,7 @@ class GraderPool:
         except httpx2.TimeoutException:
             raise Retry(f"no answer in {self.timeout_s:g}s") from None
         except httpx2.HTTPError as error:
-            raise Retry(f"{type(error).__name__}: {error}"[:300] or type(error).__name__) from None
+            raise Retry(f"{describe_error(error)}"[:300] or type(error).__name__) from None
         if response.status_code in (401, 403):
             raise Refuses("it wants another token (--grader-token, VERIHUB_GRADER_TOKEN)")
         if response.status_code in (408, 429) or response.status_code >= 500:
@@ -410,7 +410,7 @@ class RemoteGrader:
             try:
                 return [grade_from_detail(detail, self.weights) for detail in details]
             except (KeyError, TypeError, ValueError) as error:
-                raise Retry(f"a malformed grade ({type(error).__name__}: {str(error)[:200]})") from None
+                raise Retry(f"a malformed grade ({describe_error(error, 200)})") from None
 
         try:
             return await self.pool.on_a_server(self.env, post)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from verihub.environment.core import Environment
 from verihub.environment.digest import environment_digest
 from verihub.environment.session import SessionError, StepResult
+from verihub.errors import describe_error
 from verihub.grading.grade import Grade, GradeStatus, grades_json
 from verihub.serve.body import BodyTooLarge, describe, read_body
 from verihub.serve.state import ServeState, TaskNotFound, listed
@@ -226,6 +227,6 @@ async def _grade_many(env: Environment, rows: Sequence[Mapping[str, Any]], compl
         try:
             grades.append(await env.agrade(row, completion))
         except Exception as error:  # noqa: BLE001 - a verifier bug is the environment's fault: no reward
-            grades.append(Grade(GradeStatus.ENV_ERROR, None, (), f"{type(error).__name__}: {error}"[:500]))
+            grades.append(Grade(GradeStatus.ENV_ERROR, None, (), f"{describe_error(error)}"[:500]))
         await asyncio.sleep(0)
     return grades

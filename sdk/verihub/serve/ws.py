@@ -10,6 +10,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from verihub.environment.session import Session, SessionError, StepResult
+from verihub.errors import describe_error
 from verihub.serve.body import describe
 from verihub.serve.state import ServeState, TaskNotFound
 from verihub.serve.wire import MAX_FRAME, ErrorCode, ResetParams, action_of, error_frame, observation_frame
@@ -106,7 +107,7 @@ async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> Non
         except (SessionError, TaskNotFound) as error:
             reply = error_frame(ErrorCode.VALIDATION_ERROR, str(error))
         except Exception as error:  # noqa: BLE001 - a bug answers this frame; the server and session go on
-            reply = error_frame(ErrorCode.EXECUTION_ERROR, f"{type(error).__name__}: {error}")
+            reply = error_frame(ErrorCode.EXECUTION_ERROR, f"{describe_error(error)}")
         await websocket.send_text(reply)
 
 

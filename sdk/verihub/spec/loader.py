@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from verihub.checks.registry import resolve_check
-from verihub.errors import CheckNotFoundError, SpecError, SpecProblem, relative_display
+from verihub.errors import CheckNotFoundError, SpecError, SpecProblem, describe_error, relative_display
 from verihub.spec.lines import LineMap, Loc, load_with_lines
 from verihub.spec.models import DATA_FILE_FORMATS, EnvSpec, FieldError
 
@@ -158,7 +158,7 @@ def _check_source(source: str, root: Path, report: typing.Callable[[Loc, str], N
         try:
             module = importlib.import_module(module_name)
         except Exception as error:  # noqa: BLE001 - any failure of the author's module is reported here
-            report(loc, f"cannot import generator module {module_name!r}: {type(error).__name__}: {error}")
+            report(loc, f"cannot import generator module {module_name!r}: {describe_error(error)}")
             return
         if not callable(getattr(module, attribute, None)):
             report(loc, f"generator {source!r}: module {module_name!r} has no function {attribute!r}")

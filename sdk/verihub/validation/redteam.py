@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from verihub.checks.attacks import common, faults, judge
 from verihub.checks.exploit import Attempt, Exploit
 from verihub.checks.registry import resolve_check
+from verihub.errors import describe_error
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
 from verihub.sandbox.tools import WORKDIR, task_files, with_workdir
 from verihub.spec.models import ExploitSpec, LayerKind
@@ -125,7 +126,7 @@ def run_exploits(env: Environment, grader: Any = None) -> tuple[list[ExploitOutc
                 grading = task if attempt.workdir is None else with_workdir(task, _snapshot(attempt.workdir))
                 graded.append((outcome, str(task.get("id")), grading, attempt.completion))
         except Exception as error:  # noqa: BLE001 - a broken exploit is reported, never raised
-            outcome.verdict, outcome.error = "error", f"{type(error).__name__}: {error}"[:300]
+            outcome.verdict, outcome.error = "error", f"{describe_error(error)}"[:300]
     remote = [grader is not None and WORKDIR not in task for _, _, task, _ in graded]
     grades = _grade(env.verifier, [pair for pair, far in zip(graded, remote, strict=True) if not far])
     there = iter(_grade(grader, [pair for pair, far in zip(graded, remote, strict=True) if far]) if grader else ())

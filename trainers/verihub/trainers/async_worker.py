@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from verihub.errors import describe_error
 from verihub.trainers.rewards import EnvReward, Outcome
 
 __all__ = ["RolloutWorker"]
@@ -71,7 +72,7 @@ class RolloutWorker:
 
     def check_health(self, stale_after_s: float) -> None:
         if self._error is not None:
-            raise RuntimeError(f"the rollout worker stopped: {type(self._error).__name__}: {self._error}") from self._error
+            raise RuntimeError(f"the rollout worker stopped: {describe_error(self._error)}") from self._error
         if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
             raise RuntimeError("the rollout worker's thread ended")
         if time.monotonic() - self._beat > stale_after_s:
@@ -137,7 +138,7 @@ class RolloutWorker:
             try:
                 response = await client.post("/v1/completions", json=body)
             except Exception as error:  # noqa: BLE001 - a connection that failed is tried again
-                problem = f"{type(error).__name__}: {error}"
+                problem = f"{describe_error(error)}"
                 continue
             if response.status_code == 200:
                 choices = sorted(response.json()["choices"], key=lambda choice: choice["index"])

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verihub.environment.core import Completion, completion_text
+from verihub.errors import describe_error
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
 from verihub.grading.injection import injection_flag
 from verihub.trainers.mixture import MixedEnv
@@ -144,7 +145,7 @@ class EnvReward:
             if session is not None:
                 session.close()  # whatever it holds (a sandbox, a remote's connection) goes now
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
-                           f"{type(error).__name__}: {error}")
+                           f"{describe_error(error)}")
         if grade is None:  # the session ended in a fault (a sandbox or a grader that failed)
             return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
                            session.fault or "the rollout ended ungraded")
