@@ -202,6 +202,10 @@ class Verifier:
             return self._grade_inline(task, completion)
         return _run_sync(self._agrade(task, completion), "grade")
 
+    async def _agrade_once(self, task: Task, completion: str) -> Grade:
+        """One grade, uncached and unattributed, without blocking the event loop."""
+        return self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+
     def _attribute(self, task: Task, completion: str) -> Grade:
         """The grade of an answer whose first grade faulted: a retry, then the reference as evidence, graded
         now (never a cached grade: one from before an outage says nothing about the layer during it)."""
@@ -219,17 +223,15 @@ class Verifier:
         return attribute(retry, evidence, self.floor)
 
     async def _aattribute(self, task: Task, completion: str) -> Grade:
-        retry = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+        retry = await self._agrade_once(task, completion)
         if retry.reward is not None or self.reference is None:
             return retry
         found = reference_task(task, self.reference)
         if found is None or found[1] == completion:
             return attribute(retry, None, self.floor, is_reference=found is not None)
-        reference_task_, text = found
-        evidence = self._remember(self._key(reference_task_, text), (
-            self._grade_inline(reference_task_, text) if self.all_inline else await self._agrade(reference_task_, text)))
+        evidence = self._remember(self._key(*found), await self._agrade_once(*found))
         if blames_answer(retry, evidence):  # still faulting after the reference did not: not an outage's
-            retry = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+            retry = await self._agrade_once(task, completion)
             if retry.reward is not None:
                 return retry
         return attribute(retry, evidence, self.floor)
