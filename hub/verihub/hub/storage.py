@@ -117,7 +117,11 @@ class HubStorage:
     def is_private(self, repo: RepoId) -> bool:
         """Whether ``repo`` (which must exist) is private."""
         settings = self._path(repo, self._require(repo)) / _SETTINGS
-        return bool(json.loads(settings.read_bytes()).get("private")) if settings.is_file() else False
+        try:
+            return bool(json.loads(settings.read_bytes()).get("private"))
+        except FileNotFoundError:  # no settings (public), or a delete that moved the repository away meanwhile
+            self._require(repo)
+            return False
 
     def has_settings(self, repo: RepoId) -> bool:
         return (self._path(repo, self._require(repo)) / _SETTINGS).is_file()
