@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -303,3 +304,23 @@ def hedging_model(request: dict[str, Any]) -> list[dict[str, Any]]:
     question = re.search(r"What is (.*)\?", request["messages"][-1]["content"])
     value = eval(question.group(1)) if question else 0  # noqa: S307 - the test's own expression
     return [{"content": ("Sure. " if index % 2 else "") + f"\\boxed{{{value}}}"} for index in range(request.get("n", 1))]
+
+
+def start_serve(*arguments: str) -> tuple[subprocess.Popen[str], str]:
+    """A real ``verihub serve ARGUMENTS`` on a free loopback port: the process and its URL."""
+    process = subprocess.Popen([VERIHUB, "serve", *arguments, "--port", "0"], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline() if process.stdout else ""
+    found = re.search(r"http://\S+", line)
+    if found is None:
+        process.kill()
+        raise AssertionError(f"verihub serve did not start: {line}{process.communicate(timeout=30)[1][-3000:]}")
+    return process, found.group(0)
+
+
+def stop_serve(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()

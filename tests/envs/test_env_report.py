@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import verihub
-from conftest import REPO
+from conftest import REPO, start_serve, stop_serve
 from verihub.testing import ScriptedChatServer
 from verihub.validation.calibration import acalibrate, calibration_items
 
@@ -226,6 +226,29 @@ def test_validate_with_a_careful_judge_reports_agreement_and_passes() -> None:
     assert attacked.returncode == 0, attacked.stdout + attacked.stderr
     injections = [o for o in json.loads(attacked.stdout)["exploits"] if o["family"] == "judge-injection"]
     assert injections and all(o["verdict"] == "blocked" and o["target"] == "quality" for o in injections)
+
+
+def test_a_served_report_grades_with_the_judge_model_it_was_given() -> None:
+    """`verihub serve --judge-model`: the server's judge grades the references `validate --grader` sends; a
+    server given none faults every judge layer (never a zero) and says how to give it one."""
+    with ScriptedChatServer(careful_judge) as judge:
+        process, url = start_serve(str(ROOT), "--judge-model", f"openai:judge@{judge.url}")
+        try:
+            result = validate("--grader", url, "--json", "--no-attacks")
+        finally:
+            stop_serve(process)
+    report = json.loads(result.stdout)
+    assert result.returncode == 0 and report["ok"], result.stdout + result.stderr
+    quality = next(layer for layer in report["layers"] if layer["name"] == "quality")
+    assert quality["references_passed"] == quality["references_ran"] == len(ROWS)
+    assert len(judge.requests) == len(ROWS)  # the server's judge, once per reference
+    process, url = start_serve(str(ROOT))
+    try:
+        faulted = json.loads(validate("--grader", url, "--json", "--no-attacks").stdout)
+    finally:
+        stop_serve(process)
+    assert not faulted["ok"] and faulted["faults"] == len(ROWS)
+    assert "--judge-model" in faulted["failures"][0]
 
 
 def test_validate_fails_min_agreement_with_a_judge_that_always_says_yes() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import verihub
-from conftest import REPO, MakeEnv, free_port
+from conftest import REPO, MakeEnv, free_port, start_serve, stop_serve
 from verihub.testing import ScriptedChatServer
 
 
@@ -307,12 +307,9 @@ def test_a_check_that_faults_on_every_answer_is_env_error_for_wrong_and_right_an
 @pytest.fixture
 def arithmetic_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
     """A real ``verihub serve`` of envs/arithmetic on loopback (tests/serve/test_serve.py starts it)."""
-    sys.path.insert(0, str(REPO / "tests" / "serve"))
-    from test_serve import start, stop
-
-    process, url = start("envs/arithmetic")
+    process, url = start_serve("envs/arithmetic")
     yield process, url
-    stop(process)
+    stop_serve(process)
 
 
 def test_the_only_grader_server_killed_mid_batch_leaves_env_error_never_wrong(

@@ -16,10 +16,10 @@ from typing import Any
 import datasets
 import pytest
 from test_eval import arithmetic_model
-from test_serve import TOKEN, start, stop
+from test_serve import TOKEN
 
 import verihub
-from conftest import REPO, TASKS, TOOL_SPEC, free_port
+from conftest import REPO, TASKS, TOOL_SPEC, free_port, start_serve, stop_serve
 from verihub.eval.evaluate import evaluate
 from verihub.generation import Sampling
 from verihub.serve.graders import GraderError, GraderPool
@@ -36,10 +36,10 @@ def grades(rollouts: list[Any]) -> list[tuple[Any, ...]]:
 
 @pytest.fixture
 def two_graders() -> Iterator[list[tuple[subprocess.Popen[str], str]]]:
-    servers = [start("envs/arithmetic", "envs/shell-task") for _ in range(2)]
+    servers = [start_serve("envs/arithmetic", "envs/shell-task") for _ in range(2)]
     yield servers
     for process, _ in servers:
-        stop(process)
+        stop_serve(process)
 
 
 def test_eval_with_two_graders_gives_the_in_process_grades(two_graders: list[Any], tmp_path: Path) -> None:
@@ -108,8 +108,8 @@ def test_a_server_that_stops_answering_is_timed_out_and_its_work_done_elsewhere(
 
 
 def test_every_server_dead_is_env_error_for_each_and_the_run_completes(tmp_path: Path) -> None:
-    process, gone = start("envs/arithmetic")
-    stop(process)
+    process, gone = start_serve("envs/arithmetic")
+    stop_serve(process)
     with ScriptedChatServer(arithmetic_model) as model:
         report = evaluate(verihub.load_env(REPO / "envs" / "arithmetic"), f"openai:scripted@{model.url}", n=5, k=2,
                           graders=[gone, f"http://127.0.0.1:{free_port()}"], out=tmp_path)
@@ -126,7 +126,7 @@ def test_a_server_with_other_content_is_never_used(make_env: Any) -> None:
     refused, and the work goes to the server that holds this very content."""
     here = make_env()
     stale = make_env(rows=[{**row, "answer": row["wrong"]} for row in TASKS], name="stale")
-    servers = [start(str(stale)), start(str(here))]
+    servers = [start_serve(str(stale)), start_serve(str(here))]
     try:
         env = verihub.load_env(here)
         task = env.dataset("eval")[0]
@@ -140,7 +140,7 @@ def test_a_server_with_other_content_is_never_used(make_env: Any) -> None:
         assert {(grade.status, grade.reward) for grade in graded} == {("ok", 1.0)}
     finally:
         for process, _ in servers:
-            stop(process)
+            stop_serve(process)
 
 
 def test_a_request_the_server_rejects_is_a_fault_and_the_server_stays_in_use(two_graders: list[Any]) -> None:
@@ -155,7 +155,7 @@ def test_a_request_the_server_rejects_is_a_fault_and_the_server_stays_in_use(two
 
 
 def test_a_server_started_with_a_token_wants_it() -> None:
-    process, url = start("envs/sums", "--token", TOKEN)
+    process, url = start_serve("envs/sums", "--token", TOKEN)
     try:
         env = verihub.load_env(REPO / "envs" / "sums")
         task = env.dataset("eval")[0]
@@ -170,7 +170,7 @@ def test_a_server_started_with_a_token_wants_it() -> None:
             ("ok", 1.0, "")
         assert [layer._replace(time_s=0.0) for layer in local.layers] == list(remote.layers)
     finally:
-        stop(process)
+        stop_serve(process)
 
 
 def test_bad_grader_urls_are_refused_by_name() -> None:
@@ -210,7 +210,7 @@ def test_tool_sessions_on_graders_match_in_process_even_when_their_server_dies(n
         here = evaluate(env, f"openai:agent@{model.url}", n=3, k=1, sampling=sampling)
     assert {r.status for r in here.rollouts} == {"ok"} and {r.turns for r in here.rollouts} == {3}
 
-    servers = [start("envs/shell-task"), start("envs/shell-task")]
+    servers = [start_serve("envs/shell-task"), start_serve("envs/shell-task")]
     victim = servers[0][0]
     pool = GraderPool([url for _, url in servers], timeout_s=30)
     held: list[int] = []
@@ -225,7 +225,7 @@ def test_tool_sessions_on_graders_match_in_process_even_when_their_server_dies(n
             there = evaluate(env, f"openai:agent@{model.url}", n=3, k=1, sampling=sampling, graders=pool)
     finally:
         for process, _ in servers:
-            stop(process)
+            stop_serve(process)
     assert held and held[0] >= 1 and victim.poll() is not None  # a session was on the server that died
     assert grades(there.rollouts) == grades(here.rollouts)
     tool_outputs = [m["content"] for r in there.rollouts for m in r.messages if m["role"] == "tool"]
@@ -234,7 +234,7 @@ def test_tool_sessions_on_graders_match_in_process_even_when_their_server_dies(n
 
 @pytest.mark.nsjail
 def test_a_full_server_is_a_fault_with_its_reason_and_a_finished_session_frees_its_slot(nsjail_path: str) -> None:
-    process, url = start("envs/shell-task", "--max-sessions", "1")
+    process, url = start_serve("envs/shell-task", "--max-sessions", "1")
     env = verihub.load_env(REPO / "envs" / "shell-task")
     first, second = list(env.dataset("eval"))[:2]
     call = {"content": "", "tool_calls": [{"id": "1", "function": {"name": "bash",
@@ -256,7 +256,7 @@ def test_a_full_server_is_a_fault_with_its_reason_and_a_finished_session_frees_i
             assert later.step(call).done is False
             later.close()
     finally:
-        stop(process)
+        stop_serve(process)
 
 
 # -- the trainer -------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def test_a_training_step_with_graders_runs_tools_and_rewards_on_them(tiny_model:
     from verihub.trainers.rewards import EnvReward, GradeLedger
 
     tool_env = make_env(TOOL_SPEC, name="calc")
-    process, url = start(str(tool_env), "envs/arithmetic")
+    process, url = start_serve(str(tool_env), "envs/arithmetic")
     try:
         trainer = GRPOTrainer(str(tiny_model), {str(tool_env): 1, "envs/arithmetic": 1}, lora=True, max_steps=1,
                               num_generations=4, per_device_train_batch_size=8, max_completion_length=12,
@@ -316,14 +316,14 @@ def test_a_training_step_with_graders_runs_tools_and_rewards_on_them(tiny_model:
         assert scores == [1.0] and instance.session.done
         trainer.graders.close()
     finally:
-        stop(process)
+        stop_serve(process)
 
 
 def test_verihub_train_grader_sends_the_rewards_there(tiny_model: Path, tmp_path: Path) -> None:
     """With its only grader gone, every reward of the step is a fault (None), never 0: the rewards
     were asked of the grader, not computed here."""
-    process, gone = start("envs/arithmetic")
-    stop(process)
+    process, gone = start_serve("envs/arithmetic")
+    stop_serve(process)
     out = tmp_path / "run"
     trained = subprocess.run([VERIHUB, "train", "--model", str(tiny_model), "--env", "envs/arithmetic",
                               "--max-steps", "1", "--output-dir", str(out), "--quiet", "--grader", gone,

@@ -8,10 +8,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from test_serve import start, stop
 
 import verihub
-from conftest import REPO, MakeEnv
+from conftest import REPO, MakeEnv, start_serve, stop_serve
 from verihub.serve.graders import GraderPool
 from verihub.serve.wire import MAX_FRAME
 from verihub.spec.models import MAX_ANSWER_CHARS
@@ -41,7 +40,7 @@ def test_an_answer_past_the_limit_is_wrong_without_a_request_and_spoils_no_batch
     tasks = list(env.tasks("eval"))[:3]
     right = [f"\\boxed{{{task['answer']}}}" for task in tasks]
     long = "9" * (env.spec.max_answer_chars + 1)
-    process, url = start("envs/sums")
+    process, url = start_serve("envs/sums")
     try:
         with GraderPool([url]) as pool:
             grader = pool.grader(env)
@@ -49,7 +48,7 @@ def test_an_answer_past_the_limit_is_wrong_without_a_request_and_spoils_no_batch
             alone = grader.grade(tasks[1], long)
             asked = pool.servers[0].done
     finally:
-        stop(process)
+        stop_serve(process)
     assert [(grade.status, grade.reward) for grade in graded] == [("ok", 1.0), ("wrong", 0.0), ("ok", 1.0)]
     assert graded[1].answer_fault is not None and "past this environment's limit" in graded[1].reason
     assert alone == graded[1] and asked == 1  # one request: the long answer never left this process
@@ -61,13 +60,13 @@ def test_a_batch_of_the_largest_answers_is_split_to_fit_the_body_bound(make_env:
     tasks = [row for row in env.tasks("eval") for _ in range(8)]  # 64 pairs: one batch by count
     # 79,990 astral characters then the answer: 960 kB a pair once escaped, 61 MB for 64 of them
     answers = ["\U0001f600" * 79_990 + f"\\boxed{{{task['answer']}}}" for task in tasks]
-    process, url = start(str(root))
+    process, url = start_serve(str(root))
     try:
         with GraderPool([url], timeout_s=120) as pool:
             graded = asyncio.run(pool.grader(env).agrade_many(tasks, answers))
             requests = pool.servers[0].done
     finally:
-        stop(process)
+        stop_serve(process)
     assert {(grade.status, grade.reward) for grade in graded} == {("ok", 1.0)}, {g.reason for g in graded}
     assert requests >= 4  # 16 MiB a body: at most 17 such pairs a request
 
@@ -86,7 +85,7 @@ def test_a_turn_past_the_limit_ends_the_episode_wrong(where: str, nsjail_path: s
         result = session.step(huge)
         grade = session.grade
     else:
-        process, url = start("envs/shell-task")
+        process, url = start_serve("envs/shell-task")
         try:
             with GraderPool([url]) as pool:
                 session = pool.grader(env).session(task)
@@ -94,29 +93,31 @@ def test_a_turn_past_the_limit_ends_the_episode_wrong(where: str, nsjail_path: s
                 result = session.step(huge)
                 grade = session.grade
         finally:
-            stop(process)
+            stop_serve(process)
     assert result.done and grade is not None and (grade.status, grade.reward) == ("wrong", 0.0)
     assert grade.answer_fault is not None and "past this environment's limit" in grade.answer_fault.detail
 
 
-@pytest.mark.parametrize("name", ["sums", "json-extract"])
+@pytest.mark.parametrize("name", ["sums", "json-extract", "report",
+                                  pytest.param("shell-task", marks=pytest.mark.nsjail)])
 def test_validate_through_graders_gives_the_in_process_verdicts(name: str) -> None:
     """`verihub validate --grader URL`: the gold self-check and the red-team suite, fault forcing included,
     graded by a real `verihub serve`; every verdict as in process (growth probing reads layer times, so it
-    stays in process)."""
+    stays in process). A multi-turn environment's text attempts get its plain text grades there too; a judge
+    environment's server skips the judge as validate does here (--skip-judge: no judge model in CI)."""
     import json
     import os
     import subprocess
 
     from conftest import VERIHUB
 
-    process, url = start(f"envs/{name}")
+    process, url = start_serve(f"envs/{name}", *(["--skip-judge"] if name == "report" else []))
     try:
         runs = [subprocess.run([VERIHUB, "validate", f"envs/{name}", "--json", *extra], cwd=REPO, capture_output=True,
                                text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
                 for extra in ([], ["--grader", url])]
     finally:
-        stop(process)
+        stop_serve(process)
     if name == "sums":  # the grades were the server's: without it, they are faults
         gone = subprocess.run([VERIHUB, "validate", f"envs/{name}", "--json", "--grader", url, "--grader-timeout", "2"],
                               cwd=REPO, capture_output=True, text=True, timeout=600)

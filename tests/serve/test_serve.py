@@ -7,7 +7,6 @@ HTTP bodies play the hostile user.
 from __future__ import annotations
 
 import json
-import re
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 import verihub
-from conftest import REPO
+from conftest import REPO, start_serve, stop_serve
 from verihub.environment.session import grade_detail
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
@@ -66,25 +65,6 @@ def says(completion, task):
 """
 
 
-def start(*arguments: str) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen([VERIHUB, "serve", *arguments, "--port", "0"], cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline() if process.stdout else ""
-    found = re.search(r"http://\S+", line)
-    if found is None:
-        process.kill()
-        raise AssertionError(f"verihub serve did not start: {line}{process.communicate(timeout=30)[1][-3000:]}")
-    return process, found.group(0)
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     broken = tmp_path_factory.mktemp("envs") / "broken-files"
@@ -98,9 +78,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (fragile / "fragile_check.py").write_text(FRAGILE_CHECK)
     (fragile / "data" / "tasks.jsonl").write_text("".join(json.dumps({"id": f"f{i}", "answer": str(i)}) + "\n"
                                                           for i in range(4)))
-    process, url = start(*(f"envs/{name}" for name in BUNDLED), str(broken), str(fragile), "--max-sessions", "3")
+    process, url = start_serve(*(f"envs/{name}" for name in BUNDLED), str(broken), str(fragile), "--max-sessions", "3")
     yield url
-    stop(process)
+    stop_serve(process)
 
 
 TOKEN = "s3cret-token"
@@ -110,9 +90,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture(scope="module")
 def quick_server() -> Iterator[str]:
     """One session at most, closed after a second without a frame; a token wanted."""
-    process, url = start("envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--token", TOKEN)
+    process, url = start_serve("envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--token", TOKEN)
     yield url
-    stop(process)
+    stop_serve(process)
 
 
 def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
@@ -243,7 +223,7 @@ def test_a_client_that_sends_plain_replies_plays_every_bundled_environment(serve
 def test_verihubs_own_openenv_adapter_finds_the_text_field_unasked() -> None:
     """``load_env("openenv:URL")`` fills the action's one required field with the completion: against a
     verihub server that is ``content``, with no ``action_field`` to name."""
-    process, url = start("envs/sums")
+    process, url = start_serve("envs/sums")
     try:
         remote = verihub.load_env(f"openenv:{url}", size=5)
         assert (remote.remote.action_field, remote.remote.action_kind) == ("content", "text")
@@ -254,7 +234,7 @@ def test_verihubs_own_openenv_adapter_finds_the_text_field_unasked() -> None:
         assert remote.grade(task, sums.reference(asked)).reward == 1.0
         assert remote.grade(task, sums.negatives(asked)[0]).reward == 0.0
     finally:
-        stop(process)
+        stop_serve(process)
 
 
 def test_a_fault_is_reward_null_with_a_reason(server: str) -> None:
@@ -435,8 +415,9 @@ def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
     no_split = post({"items": [{"env": "sums", "task_id": task_id, "split": "nope", "completion": "1"}]})
     assert no_split.status_code == 404 and "no split 'nope'" in no_split.json()["message"]
     assert post({"items": [{"task_id": task_id, "completion": "1"}]}).json()["error"] == "NOT_FOUND"  # which env?
+    # a multi-turn environment's text is graded as env.grade grades it, with no rollout (here: nothing to run)
     tool = post({"items": [{"env": "shell-task", "task_id": "sh-001", "completion": "1"}]})
-    assert tool.status_code == 409 and tool.json()["error"] == "NEEDS_SESSION"
+    assert tool.status_code == 200 and tool.json()["grades"][0]["reward"] == 0.0, tool.text
     many = post({"items": [{"env": "sums", "task_id": task_id, "completion": "1"}] * 1025})
     assert many.status_code == 422 and "items" in many.json()["message"]
     assert post({"items": [{"env": "sums", "task_id": task_id}]}).status_code == 422

@@ -21,19 +21,20 @@ import pytest
 from fastapi import FastAPI, WebSocket
 from fastapi.responses import RedirectResponse, StreamingResponse
 from openenv import GenericEnvClient
-from test_serve import REPO, VERIHUB, active, eventually, start, stop, ws_url
+from test_serve import REPO, VERIHUB, active, eventually, ws_url
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 import verihub
+from conftest import start_serve, stop_serve
 from verihub.adapters.openenv import RemoteEnvError
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    process, url = start("envs/sums", "envs/shell-task", "--max-sessions", "4")
+    process, url = start_serve("envs/sums", "envs/shell-task", "--max-sessions", "4")
     yield url
-    stop(process)
+    stop_serve(process)
 
 
 def frame(ws: Any, kind: str, data: Any = None) -> dict[str, Any]:
@@ -200,9 +201,9 @@ def test_a_remote_cannot_make_loading_unbounded_with_its_task_api() -> None:
 
 @pytest.fixture(scope="module")
 def strict_server() -> Iterator[str]:
-    process, url = start("envs/sums", "--idle-timeout", "1", "--token", "t0ken", "--max-sessions", "2")
+    process, url = start_serve("envs/sums", "--idle-timeout", "1", "--token", "t0ken", "--max-sessions", "2")
     yield url
-    stop(process)
+    stop_serve(process)
 
 
 def closed_within(sock: socket.socket, seconds: float, drip: bytes = b"") -> bool:
@@ -250,10 +251,10 @@ def test_connections_without_a_request_are_closed_before_the_token_is_checked(st
 @pytest.fixture(scope="module")
 def open_server() -> Iterator[str]:
     """No token, on loopback: for local programs only. One session; short limits to trip."""
-    process, url = start("envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--max-session-time", "3",
+    process, url = start_serve("envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--max-session-time", "3",
                          "--body-timeout", "1")
     yield url
-    stop(process)
+    stop_serve(process)
 
 
 GRADE = json.dumps({"items": [{"env": "sums", "task_id": "sums-17-12", "completion": "28"}]}).encode()
@@ -295,7 +296,7 @@ def test_a_server_without_a_token_listens_on_loopback_only() -> None:
         authorised = httpx.post(f"{url}/grade", content=GRADE, headers={"Authorization": "Bearer envt0ken"})
         assert authorised.status_code == 200 and authorised.json()["grades"][0]["status"] == "wrong"
     finally:
-        stop(process)
+        stop_serve(process)
     process, url = started_on_all_interfaces("--no-token")
     try:
         head = f"POST /grade HTTP/1.1\nHost: grader.internal\nContent-Length: {len(GRADE)}\n"
@@ -303,7 +304,7 @@ def test_a_server_without_a_token_listens_on_loopback_only() -> None:
         foreign = httpx.post(f"{url}/grade", content=GRADE, headers={"Origin": "http://attacker.example"})
         assert foreign.status_code == 403
     finally:
-        stop(process)
+        stop_serve(process)
 
 
 @pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8000", "localhost.attacker.example",

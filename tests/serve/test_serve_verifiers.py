@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 import verihub
-from conftest import REPO
-from test_serve import start, stop
+from conftest import REPO, start_serve, stop_serve
 from verihub.testing import ScriptedChatServer
 
 VENV = REPO / ".venv-verifiers"
@@ -60,7 +59,7 @@ def run_vf_eval(vf_eval: str, tmp_path: Path, served: list[str], replies: dict[s
         turn = sum(message["role"] == "assistant" for message in request["messages"])
         return [{"content": replies[task_of(request)][turn]}]
 
-    process, url = start(*served)
+    process, url = start_serve(*served)
     try:
         with ScriptedChatServer(respond) as model:
             resets = ", ".join(f'{{env = "{env_name}", split = "{split}", task_id = "{task}"}}' for task in replies)
@@ -79,7 +78,7 @@ def run_vf_eval(vf_eval: str, tmp_path: Path, served: list[str], replies: dict[s
             ran = subprocess.run([vf_eval, "@", str(config), "--no-rich"], cwd=tmp_path, env=environ,
                                  capture_output=True, text=True, timeout=LIMIT_S)
     finally:
-        stop(process)
+        stop_serve(process)
     assert ran.returncode == 0, ran.stderr[-4000:]
     (traces,) = (tmp_path / "out").glob("*/traces.jsonl")
     episodes = [json.loads(line) for line in traces.read_text().splitlines()]

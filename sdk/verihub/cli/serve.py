@@ -29,6 +29,11 @@ def serve_command(
                                               "does not show.")] = None,
     no_token: Annotated[bool, typer.Option("--no-token", help="Serve beyond loopback without a token: only behind "
                                            "an authenticating proxy of your own (grades state answers).")] = False,
+    judge_model: Annotated[str | None, typer.Option(help="Model for judge layers (openai:MODEL@URL), overriding "
+                                                    "the specs'.")] = None,
+    skip_judge: Annotated[bool, typer.Option("--skip-judge", help="With no judge model, skip judge layers (a grade "
+                                             "from the other layers, as `verihub validate` grades) instead of "
+                                             "faulting each grade: for checking a server, not for training.")] = False,
 ) -> None:
     """Serve environments over OpenEnv's HTTP/WebSocket protocol (WS /ws, POST /reset|/step), plus POST /grade."""
     try:
@@ -41,6 +46,7 @@ def serve_command(
     from verihub.environment.core import load_env
     from verihub.serve.server import run
 
-    run([load_env(env) for env in envs], host=host, port=port, max_sessions=max_sessions,
+    loaded = [load_env(env, judge_model=judge_model, on_missing_judge="skip" if skip_judge else "error") for env in envs]
+    run(loaded, host=host, port=port, max_sessions=max_sessions,
         idle_timeout_s=idle_timeout, max_session_s=max_session_time,
         body_s=body_timeout, token=settings.serve_token(token), no_token=no_token)

@@ -52,6 +52,7 @@ Outcome = tuple[float | None, str, float, LayerStatus | None]
 # The completion, what of the task the layers read, and (terminal-state tasks) a digest of the work dir.
 CacheKey = tuple[Any, ...]
 
+_NO_JUDGE = "no judge configured for this judge layer (a judge model: --judge-model, or the spec's eval.judge_model)"
 _KIND_ORDER = {LayerKind.RULE: 0, LayerKind.CHECK: 1, LayerKind.JUDGE: 2}
 _PASSED, _FAILED, _SKIPPED = LayerStatus.PASSED, LayerStatus.FAILED, LayerStatus.SKIPPED
 _ERROR, _TIMEOUT, _ANSWER_FAULT = LayerStatus.ERROR, LayerStatus.TIMEOUT, LayerStatus.ANSWER_FAULT
@@ -418,7 +419,7 @@ class Verifier:
         if layer.spec.layer is LayerKind.JUDGE and self.judge is None:
             if self.on_missing_judge == "skip":
                 return None, "no judge configured", 0.0, _SKIPPED
-            return None, "no judge configured for this judge layer", 0.0, _ERROR
+            return None, _NO_JUDGE, 0.0, _ERROR
         if layer.prescreen is not None and (decided := _run_prescreen(layer.prescreen, completion, task, timeout)):
             return decided
         start = perf_counter()

@@ -170,7 +170,8 @@ async def step(request: Request) -> Any:
 
 @router.post("/grade")
 async def grade(request: Request) -> Any:
-    """Many single-turn grades in one request, in order, each with its layers."""
+    """Many text grades in one request, in order, each with its layers (for a multi-turn environment, the
+    plain text grade of ``env.grade``: no rollout, no work dir)."""
     state = _state(request)
     items = await _parsed(request, grade_items)
     batches: dict[tuple[str | None, str | None], _Batch] = {}  # by (env, split) as asked: one lookup each
@@ -179,9 +180,7 @@ async def grade(request: Request) -> Any:
         batch = batches.get((name, split))
         try:
             if batch is None:
-                env = state.catalog.env(name)
-                if env.spec.interaction.kind == "multi_turn":
-                    return problem(409, "NEEDS_SESSION", f"items[{number}]: {env.id} is multi-turn: hold a session on WS /ws")
+                env = state.catalog.env(name)  # a multi-turn one too: a plain text grade, as env.grade
                 batch = batches[(name, split)] = _Batch(env, state.catalog.ids(env, split))
             row = batch.tasks.get(item["task_id"])
             if row is None:
