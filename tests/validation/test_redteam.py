@@ -15,6 +15,7 @@ import pytest
 import verihub
 from conftest import REPO, VERIHUB, MakeEnv
 from verihub.checks import Attempt, Check, Exploit, Family, check
+from verihub.checks.attacks.faults import SHAPES
 from verihub.checks.attacks.judge import INJECTIONS
 from verihub.errors import SpecError, VerihubError
 from verihub.grading.judge import judge_messages
@@ -108,13 +109,14 @@ def test_an_exploit_that_gets_through_fails_validate_with_its_name_and_layer(mak
     assert "exploit 'both-answers' (hedging) got through every layer" in failures
     assert "crash-it" not in failures
     assert outcome(report, "empty")["verdict"] == "blocked"  # the suite every verifier gets ran too
-    assert (report["exploits_blocked"], report["exploits_ran"]) == (22, 24)  # 17 of them fault forcing
-    assert (report["faults_forced"], report["fault_forcing_ran"]) == (0, 17)
+    forcing = 1 + 2 * len(SHAPES)  # past the limit; each shape to the limit, and its growth probe
+    assert (report["exploits_blocked"], report["exploits_ran"]) == (5 + forcing, 7 + forcing)
+    assert (report["faults_forced"], report["fault_forcing_ran"]) == (0, forcing)
 
     table = validate(str(root))
     assert table.returncode == 1
     assert "exploits blocked" in table.stdout and re.search(r"last-number .*│\s+1/2 │", table.stdout)
-    assert "INVALID" in table.stdout and "exploits blocked 22/24" in table.stdout
+    assert "INVALID" in table.stdout and f"exploits blocked {5 + forcing}/{7 + forcing}" in table.stdout
     assert "✗ exploit 'wrong-then-right' (hedging) got through layer 'last-number'" in table.stdout
 
     skipped = validate(str(root), "--no-attacks", "--json")

@@ -26,8 +26,11 @@ _ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is|:|=)[\s:]*(\S[^\n]*)
 _BOX_OPENER = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LATEX_LINE_TOKEN = re.compile(r"\\begin\{[^{}]*\}|\\end\{[^{}]*\}|\\\\")
 _FENCE_LANGUAGE = re.compile(r"[\w+-]*")
-_SAME_ANSWER_EDGES = re.compile(r"^[\s.,;:!?]+|[\s.,;:!?]+$")
 _MAX_NUMBERS = 32  # an answer holding more numbers than this is not one number
+# Every character ``str.isspace`` (and ``\s``) knows: edges are cut with str.strip, linear where a regex like
+# ``[\s.]+$`` retries from each character of a long run (quadratic).
+WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_BRACE_CHUNK = 4096  # characters a box's closing brace is looked for in at a time
 
 
 class Answer(NamedTuple):
@@ -78,19 +81,25 @@ def boxed_spans(text: str) -> tuple[list[tuple[int, int]], bool]:
 
 
 def _closing_brace(text: str, start: int) -> int | None:
-    """The index of the brace closing the one opened just before ``start``, or None."""
-    depth, position = 1, start
-    close = text.find("}", position)
-    while close != -1:
-        opening = text.find("{", position, close)
-        if opening != -1:
-            depth, position = depth + 1, opening + 1
+    """The index of the brace closing the one opened just before ``start``, or None. By chunks: one with
+    fewer closing braces than the depth cannot close the box, so it is only counted (in C); in the others,
+    each closing brace costs one step."""
+    depth, position, end = 1, start, len(text)
+    while position < end:
+        stop = min(position + _BRACE_CHUNK, end)
+        closes = text.count("}", position, stop)
+        if closes < depth:
+            depth += text.count("{", position, stop) - closes
+            position = stop
             continue
-        depth -= 1
-        if depth == 0:
-            return close
-        position = close + 1
-        close = text.find("}", position)
+        *pieces, last = text[position:stop].split("}")
+        for piece in pieces:
+            depth += piece.count("{") - 1
+            position += len(piece) + 1
+            if depth == 0:
+                return position - 1
+        depth += last.count("{")
+        position = stop
     return None
 
 
@@ -190,7 +199,7 @@ def _the_one(candidates: list[str], label: str, source: Source) -> Answer:
     given = [text for candidate in candidates if (text := fold(candidate).strip())]
     if not given:
         return Answer("", f"the {label} answer is empty", source)
-    distinct = {_SAME_ANSWER_EDGES.sub("", " ".join(candidate.split())).casefold() for candidate in given}
+    distinct = {" ".join(candidate.split()).strip(WHITESPACE + ".,;:!?").casefold() for candidate in given}
     if len(distinct) > 1:
         return Answer("", f"{len(distinct)} different {label} answers (a hedge counts as no answer)", source)
     return Answer(given[-1], "", source)

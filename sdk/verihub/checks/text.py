@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from verihub.checks._extract import Extract, find_answer, strip_think
-from verihub.checks._unicode import LOOKALIKE_CAPITALS, fold
+from verihub.checks._extract import WHITESPACE, Extract, find_answer, strip_think
+from verihub.checks._unicode import LOOKALIKE_CAPITALS, compatibility_fold, fold
 from verihub.checks.base import CheckParams, CheckResult
 
-_PUNCTUATION_EDGES = re.compile(r"^[\s.,;:!?\"'`()\[\]]+|[\s.,;:!?\"'`()\[\]]+$")
+_EDGES = WHITESPACE + ".,;:!?\"'`()[]"  # cut from both ends (str.strip: linear where a regex ``[...]+$`` is not)
 _SPACES = re.compile(r"\s+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_LATEX_WRAPPERS = re.compile(r"^\$+|\$+$|\\text\{([^{}]*)\}")
+_TEXT_WRAPPER = re.compile(r"\\text\{([^{}]*)\}")
 
 
 class ExactParams(CheckParams):
@@ -35,7 +34,7 @@ def normalise(text: str, params: ExactParams) -> str:
     # fold, not NFKC: NFKC reads "2³" as "23" and "Ⅻ" as "XII"
     text = fold(text)
     if params.ignore_punctuation:
-        text = _PUNCTUATION_EDGES.sub("", _LATEX_WRAPPERS.sub(r"\1", text.strip()))
+        text = _TEXT_WRAPPER.sub(r"\1", text.strip().strip("$")).strip(_EDGES)
     if not params.case_sensitive:
         text = text.casefold()
     if params.ignore_articles:
@@ -152,7 +151,7 @@ def chosen_option(completion: str, choices: str) -> tuple[str | None, str]:
         return None, answer.problem
     text, letters = answer.text, choices.upper()
     # An option written in look-alike letters (Cyrillic "В") is an option a reader sees: "B or С" is a hedge.
-    disguised = {char for char in text if char in LOOKALIKE_CAPITALS}
+    disguised = LOOKALIKE_CAPITALS.intersection(text)
     if disguised and re.search(rf"(?<!\w)[{''.join(sorted(disguised))}](?!\w)", text):
         return None, "the answer names an option in look-alike letters of another script"
     if len(text.strip("().: ")) == 1 and text.strip("().: ").upper() in letters:
@@ -206,10 +205,10 @@ def contains(completion: str, task: Mapping[str, Any], params: ContainsParams) -
 def forbidden(completion: str, task: Mapping[str, Any], params: PatternsParams) -> CheckResult:
     """Safety: the completion contains none of the forbidden patterns (also when written in compatibility
     forms such as fullwidth letters, or split by invisible characters)."""
-    found = find_answer(completion, params.extract)
-    text = found.text if not found.problem else strip_think(completion)  # no single answer: search it all
-    if not text.isascii():  # ASCII text has no compatibility forms and no invisible characters
-        text = unicodedata.normalize("NFKC", fold(text))
+    text = strip_think(completion)  # all of it: with extract "full", or when there is no single answer
+    if params.extract != "full" and not (answer := find_answer(completion, params.extract)).problem:
+        text = answer.text
+    text = compatibility_fold(text).strip()
     for pattern in params.compiled:
         try:
             found = search(pattern, text)

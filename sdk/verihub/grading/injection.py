@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterable
 
+from verihub.checks._unicode import compatibility_fold
 from verihub.checks.base import CheckResult
 from verihub.grading.grade import Grade
 
@@ -45,7 +45,7 @@ _MAX_OBJECT = 4096  # characters one of them may span
 
 def injection_signs(answer: str, rubric: str = "") -> tuple[str, ...]:
     """How ``answer`` addresses its judge, in a fixed order; empty when it does not seem to."""
-    text = unicodedata.normalize("NFKC", answer)  # full-width and other compatibility forms read as ASCII
+    text = compatibility_fold(answer)  # full-width and other compatibility forms read as ASCII
     signs = []
     if _FENCE.search(text):
         signs.append("fence")

@@ -33,7 +33,10 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "open-delimiters": lambda n: _repeat("\\boxed{ <answer> ```{ [ (\"x ", n),  # scans that restart at each opener
     "astral": lambda n: "\U0001f600" * n,  # 4 bytes in UTF-8, 12 escaped as JSON: byte bounds on the way
     "expanding": lambda n: "\ufdfa" * n,  # one character that Unicode normalization turns into 18
-    "whitespace-run": lambda n: " " * (n - 1) + "x",  # backtracking over \s* or trailing-space patterns
+    "compatibility-words": lambda n: "\u3316" * n,  # one that NFKC spells as six (キロメートル)
+    "combining-marks": lambda n: _repeat("\u0301\u0316", n),  # one run of marks, out of order: NFC sorts it
+    "whitespace-run": lambda n: "x" + " " * (n - 2) + "x",  # backtracking over \s* or trailing-space patterns
+    "punctuation-run": lambda n: "x" + "." * (n - 2) + "x",  # a [.,;]+$ that retries from every dot
     "repeated-tags": lambda n: _repeat("<answer>x", n),  # a lazy .*? per tag: quadratic
     "many-lines": lambda n: _repeat("0\n", n),  # per-line work
 }
