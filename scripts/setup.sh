@@ -22,7 +22,7 @@ done
 APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium build-essential)  # nsjail's libraries; the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
 VENV=.venv
 UV_DIR=.tools/uv  # uv itself, apart from .venv (which uv may recreate while it runs)
-SYNC_WHAT="--extra train --extra hub --extra reasoning-gym --group dev"  # what the suite needs (test_setup.py reads it)
+SYNC_WHAT="--extra train --extra hub --extra reasoning-gym --extra games --group dev"  # what the suite needs (test_setup.py reads it)
 export UV_PROJECT_ENVIRONMENT=$VENV  # whatever the caller's environment says
 
 find_python() {

@@ -62,8 +62,8 @@ from verihub.errors import SpecError, SpecProblem, VerihubError, describe_error
 if TYPE_CHECKING:
     from verihub.environment.session import Session
 
-__all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "TaskSession", "base_url", "load_openenv",
-           "openenv_spec", "remote_step", "tasks"]
+__all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "TaskSession", "base_url", "episodes",
+           "first_step", "load_openenv", "openenv_spec", "remote_step", "tasks"]
 
 PREFIX = "openenv:"
 DEFAULT_SIZE = 100
@@ -75,8 +75,15 @@ _SPACE_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 
 def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
-    """``openenv:URL[?size=20&action_field=message&...]`` -> (the server's HTTP address, options); option
-    values are read as YAML scalars or lists (``reward_range=[-1,1]``), so that the CLI can pass them."""
+    """``openenv:URL[?size=20&action_field=message&...]`` -> (the server's HTTP address, options)."""
+    body, options = ref_options(ref)
+    body = body.removeprefix(PREFIX).strip()
+    return (serve_installed(body) if _MODULE_REF.match(body) else base_url(body)), options
+
+
+def ref_options(ref: str) -> tuple[str, dict[str, Any]]:
+    """``PREFIX:WHAT[?size=20&max_turns=10&...]`` -> (``PREFIX:WHAT``, options); option values are read as
+    YAML scalars or lists (``reward_range=[-1,1]``), so that the CLI can pass them."""
     import yaml
 
     body, _, query = ref.partition("?")
@@ -86,8 +93,7 @@ def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
             options[key] = yaml.safe_load(value) if value else ""
         except yaml.YAMLError:
             options[key] = value
-    body = body.removeprefix(PREFIX).strip()
-    return (serve_installed(body) if _MODULE_REF.match(body) else base_url(body)), options
+    return body, options
 
 
 def base_url(ref: str) -> str:
@@ -244,13 +250,19 @@ def tasks(n: int, seed: int, splits: list[tuple[str, int]] | None = None, **remo
     """The tasks (a dataset generator): with the remote's ``splits`` (its task API), the first ``n`` of each,
     posed by ``reset(split=, index=)``; else ``n`` episodes posed by ``reset(seed=seed + i)``."""
     params = Remote(**remote)
-    digest = hashlib.sha256(f"{params.url}/{seed}".encode()).hexdigest()[:8]
-    if splits is not None:
-        wanted = [({"split": name, "index": index}, f"{name}-{index:05d}", name)
-                  for name, count in splits for index in range(min(n, count))]
-    else:
-        wanted = [({"seed": seed + i}, f"openenv-{digest}-{i:05d}", "") for i in range(n)]
+    if splits is None:
+        return episodes(params, n, seed, "openenv-" + hashlib.sha256(f"{params.url}/{seed}".encode()).hexdigest()[:8])
+    return _posed(params, [({"split": name, "index": index}, f"{name}-{index:05d}", name)
+                           for name, count in splits for index in range(min(n, count))])
 
+
+def episodes(remote: Remote, n: int, seed: int, prefix: str) -> list[dict[str, Any]]:
+    """``n`` tasks, the episodes ``reset(seed=seed + i)`` starts, with ids ``PREFIX-00000`` on."""
+    return _posed(remote, [({"seed": seed + i}, f"{prefix}-{i:05d}", "") for i in range(n)])
+
+
+def _posed(params: Remote, wanted: list[tuple[dict[str, Any], str, str]]) -> list[dict[str, Any]]:
+    """The task rows for (reset options, id, the remote's split), checking that the remote reproduces one."""
     async def collect() -> list[dict[str, Any]]:
         rows = []
         session, _ = await start(params, wanted[0][0])
@@ -270,9 +282,9 @@ def tasks(n: int, seed: int, splits: list[tuple[str, int]] | None = None, **remo
     return run_sync(collect())
 
 
-@check(params=Remote, mode="async")
-async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) -> CheckResult:
-    """The remote's reward for the completion as the action of the task's episode."""
+async def first_step(params: Remote, task: Mapping[str, Any], completion: str) -> CheckResult | tuple[float | None, bool]:
+    """The remote's (reward, done) for the completion as the first action of the task's episode; a
+    completion that is no action, or one the remote refuses, is malformed (its CheckResult)."""
     try:
         action = params.action(completion)
     except ValueError as error:
@@ -282,6 +294,16 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
             _, reward, done = await session.step(action)
         except ActionRefusedError as error:
             return CheckResult.malformed(f"the remote refused the action: {error}"[:300])
+    return reward, done
+
+
+@check(params=Remote, mode="async")
+async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) -> CheckResult:
+    """The remote's reward for the completion as the action of the task's episode."""
+    stepped = await first_step(params, task, completion)
+    if isinstance(stepped, CheckResult):
+        return stepped
+    reward, done = stepped
     if reward is None and not done:
         raise RemoteEnvError(f"{params.url}: the episode goes on after the answer, with no reward yet (a multi-turn "
                              "environment: load it with max_turns=N, or drive it turn by turn with env.episode(task))")
@@ -438,6 +460,11 @@ class OpenEnvEnvironment(Environment):
     @property
     def graded_remotely(self) -> bool:
         return True
+
+    @property
+    def prompts_identify_tasks(self) -> bool:
+        return "splits" in self.spec.dataset.args  # the remote's task API; not its episodes from seeds
+
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:

@@ -99,6 +99,12 @@ class Environment:
         return False
 
     @property
+    def prompts_identify_tasks(self) -> bool:
+        """Whether two tasks with one prompt are one task (``validate`` then refuses one in train and eval). Not
+        so for episodes started from seeds (a game's hidden number, its opponent's moves)."""
+        return True
+
+    @property
     def split_names(self) -> list[str]:
         return list(self._splits)
 
@@ -171,7 +177,7 @@ def completion_text(completion: Completion) -> str:
     raise ValueError("the completion's messages hold no assistant message to grade")
 
 
-ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:")
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:")
 """Refs :func:`load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 
@@ -195,6 +201,8 @@ def load_env(
     and other keyword arguments (the dataset's settings); see :mod:`verihub.adapters.reasoning_gym`.
     ``openenv:`` refs take ``size``, ``seed``, ``action_field``, ``timeout_s``, ``max_reply_bytes`` and
     ``reward_range`` (tasks are the remote's episodes, rewards its own); see :mod:`verihub.adapters.openenv`.
+    ``textarena:GAME`` refs (a textarena game, played in this process) take ``size``, ``seed``, ``max_turns``,
+    ``players``, ``opponent``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.textarena`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
@@ -209,6 +217,11 @@ def load_env(
 
         return load_openenv(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, judge=judge,
                             on_missing_judge=on_missing_judge, **settings)
+    if str(ref).startswith("textarena:"):
+        from verihub.adapters.textarena import load_textarena
+
+        return load_textarena(str(ref), size=size, seed=seed, config=config, judge=judge,
+                              on_missing_judge=on_missing_judge, **settings)
     if str(ref).startswith("reasoning-gym:"):
         from verihub.adapters.reasoning_gym import reasoning_gym_spec
 

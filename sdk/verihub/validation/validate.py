@@ -147,7 +147,7 @@ def _held_out_repeats(env: Environment) -> Iterator[str]:
     """Tasks outside the train split whose prompt, up to case and spacing, is a training task's: their
     pass rate would measure memory, not skill. (Equivalents that read differently, like a + b and b + a,
     are for the spec's ``dataset.group_by``.)"""
-    if "train" not in env.split_names or len(env.split_names) < 2:
+    if "train" not in env.split_names or len(env.split_names) < 2 or not env.prompts_identify_tasks:
         return
 
     def prompt(task: Mapping[str, Any]) -> str:
