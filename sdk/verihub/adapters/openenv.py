@@ -46,7 +46,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, quote
@@ -256,9 +256,12 @@ def tasks(n: int, seed: int, splits: list[tuple[str, int]] | None = None, **remo
                            for name, count in splits for index in range(min(n, count))])
 
 
-def episodes(remote: Remote, n: int, seed: int, prefix: str) -> list[dict[str, Any]]:
-    """``n`` tasks, the episodes ``reset(seed=seed + i)`` starts, with ids ``PREFIX-00000`` on."""
-    return _posed(remote, [({"seed": seed + i}, f"{prefix}-{i:05d}", "") for i in range(n)])
+def episodes(remote: Remote, n: int, seed: int, prefix: str,
+             reset: Callable[[int], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """``n`` tasks, the episodes ``reset(seed=seed + i)`` starts (or ``reset(**reset(i))``), with ids
+    ``PREFIX-00000`` on."""
+    options = reset or (lambda index: {"seed": seed + index})
+    return _posed(remote, [(options(i), f"{prefix}-{i:05d}", "") for i in range(n)])
 
 
 def _posed(params: Remote, wanted: list[tuple[dict[str, Any], str, str]]) -> list[dict[str, Any]]:

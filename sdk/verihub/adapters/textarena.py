@@ -23,37 +23,31 @@ WebSocket, so tasks, sessions, grading and their faults follow the same rules:
 
 A game that raises, or takes longer than ``timeout_s`` over one call, is a fault with its reason (never a 0);
 whose fault follows verihub's one rule (the task's prompt played as the move is the evidence). Games run one
-call at a time in a process (they draw from Python's global random generator).
+call at a time in a process (they draw from Python's global random generator): :mod:`verihub.adapters._local`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
-import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from verihub.adapters._local import ACTION_SCHEMA, FIELD, LocalSession, Move, first_move, load_local, local_spec
 from verihub.adapters._openenv_wire import RemoteEnvError, RemoteSession
-from verihub.adapters.openenv import SPLIT, OpenEnvEnvironment, Remote, episodes, first_step, ref_options
+from verihub.adapters.openenv import OpenEnvEnvironment, Remote, episodes
 from verihub.checks.base import CheckResult, check
-from verihub.errors import MissingDependencyError, SpecError, SpecProblem, describe_error
+from verihub.errors import MissingDependencyError, SpecProblem
 
 __all__ = ["PREFIX", "Game", "GameSession", "load_textarena"]
 
 PREFIX = "textarena:"
 OPTIONS = ("size", "seed", "max_turns", "players", "opponent", "reward_range", "timeout_s")
-DEFAULT_SIZE, DEFAULT_TURNS, MIN_SIZE = 100, 20, 5
-_FIELD = "message"
-_ACTION = {"type": "object", "properties": {_FIELD: {"type": "string", "description": "Your move, as the game asks "
-                                                     "for it (for example [5])."}}, "required": [_FIELD]}
+DEFAULT_SIZE, DEFAULT_TURNS = 100, 20
 _GAME_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,80}")
 _MOVES = re.compile(r"'(\[[^'\]\n]{1,40}\])'")  # textarena lists a board game's moves as '[4]', '[e2e4]', ...
-_PLAYING = threading.Lock()  # games seed and draw from the global random generator: one call at a time
 _OPPONENTS: dict[str, Callable[[str], str]] = {}  # opponent functions by name, for the spec (which holds text)
 
 
@@ -67,66 +61,37 @@ class Game(Remote):
         return GameSession(self)
 
 
-class GameSession(RemoteSession):
-    """One game, in this process, behind the interface of a WebSocket session with an OpenEnv server."""
+class GameSession(LocalSession):
+    """One game of player 0 against the game's other players, in this process."""
 
     def __init__(self, game: Game) -> None:
-        super().__init__(game.url, timeout_s=game.timeout_s, reward_range=game.reward_range)
+        super().__init__(game.url, game.timeout_s, game.reward_range)
         self.game = game
         self._env: Any = None
         self._seen = ""  # what player 0 has been shown so far: each turn shows what is new
         self._random = random.Random(0)
 
-    async def connect(self) -> None:
-        """Nothing to connect to: a game starts at ``reset``."""
-
-    async def close(self) -> None:
-        self._env = None
-
-    async def _request(self, kind: str, data: dict[str, Any] | None) -> dict[str, Any]:
-        if kind == "state":
-            return {"game": self.game.url, "running": self._env is not None}
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(self._play, kind, data or {}), self.timeout_s)
-        except TimeoutError:
-            self._env = None  # the thread finishes on its own; its game is not used again
-            raise RemoteEnvError(f"{self.url} did not answer {kind} within {self.timeout_s:g}s") from None
-
-    def _play(self, kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
-        with _PLAYING:
-            try:
-                if kind == "reset":
-                    return self._reset(data.get("seed"))
-                return self._step(data.get(_FIELD))
-            except RemoteEnvError:
-                raise
-            except Exception as error:  # noqa: BLE001 - the game's own failure: a fault, never a 0
-                self._env = None
-                raise RemoteEnvError(f"{self.url} raised during {kind}: {describe_error(error, 300)}") from error
-
-    def _reset(self, seed: Any) -> dict[str, Any]:
-        textarena = _textarena()
-        self._env = textarena.make(self.game.url.removeprefix(PREFIX))
+    def start(self, options: Mapping[str, Any]) -> str:
+        seed = options.get("seed")
+        self._env = _textarena().make(self.game.url.removeprefix(PREFIX))
         self._env.reset(num_players=self.game.players, seed=seed)
-        self._random = random.Random(seed)
-        self._seen = ""
+        self._random, self._seen = random.Random(seed), ""
         self._opponents_move()
-        return {"observation": {"prompt": self._shown()}, "reward": None, "done": False}
+        return self._shown()
 
-    def _step(self, move: Any) -> dict[str, Any]:
-        if self._env is None:
-            raise RemoteEnvError(f"{self.url}: no game is running (step before reset, or after it ended)")
-        done, _ = self._env.step(action=str(move))
-        if not done:
-            done = self._opponents_move()
+    def move(self, text: str) -> Move:
+        done, _ = self._env.step(action=text)
+        done = done or self._opponents_move()
         shown = self._shown()
         if not done:
-            return {"observation": {"prompt": shown}, "reward": None, "done": False}
+            return shown, None, False
         rewards = self._env.close()[0]
-        self._env = None
         if not isinstance(rewards, Mapping) or 0 not in rewards:
             raise RemoteEnvError(f"{self.url} ended without a reward for player 0 ({str(rewards)[:80]})")
-        return {"observation": {"prompt": shown}, "reward": rewards[0], "done": True}
+        return shown, rewards[0], True
+
+    def stop(self) -> None:
+        self._env = None
 
     def _opponents_move(self) -> bool:
         """The other players' moves until it is player 0's turn; whether the game ended meanwhile."""
@@ -152,7 +117,7 @@ class GameSession(RemoteSession):
 
     def _shown(self) -> str:
         """What player 0 sees that it has not seen yet (textarena repeats the whole game so far)."""
-        _, observation = self._env.get_observation() if self._env is not None else (0, self._seen)
+        _, observation = self._env.get_observation()
         text = observation if isinstance(observation, str) else str(observation)
         new = text[len(self._seen):] if text.startswith(self._seen) else text
         self._seen = text
@@ -172,48 +137,29 @@ def textarena_spec(ref: str, *, size: int | None = None, seed: int | None = None
                    reward_range: tuple[float, float] | list[float] | None = None,
                    timeout_s: float = 30.0) -> tuple[Any, Game]:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``textarena:GAME`` (see the module docstring)."""
-    from verihub.spec.lines import LineMap
-    from verihub.spec.loader import LoadedSpec
-    from verihub.spec.models import EnvSpec
-
     game_id = ref.removeprefix(PREFIX).strip()
-    size, seed, max_turns = DEFAULT_SIZE if size is None else size, seed or 0, max_turns or DEFAULT_TURNS
     if callable(opponent):  # the spec holds text: a function is registered by name
         name = f"{getattr(opponent, '__module__', '')}.{getattr(opponent, '__qualname__', id(opponent))}"
         _OPPONENTS[name] = opponent
         opponent = name
-    rules = {
-        "game": (bool(_GAME_ID.fullmatch(game_id)), "must name a textarena game, like GuessTheNumber-v0", game_id),
-        "size": (isinstance(size, int) and size >= MIN_SIZE, f"must be an integer of at least {MIN_SIZE}", size),
-        "seed": (isinstance(seed, int) and seed >= 0, "must be a non-negative integer", seed),
-        "max_turns": (isinstance(max_turns, int) and 1 <= max_turns <= 1000, "must be an integer in [1, 1000]",
-                      max_turns),
-        "opponent": (players == 1 or opponent is not None,
-                     f"a game of {players} players needs one: 'random' or a function of its observation", opponent),
-    }
-    problems = [SpecProblem(ref, None, name, f"{rule}, got {value!r}") for name, (ok, rule, value) in rules.items()
-                if not ok]
-    if problems:
-        raise SpecError(problems)
-    if game_id not in _textarena().envs.registration.ENV_REGISTRY:
-        raise SpecError([SpecProblem(ref, None, "game", f"textarena has no game {game_id!r}")])
-    game = Game(url=PREFIX + game_id, action_field=_FIELD, timeout_s=timeout_s, action_schema=_ACTION,
+    problems = []
+    if not _GAME_ID.fullmatch(game_id):
+        problems.append(SpecProblem(ref, None, "game", f"must name a textarena game, like GuessTheNumber-v0, got {game_id!r}"))
+    elif game_id not in _textarena().envs.registration.ENV_REGISTRY:
+        problems.append(SpecProblem(ref, None, "game", f"textarena has no game {game_id!r}"))
+    if players > 1 and opponent is None:
+        problems.append(SpecProblem(ref, None, "opponent", f"a game of {players} players needs one: 'random' or a "
+                                    "function of its observation"))
+    game = Game(url=PREFIX + game_id, action_field=FIELD, timeout_s=timeout_s, action_schema=ACTION_SCHEMA,
                 reward_range=tuple(reward_range or ((0.0, 1.0) if players == 1 else (-1.0, 1.0))),
                 players=players, opponent=opponent)
-    arguments = game.model_dump()
     slug = re.sub(r"[^a-z0-9._-]+", "-", game_id.lower()).strip("-._")
-    spec = EnvSpec.model_validate({
-        "id": "textarena-" + slug, "version": _version(), "domain": "games",
-        "description": f"The textarena game {game_id}, as player 0 of {players}.",
-        "tags": ["textarena", "game"],
-        "dataset": {"source": f"{__name__}:tasks", "size": size, "seed": seed, "args": arguments, "split": SPLIT},
-        "prompt": {"user": "{prompt}"},
-        "interaction": {"kind": "multi_turn", "max_turns": max_turns} if max_turns > 1 else {},
-        "verifier": [{"name": "game", "layer": "check", "use": f"{__name__}:game_move", "args": arguments,
-                      "timeout_s": 3 * timeout_s + 5}],
-        "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a game ships no winning moves
-    })
-    return LoadedSpec(spec, Path(PREFIX + game_id) / "environment.yaml", LineMap()), game
+    loaded = local_spec(game, ref=ref, env_id="textarena-" + slug, version=_version(), domain="games",
+                        description=f"The textarena game {game_id}, as player 0 of {players}.",
+                        tags=["textarena", "game"], size=DEFAULT_SIZE if size is None else size, seed=seed or 0,
+                        max_turns=max_turns or DEFAULT_TURNS, source=f"{__name__}:tasks", check=f"{__name__}:game_move",
+                        problems=problems)
+    return loaded, game
 
 
 def _version() -> str:
@@ -230,31 +176,11 @@ def tasks(n: int, seed: int, **game: Any) -> list[dict[str, Any]]:
 @check(params=Game, mode="async")
 async def game_move(completion: str, task: Mapping[str, Any], params: Game) -> CheckResult:
     """The game's reward for player 0 with the completion as its first move; 0 if the game goes on."""
-    stepped = await first_step(params, task, completion)
-    if isinstance(stepped, CheckResult):
-        return stepped
-    reward, done = stepped
-    if not done:
-        return CheckResult(0.0, "the game goes on after this move (a text grade plays one move)")
-    if reward is None:
-        raise RemoteEnvError(f"{params.url} ended without a reward")
-    return CheckResult(reward, "" if reward >= 1.0 else f"game reward {reward:g}")
+    return await first_move(params, task, completion)
 
 
 def load_textarena(ref: str, *, size: int | None = None, seed: int | None = None,
                    config: Mapping[str, Any] | None = None, **options: Any) -> OpenEnvEnvironment:
     """``verihub.load_env("textarena:GAME")``: ``options`` (or ``config``) are :func:`textarena_spec`'s keywords;
     ``judge`` and ``on_missing_judge`` go to the environment."""
-    env_options = {key: options.pop(key) for key in ("judge", "on_missing_judge") if key in options}
-    ref, given = ref_options(ref)  # textarena:GAME?max_turns=10&players=2 (the CLI's way to pass options)
-    merged = {**given, **dict(config or {}), **options,
-              **{key: value for key, value in (("size", size), ("seed", seed)) if value is not None}}
-    if unknown := sorted(set(merged) - set(OPTIONS)):
-        raise TypeError(f"textarena: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
-    loaded, game = textarena_spec(ref, **merged)
-    try:
-        return OpenEnvEnvironment(loaded, game, **env_options)
-    except SpecError as error:
-        if isinstance(error.__cause__, RemoteEnvError):
-            raise error.__cause__ from None
-        raise
+    return load_local(ref, textarena_spec, OPTIONS, size=size, seed=seed, config=config, options=options)

@@ -177,7 +177,7 @@ def completion_text(completion: Completion) -> str:
     raise ValueError("the completion's messages hold no assistant message to grade")
 
 
-ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:")
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:")
 """Refs :func:`load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 
@@ -203,6 +203,8 @@ def load_env(
     ``reward_range`` (tasks are the remote's episodes, rewards its own); see :mod:`verihub.adapters.openenv`.
     ``textarena:GAME`` refs (a textarena game, played in this process) take ``size``, ``seed``, ``max_turns``,
     ``players``, ``opponent``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.textarena`.
+    ``skyrl-gym:ENV`` refs (a skyrl-gym environment, on the tasks of a dataset file) take ``data``, ``size``,
+    ``max_turns``, ``env_config``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.skyrl_gym`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
@@ -217,11 +219,13 @@ def load_env(
 
         return load_openenv(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, judge=judge,
                             on_missing_judge=on_missing_judge, **settings)
-    if str(ref).startswith("textarena:"):
+    if str(ref).startswith(("textarena:", "skyrl-gym:")):
+        from verihub.adapters.skyrl_gym import load_skyrl_gym
         from verihub.adapters.textarena import load_textarena
 
-        return load_textarena(str(ref), size=size, seed=seed, config=config, judge=judge,
-                              on_missing_judge=on_missing_judge, **settings)
+        load = load_textarena if str(ref).startswith("textarena:") else load_skyrl_gym
+        return load(str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge,
+                    **settings)
     if str(ref).startswith("reasoning-gym:"):
         from verihub.adapters.reasoning_gym import reasoning_gym_spec
 
