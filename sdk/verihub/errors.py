@@ -36,6 +36,7 @@ __all__ = [
     "SpecProblem",
     "TemplateNotFoundError",
     "UnknownDatasetError",
+    "VerifiersError",
     "VerihubError",
     "WeightSyncError",
     "describe_error",
@@ -44,11 +45,12 @@ __all__ = [
 REASON_CHARS = 500  # a fault's reason, as grades, rows and error frames carry it
 
 
-def describe_error(error: BaseException, limit: int = REASON_CHARS) -> str:
+def describe_error(error: BaseException | tuple[str, str], limit: int = REASON_CHARS) -> str:
     """How verihub writes a fault it caught: ``Type: message`` (the type alone without a message), cut at
-    ``limit`` characters. The one formatter for grade reasons, layer details and error frames."""
-    message = str(error)
-    return (f"{type(error).__name__}: {message}" if message else type(error).__name__)[:limit]
+    ``limit`` characters. The one formatter for grade reasons, layer details and error frames; an error
+    caught in another process comes as its (type name, message)."""
+    kind, message = error if isinstance(error, tuple) else (type(error).__name__, str(error))
+    return (f"{kind}: {message}" if message else kind)[:limit]
 
 
 class VerihubError(Exception):
@@ -160,6 +162,10 @@ class JudgeError(VerihubError, RuntimeError):
 
 class GraderError(VerihubError, ValueError):
     """A grader pool cannot be used as given (a bad URL, no URL at all)."""
+
+
+class VerifiersError(VerihubError):
+    """A ``verifiers:`` taskset failed: its code raised, or the process that scores it died or stalled."""
 
 
 class RemoteEnvError(VerihubError):

@@ -89,8 +89,7 @@ def test_a_bridge_that_dies_is_a_fault_and_comes_back() -> None:
     (bridge,) = [b for b in Bridge._open.values() if b.ref.taskset == "vf_sums"]
     assert bridge._process is not None
     bridge._process.kill()
-    bridge._process.wait()
-    bridge._process = bridge._process  # dead, not yet noticed: the next request starts a new one
+    bridge._process.wait()  # dead, not yet noticed: the next request starts another
     assert env.grade(task, answer(task)).reward == 1.0
 
 

@@ -11,7 +11,7 @@ One JSON object a line on stdin, one answer a line on stdout (the taskset's own 
   with the task's own ``score`` (its ``@vf.reward`` functions and judges) on a trace that ends in it; the
   answer is ``{"rewards": {NAME: [SCORE, WEIGHT] or null}}``.
 
-A failure answers ``{"error": "Type: message"}`` and the bridge goes on.
+A failure answers ``{"error": [TYPE, MESSAGE]}`` and the bridge goes on.
 """
 
 from __future__ import annotations
@@ -92,8 +92,7 @@ def main() -> None:
         except BaseException as error:  # noqa: BLE001 - every failure is an answer, never the bridge's end
             if isinstance(error, KeyboardInterrupt | SystemExit):
                 raise
-            message = str(error).strip()
-            answer = {"error": f"{type(error).__name__}: {message}"[:1000] if message else type(error).__name__}
+            answer = {"error": [type(error).__name__, str(error).strip()[:1000]]}
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
 

@@ -40,7 +40,7 @@ from pydantic import Field
 from verihub import settings
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
-from verihub.errors import SpecError, SpecProblem, VerihubError
+from verihub.errors import SpecError, SpecProblem, VerifiersError, describe_error
 
 __all__ = ["PREFIX", "Bridge", "TasksetRef", "VerifiersError", "load_verifiers", "rubric"]
 
@@ -50,10 +50,6 @@ DEFAULT_SIZE = 100
 _TASKSET_ID = re.compile(r"[A-Za-z_][\w.-]{0,100}")
 _BRIDGE = Path(__file__).with_name("_verifiers_bridge.py")
 _MAX_LINE = 64 << 20  # bytes of one answer from the bridge (a taskset's tasks, all prompts)
-
-
-class VerifiersError(VerihubError):
-    """The verifiers side failed: the taskset's code raised, or the bridge died or stalled."""
 
 
 class TasksetRef(CheckParams):
@@ -130,7 +126,8 @@ class Bridge:
         if not isinstance(answer, dict):
             raise VerifiersError(f"{what}: the bridge answered {request['op']} with {line[:200]!r}")
         if "error" in answer:
-            raise VerifiersError(f"{what}: {request['op']} raised {answer['error']}"[:1000])
+            kind, message = (list(answer["error"]) + ["", ""])[:2] if isinstance(answer["error"], list) else ("", "")
+            raise VerifiersError(f"{what}: {request['op']} raised {describe_error((str(kind), str(message)), 1000)}")
         return answer
 
 
