@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from verihub.errors import VerihubError, describe_error
 from verihub.ids import RepoId, dist_name
+from verihub.spec.wrapped import WrappedSpec, read_wrapped
 
 if TYPE_CHECKING:
     from verihub.spec.loader import LoadedSpec
@@ -54,6 +55,13 @@ class Built:
             if not specs:
                 raise VerihubError(f"the built wheel has no {SPEC_FILE} inside a package; list it under "
                                    "[tool.hatch.build.targets.wheel.force-include] in pyproject.toml")
+            wrapped = read_wrapped(specs[0])
+            if wrapped is not None:  # the files its options name must be in the wheel beside it
+                missing = [name for name in wrapped.named_files() if not (specs[0].parent / name).exists()]
+                if missing:
+                    raise VerihubError(f"the built wheel is missing files the spec's options name ({', '.join(missing)}); "
+                                       "list them under [tool.hatch.build.targets.wheel.force-include] in pyproject.toml")
+                return
             saved_path = list(sys.path)
             try:
                 load_spec(specs[0])
@@ -83,16 +91,23 @@ class PackageSource:
                                "(entry points in [project.entry-points.\"verihub.checks\"])")
 
     @functools.cached_property
-    def spec(self) -> LoadedSpec:
-        """The environment's spec (an environment package only), read once."""
+    def spec(self) -> LoadedSpec | WrappedSpec:
+        """The environment's spec (an environment package only), read once: declared, or wrapping another
+        ecosystem's environment (:mod:`verihub.spec.wrapped`)."""
         from verihub.spec.loader import load_spec
 
-        return load_spec(self.root)
+        return read_wrapped(self.root / "environment.yaml") or load_spec(self.root)
+
+    @property
+    def env_id(self) -> str:
+        spec = self.spec
+        return spec.id if isinstance(spec, WrappedSpec) else spec.spec.id
 
     @property
     def version(self) -> str:
         if self.kind == "env":
-            spec_version = self.spec.spec.version
+            spec = self.spec
+            spec_version = spec.version if isinstance(spec, WrappedSpec) else spec.spec.version
             if spec_version != self.project_version:
                 raise VerihubError(f"{self.root}: environment.yaml says version {spec_version} but pyproject.toml "
                                    f"says {self.project_version!r}; make them equal")
@@ -228,7 +243,7 @@ def prepare(path: str | Path, owner: str, *, bump: Bump | None = None, validate:
         bump_version(Path(path), bump)
     source = PackageSource(path)
     if source.kind == "env":
-        name = source.spec.spec.id
+        name = source.env_id
     else:
         name = str((source.pyproject.get("project") or {}).get("name", source.root.name))
     repo = RepoId.parse(f"{owner}/{name}")

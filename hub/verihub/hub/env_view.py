@@ -76,6 +76,10 @@ def _view(storage: HubStorage, repo: RepoId, sha: str) -> EnvView:
         return EnvView(notes=("environment.yaml does not parse",))
     if not isinstance(spec, dict):
         return EnvView(notes=("environment.yaml is not a mapping",))
+    if "dataset" not in spec and isinstance(spec.get("source"), str):  # another ecosystem's, wrapped
+        wrapped = _plain(spec["source"])
+        return EnvView(_plain(spec.get("description")), source=f"wraps {wrapped}",
+                       notes=(f"tasks and grading come from {wrapped} when the package is installed",))
     layers = _layers(spec.get("verifier"))
     source, rows, notes = _rows(storage, repo, sha, files, spec.get("dataset"))
     prompt = spec.get("prompt") if isinstance(spec.get("prompt"), dict) else {}

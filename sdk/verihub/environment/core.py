@@ -15,6 +15,7 @@ from verihub.grading.judge import Judge
 from verihub.grading.verifier import BoundLayer, Verifier
 from verihub.spec.loader import LoadedSpec, find_spec_file, load_spec, template_fields, template_locations
 from verihub.spec.models import EnvSpec
+from verihub.spec.wrapped import read_wrapped
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -247,6 +248,15 @@ def load_env(
         path = Path(ref)
         if not find_spec_file(path).is_file():
             path = _installed_env_dir(str(ref), path)
+        wrapped = read_wrapped(find_spec_file(path))
+        if wrapped is not None:  # another ecosystem's environment, under this file's identity
+            env = load_env(wrapped.source, judge=judge, judge_model=judge_model, on_missing_judge=on_missing_judge,
+                           **wrapped.resolved_options(find_spec_file(path).parent))
+            identity = {"id": wrapped.id, "version": wrapped.version, "tags": wrapped.tags or env.spec.tags,
+                        "description": wrapped.description or env.spec.description,
+                        "domain": wrapped.domain or env.spec.domain, "license": wrapped.license}
+            env.spec = env.spec.model_copy(update=identity)
+            return env
         loaded = load_spec(path)
     if judge is None and (judge_model or _names_a_judge_model(loaded.spec)):
         from verihub.grading.judge import ModelJudge
