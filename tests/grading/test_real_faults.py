@@ -319,7 +319,7 @@ def test_the_only_grader_server_killed_mid_batch_leaves_env_error_never_wrong(
     server, url = arithmetic_server
     env = verihub.load_env(REPO / "envs" / "arithmetic")
     tasks = list(env.dataset("eval"))[:40]
-    pairs = [(task, kind, text) for task in tasks for _ in range(4)
+    pairs = [(task, kind, text) for task in tasks for _ in range(16)
              for kind, text in (("wrong", f"\\boxed{{{task['wrong']}}}"), ("right", f"So it is \\boxed{{{task['answer']}}}"))]
     with GraderPool([url], timeout_s=20) as pool:
         def kill_after_the_first_batch() -> None:
