@@ -170,16 +170,6 @@ async def test_async_checks_and_math_in_the_process_pool() -> None:
     assert all(g.layer("math").status is LayerStatus.PASSED for g in grades)
 
 
-def test_sync_grade_inside_a_running_loop_says_what_to_do() -> None:
-    verifier = Verifier([layer("slow", "check", here("sleeps"), args={"seconds": 0})])
-
-    async def inside() -> None:
-        verifier.grade(TASK, "x")
-
-    with pytest.raises(RuntimeError, match="await agrade"):
-        asyncio.run(inside())
-
-
 class FakeJudge:
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []

@@ -12,16 +12,15 @@ import asyncio
 import functools
 import json
 import math
-import threading
 import time
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any
 
+from verihub._sync import LoopThread
 from verihub.errors import ActionRefusedError, MissingDependencyError, RemoteEnvError, describe_error
 
-__all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "OwnLoop", "RemoteEnvError", "RemoteSession", "fetch",
-           "run_sync"]
+__all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "OwnLoop", "RemoteEnvError", "RemoteSession", "fetch"]
 
 INSTALL_HINT = "pip install openenv"
 MAX_REPLY_BYTES = 1 << 20
@@ -163,52 +162,26 @@ class RemoteSession:
         return (value - low) / (high - low)
 
 
-def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``coroutine`` to completion from sync code, also when an event loop is running in this thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = asyncio.run(coroutine)
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name="verihub-openenv")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
 class OwnLoop:
     """Sync methods over async ones whose connection belongs to one event loop: the object's own loop, on a
-    daemon thread started at the first sync call (use one style, sync or async, per object)."""
+    daemon thread started at the first sync call (use one style, sync or async, per object; see
+    :mod:`verihub._sync`)."""
 
-    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_thread: LoopThread | None = None
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop_thread.loop if self._loop_thread is not None else None
 
     def _sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=_run_until_stopped, args=(self._loop,), name="verihub-openenv-session",
-                             daemon=True).start()
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        if self._loop_thread is None:
+            self._loop_thread = LoopThread("verihub-openenv-session")
+        return self._loop_thread.run(coroutine)
 
     def _stop_loop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop = None
-
-
-def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
-    try:
-        loop.run_forever()
-    finally:
-        loop.close()
+        if self._loop_thread is not None:
+            self._loop_thread.stop()
+            self._loop_thread = None
 
 
 def fetch(url: str, path: str, timeout_s: float, limit: int, body: dict[str, Any] | None = None) -> Any:

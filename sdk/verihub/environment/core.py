@@ -15,7 +15,7 @@ from verihub.grading.judge import Judge
 from verihub.grading.verifier import BoundLayer, Verifier
 from verihub.spec.loader import LoadedSpec, find_spec_file, load_spec, template_fields, template_locations
 from verihub.spec.models import EnvSpec
-from verihub.spec.wrapped import read_wrapped
+from verihub.spec.wrapped import ADAPTER_PREFIXES, read_wrapped
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -178,8 +178,6 @@ def completion_text(completion: Completion) -> str:
     raise ValueError("the completion's messages hold no assistant message to grade")
 
 
-ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:")
-"""Refs :func:`load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 
 def load_env(

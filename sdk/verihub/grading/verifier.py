@@ -31,6 +31,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any, Literal
 
+from verihub._sync import run_sync
 from verihub.checks.base import BoundCheck, CheckResult, Mode
 from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
 from verihub.errors import describe_error
@@ -183,7 +184,7 @@ class Verifier:
         if self.all_inline:
             grade = self._single_inline or self.grade
             return [grade(task, completion) for task, completion in zip(tasks, completions, strict=True)]
-        return _run_sync(self.agrade_many(tasks, completions), "grade_many")
+        return run_sync(self.agrade_many(tasks, completions))
 
     async def agrade_many(self, tasks: Iterable[Task], completions: Iterable[str]) -> list[Grade]:
         pairs = list(zip(tasks, completions, strict=True))
@@ -201,7 +202,7 @@ class Verifier:
         """One grade, uncached and unattributed."""
         if self.all_inline:
             return self._grade_inline(task, completion)
-        return _run_sync(self._agrade(task, completion), "grade")
+        return run_sync(self._agrade(task, completion))
 
     async def _agrade_once(self, task: Task, completion: str) -> Grade:
         """One grade, uncached and unattributed, without blocking the event loop."""
@@ -586,12 +587,5 @@ def _skipped(layer: BoundLayer, why: str) -> LayerResult:
     return LayerResult(layer.spec.name, layer.spec.layer.value, LayerStatus.SKIPPED, None, layer.spec.weight, 0.0, why)
 
 
-def _run_sync(coroutine: Any, name: str) -> Any:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    coroutine.close()
-    raise RuntimeError(f"{name}() was called from a running event loop; use `await a{name}(...)` instead")
 
 

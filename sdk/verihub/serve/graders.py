@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from verihub import settings
+from verihub._sync import LoopThread
 from verihub.errors import GraderError, describe_error
 from verihub.grading.grade import Grade, GradeStatus, grade_from_detail
 from verihub.serve.wire import MAX_BODY
@@ -100,8 +101,7 @@ class GraderPool:
         self.servers = [_Server(_checked_url(url)) for url in urls]
         self.token, self.timeout_s, self.attempts = settings.grader_token(token), timeout_s, max(1, attempts)
         self._turn = itertools.count()  # breaks ties between equally busy servers, round robin
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._io = LoopThread("verihub-graders")  # the pool's I/O loop: its client and sessions live there
         self._client: httpx2.AsyncClient | None = None
         self._started = threading.Lock()
         self._closed = False
@@ -128,47 +128,35 @@ class GraderPool:
     # -- the I/O loop ---------------------------------------------------------------------------------
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on the pool's loop and wait for it (from code that is not on that loop)."""
+        """Run ``coroutine`` on the pool's loop and wait for it (from code that is not on that loop; see
+        :mod:`verihub._sync`)."""
         return self.submit(coroutine).result()
 
     async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Await ``coroutine`` run on the pool's loop, from any other event loop."""
-        loop = self._ensure_loop()
-        try:
-            if asyncio.get_running_loop() is loop:
-                return await coroutine
-        except RuntimeError:
-            pass
+        self._open()
+        if self._io.on_it():
+            return await coroutine
         return await asyncio.wrap_future(self.submit(coroutine))
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
         """Start ``coroutine`` on the pool's loop; its future."""
-        loop = self._ensure_loop()
-        if threading.current_thread() is self._thread:
-            coroutine.close()
-            raise RuntimeError("a blocking grader call on the pool's own loop would wait for itself: await it")
-        return asyncio.run_coroutine_threadsafe(coroutine, loop)
+        self._open()
+        return self._io.submit(coroutine)
 
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+    def _open(self) -> None:
         with self._started:
             if self._closed:
                 raise RuntimeError("the grader pool is closed")
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=self._loop.run_forever, name="verihub-graders", daemon=True)
-                self._thread.start()
-            return self._loop
 
     def close(self) -> None:
         with self._started:
-            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-            self._closed = True
-        if loop is None or thread is None:
+            was_open, self._closed = not self._closed, True
+        loop = self._io.loop
+        if not was_open or loop is None:
             return
         asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=15)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+        self._io.stop(join_s=10)
 
     async def _shutdown(self) -> None:
         """Let the work in flight (close frames of ended sessions) finish, a moment at most; then the client."""

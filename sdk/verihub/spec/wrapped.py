@@ -22,9 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from verihub.errors import SpecError, SpecProblem
 
-__all__ = ["PATH_OPTIONS", "WrappedSpec", "read_wrapped"]
+__all__ = ["ADAPTER_PREFIXES", "PATH_OPTIONS", "WrappedSpec", "read_wrapped"]
 
 PATH_OPTIONS = ("data", "paths")  # options that name files: relative to the environment's directory
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:")
+"""Refs :func:`~verihub.load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 
 class WrappedSpec(BaseModel):
@@ -42,8 +44,6 @@ class WrappedSpec(BaseModel):
     @field_validator("source")
     @classmethod
     def _an_adapter(cls, source: str) -> str:
-        from verihub.environment.core import ADAPTER_PREFIXES
-
         if not source.startswith(ADAPTER_PREFIXES):
             raise ValueError(f"must start with one of {', '.join(ADAPTER_PREFIXES)}")
         return source
