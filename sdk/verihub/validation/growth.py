@@ -6,8 +6,9 @@ grade. What a layer takes beyond its time on the few characters (a sandbox's sta
 is the part that grows with the answer: a layer where that part passes :data:`FLOOR_S` at the limit and
 more than :data:`RATIO` times what it was at half is super-linear there (a linear step doubles, a quadratic
 one quadruples), and a longer answer, a slower machine or a tighter limit turns it into a timeout. Times
-are the best of two gradings (the cache cleared between), and a finding is measured again, best of four,
-before it counts: a busy machine must not fail an environment.
+are the best of two gradings (the cache cleared between; the sizes take turns, so a busy spell slows one
+grading of each size, not all of one), and a finding is measured again, best of four, before it counts: a
+busy machine must not fail an environment, nor hide a quadratic step.
 """
 
 from __future__ import annotations
@@ -46,8 +47,7 @@ def probe_growth(env: Environment, task: Mapping[str, Any], target: str) -> list
             continue
         found = ""
         for repeats in (2, 4):  # a finding is measured again before it counts
-            times = [_layer_times(env, task, completion, repeats) for completion in completions]  # type: ignore[arg-type]
-            found = _super_linear(*times, limit)
+            found = _super_linear(*_layer_times(env, task, completions, repeats), limit)  # type: ignore[arg-type]
             if not found:
                 break
         outcome = ExploitOutcome(name, "fault-forcing", target, description, "fault" if found else "blocked")
@@ -56,14 +56,17 @@ def probe_growth(env: Environment, task: Mapping[str, Any], target: str) -> list
     return outcomes
 
 
-def _layer_times(env: Environment, task: Mapping[str, Any], completion: str, repeats: int) -> dict[str, float]:
-    """Each layer's seconds on ``completion``, the best of ``repeats`` gradings."""
-    best: dict[str, float] = {}
+def _layer_times(env: Environment, task: Mapping[str, Any], completions: list[str],
+                 repeats: int) -> list[dict[str, float]]:
+    """Each layer's seconds on each completion, the best of ``repeats`` gradings. The sizes take turns, so a
+    busy spell of the machine slows one grading of each rather than every grading of one."""
+    best: list[dict[str, float]] = [{} for _ in completions]
     for _ in range(repeats):
-        env.verifier.clear_cache()
-        for layer in env.verifier.grade(task, completion).layers:
-            if layer.status in _RAN:
-                best[layer.name] = min(best.get(layer.name, float("inf")), layer.time_s)
+        for completion, times in zip(completions, best, strict=True):
+            env.verifier.clear_cache()
+            for layer in env.verifier.grade(task, completion).layers:
+                if layer.status in _RAN:
+                    times[layer.name] = min(times.get(layer.name, float("inf")), layer.time_s)
     return best
 
 
