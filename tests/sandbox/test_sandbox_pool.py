@@ -301,3 +301,31 @@ def test_sparse_files_that_would_not_fit_once_restored_are_the_programs_failure(
     assert grown.status is RunStatus.OUTPUT_LIMIT and "sparse files in full" in grown.reason, grown
     after = session.run("ls")
     assert after.ok and after.stdout.split() == ["keep.txt"]  # the state before that run
+
+
+def test_aliases_lead_into_the_work_dir_in_a_fresh_jail_and_the_pool_sends_them_there(pool: WarmPool) -> None:
+    """sandbox.aliases (a container's WORKDIR, e.g. /app): symlinks the pool's jails, made once, do not
+    have; such a run goes to a fresh jail and finds them."""
+    limits = LIMITS.model_copy(update={"aliases": (("/app", "/work"), ("/logs", "/tmp/logs"))})
+    assert pool.fits(LIMITS) and not pool.fits(limits)
+    result = sandbox.run("echo hi > /app/x; mkdir -p /tmp/logs && echo l > /logs/y; cat /work/x /tmp/logs/y; cd /app; pwd",
+                         limits=limits, sandbox=pool, keep_files=True)
+    assert result.ok and result.stdout == "hi\nl\n/app\n" and result.files is not None and result.files.files() == {"x": b"hi\n"}
+    bare = sandbox.run("ls /app", limits=LIMITS, sandbox=pool)
+    assert bare.status is RunStatus.NONZERO_EXIT  # no alias where none was asked for
+
+
+def test_the_unsafe_local_backend_refuses_aliases() -> None:
+    from verihub.sandbox.local import UnsafeLocalSandbox
+
+    result = UnsafeLocalSandbox().run(sandbox.Request(command=["true"], limits=Limits(aliases={"/app": "/work"})))
+    assert result.status is RunStatus.INFRA_ERROR and "sandbox.aliases" in result.reason
+
+
+@pytest.mark.parametrize(("aliases", "named"), [({"/etc/app": "/work"}, "the jail's own"),
+                                                ({"/app": "/home"}, "points into /work or /tmp"),
+                                                ({"/app/../usr": "/work"}, "no . or .. parts"),
+                                                ({f"/a{i}": "/work" for i in range(9)}, "at most 8")])
+def test_an_alias_cannot_shadow_the_jails_own_paths_or_lead_out_of_it(aliases: dict[str, str], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        Limits(aliases=aliases)

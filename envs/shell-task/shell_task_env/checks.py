@@ -20,19 +20,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
-from verihub import CheckParams, CheckResult, check, sandbox
-from verihub.checks import fenced_blocks
-from verihub.errors import SandboxInfraError
-from verihub.sandbox.tools import WORKDIR, task_files
-from verihub.sandbox.types import Limits, Result, RunStatus, Snapshot
+from pydantic import Field
+from verihub import CheckResult, check, sandbox
+from verihub.checks.base import SandboxParams
+from verihub.checks.terminal_state import final_work_dir, sandboxed
+from verihub.sandbox.types import Result, RunStatus
 
 from shell_task_env.exploits import EXPLOITS
 
-__all__ = ["FinalStateParams", "bash_commands", "final_state"]
+__all__ = ["FinalStateParams", "final_state"]
 
-_SHELLS = ("bash", "sh", "shell")
-_KEPT = (RunStatus.OK, RunStatus.NONZERO_EXIT, RunStatus.MEMORY_LIMIT)  # runs whose files a session keeps too
 # Runs the checker read from stdin, once it is non-dumpable (prctl PR_SET_DUMPABLE = 4, value 0).
 _CHECKER_HOST = ("import ctypes, sys\n"
                  "if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:\n"
@@ -41,55 +38,25 @@ _CHECKER_HOST = ("import ctypes, sys\n"
                  "exec(compile(source, '<checker>', 'exec'), {'__name__': '__main__'})\n")
 
 
-class FinalStateParams(CheckParams):
+class FinalStateParams(SandboxParams):
     checker_field: str = Field("checker", description="Column with the Python checker script (exit 0: the state is right).")
-    _limits: Limits = PrivateAttr(default_factory=Limits)
-
-    @model_validator(mode="after")
-    def _limits_from_the_environment(self, info: ValidationInfo) -> FinalStateParams:
-        self._limits = (info.context or {}).get("sandbox") or Limits()
-        return self
 
     def columns(self) -> set[str]:
         return {self.checker_field}
-
-    @property
-    def limits(self) -> Limits:
-        return self._limits
-
-
-def bash_commands(completion: str) -> str:
-    """The commands of every ```bash (or ```sh, ```shell) block of ``completion``, in order."""
-    blocks = [body for language, body in fenced_blocks(completion) if language.lower() in _SHELLS]
-    return "\n".join(block.strip("\n") for block in blocks).strip()
 
 
 @check(params=FinalStateParams, exploits=EXPLOITS)
 def final_state(completion: str, task: Mapping[str, Any], params: FinalStateParams) -> CheckResult:
     """1 when the task's checker accepts the final work dir (``task["workdir"]``, else the state the
     completion's ```bash blocks leave on the initial files), 0 otherwise."""
-    state = task.get(WORKDIR)
-    if state is None:  # a plain text grade: the completion's commands make the final state
-        commands = bash_commands(completion)
-        if not commands:
-            return CheckResult(0.0, "no work dir to inspect and no ```bash block to run")
-        applied = _sandboxed(sandbox.run(commands, files=task_files(task), limits=params.limits, keep_files=True))
-        if applied.status not in _KEPT or applied.files is None:
-            return CheckResult(0.0, f"the commands did not finish ({applied.status}: {applied.reason})")
-        state = applied.files
-    if not isinstance(state, Snapshot):
-        raise TypeError(f"task[{WORKDIR!r}] must be a verihub Snapshot, not {type(state).__name__}")
-    verdict = _sandboxed(sandbox.run(["python3", "-I", "-c", _CHECKER_HOST], files=state or None,
+    state = final_work_dir(completion, task, params.limits)
+    if isinstance(state, str):
+        return CheckResult(0.0, state)
+    verdict = sandboxed(sandbox.run(["python3", "-I", "-c", _CHECKER_HOST], files=state or None,
                                      stdin=str(task[params.checker_field]), limits=params.limits))
     if verdict.ok:
         return CheckResult(1.0)
     return CheckResult(0.0, _why(verdict))
-
-
-def _sandboxed(result: Result) -> Result:
-    if result.status is RunStatus.INFRA_ERROR:
-        raise SandboxInfraError(f"sandbox failed: {result.reason}")
-    return result
 
 
 def _why(result: Result) -> str:

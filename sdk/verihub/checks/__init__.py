@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 from verihub import _lazy
 
 if TYPE_CHECKING:
-    from verihub.checks._extract import fenced_blocks, strip_think
+    from verihub.checks._extract import bash_commands, fenced_blocks, strip_think
     from verihub.checks.base import Check, CheckParams, CheckResult, Mode, as_check, check
     from verihub.checks.exploit import Attempt, Exploit, Family
 
 _WHERE = {
-    "fenced_blocks": "_extract", "strip_think": "_extract",
+    "bash_commands": "_extract", "fenced_blocks": "_extract", "strip_think": "_extract",
     "Check": "base", "CheckParams": "base", "CheckResult": "base", "Mode": "base", "as_check": "base", "check": "base",
     "Attempt": "exploit", "Exploit": "exploit", "Family": "exploit",
 }

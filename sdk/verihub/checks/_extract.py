@@ -146,6 +146,13 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
+def bash_commands(completion: str) -> str:
+    """The commands of every ```bash (or ```sh, ```shell) block of ``completion``, in order: what a plain
+    text answer to a terminal-state task does to the work dir."""
+    blocks = [body for language, body in fenced_blocks(completion) if language.lower() in ("bash", "sh", "shell")]
+    return "\n".join(block.strip("\n") for block in blocks).strip()
+
+
 def find_answer(completion: str, how: Extract = "auto") -> Answer:
     """The answer part of ``completion`` (reasoning in <think> tags is always dropped first).
 

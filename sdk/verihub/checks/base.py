@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationInfo, model_validator
 
 from verihub.checks.exploit import Exploit
+from verihub.spec.models import SandboxSpec
 
-__all__ = ["Check", "CheckOutput", "CheckParams", "CheckResult", "Mode", "as_check", "check"]
+__all__ = ["Check", "CheckOutput", "CheckParams", "CheckResult", "Mode", "SandboxParams", "as_check", "check"]
 
 Mode = Literal["inline", "thread", "process", "async"]
 """Where a check runs: ``inline`` on the grading thread (only for fast, pure checks), ``thread`` in a
@@ -54,6 +55,22 @@ class CheckParams(BaseModel):
     def columns(self) -> set[str]:
         """Dataset columns this check reads; the loader verifies that they exist."""
         return set()
+
+
+class SandboxParams(CheckParams):
+    """Base for the arguments of a check that runs code in the sandbox: :attr:`limits` are the environment's
+    ``sandbox:`` section."""
+
+    _limits: SandboxSpec = PrivateAttr(default_factory=SandboxSpec)
+
+    @model_validator(mode="after")
+    def _limits_from_the_environment(self, info: ValidationInfo) -> SandboxParams:
+        self._limits = (info.context or {}).get("sandbox") or SandboxSpec()
+        return self
+
+    @property
+    def limits(self) -> SandboxSpec:
+        return self._limits
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,7 +206,8 @@ def load_env(
     ``max_turns``, ``env_config``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.skyrl_gym`.
     ``verifiers:TASKSET`` refs (Prime Intellect's verifiers, scored in its own interpreter) take ``size``,
     ``seed``, ``config`` (the taskset's), ``paths``, ``python`` and ``timeout_s``; see
-    :mod:`verihub.adapters.verifiers`.
+    :mod:`verihub.adapters.verifiers`. ``harbor:PATH`` refs (Harbor tasks, run in verihub's jail) take
+    ``max_turns`` and ``seed``; see :mod:`verihub.adapters.harbor`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
@@ -233,6 +234,12 @@ def load_env(
         load = load_textarena if str(ref).startswith("textarena:") else load_skyrl_gym
         return load(str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge,
                     **settings)
+    if str(ref).startswith("harbor:"):
+        from verihub.adapters.harbor import load_harbor
+
+        if size is not None or difficulty is not None or config is not None:
+            raise TypeError("harbor: environments take max_turns and seed (their size is the task directory's)")
+        return load_harbor(str(ref), seed=seed, judge=judge, on_missing_judge=on_missing_judge, **settings)
     if str(ref).startswith("reasoning-gym:"):
         from verihub.adapters.reasoning_gym import reasoning_gym_spec
 

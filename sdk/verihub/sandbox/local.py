@@ -14,7 +14,7 @@ from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import run_process
 from verihub.sandbox.nsjail import JAIL_ENV, PYTHON
-from verihub.sandbox.types import Request, Result, Snapshot, UnsafeArchive, exec_refusal
+from verihub.sandbox.types import Request, Result, RunStatus, Snapshot, UnsafeArchive, exec_refusal
 
 __all__ = ["UnsafeLocalSandbox"]
 
@@ -27,6 +27,9 @@ class UnsafeLocalSandbox:
     def run(self, request: Request) -> Result:
         if (refused := exec_refusal(request)) is not None:
             return refused
+        if request.limits.aliases:
+            return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason="the unsafe-local backend cannot make "
+                          "sandbox.aliases (paths outside its work dir); use nsjail")
         logger.warning("verihub sandbox: running WITHOUT isolation (unsafe-local backend); never use it for untrusted code")
         limits = request.limits
         command = list(request.command) if request.command is not None else [PYTHON, "main.py"]

@@ -197,6 +197,7 @@ class NsjailSandbox:
             config.mount.append(MountPt(dst=path, fstype="tmpfs", rw=True, is_dir=True,
                                         options=f"size={limits.disk_mb}m,nr_inodes={_archive.MAX_ENTRIES},mode=1777",
                                         nosuid=True, nodev=True))
+        config.mount.extend(MountPt(src=target, dst=path, is_symlink=True) for path, target in limits.aliases)
         if wrapper:
             assert control is not None
             script = _wrapper(inbound, control, keep_files, cpu_seconds(limits))

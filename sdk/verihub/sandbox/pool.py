@@ -205,9 +205,10 @@ class WarmPool:
 
     def fits(self, limits: Limits) -> bool:
         """Whether the pool's jails can honour ``limits`` exactly (else runs go to a fresh jail). Memory,
-        processes and time are set per run; network and the tmpfs size are fixed when a jail starts."""
+        processes and time are set per run; network, the tmpfs size and aliases are fixed when a jail starts."""
         ceiling = self.limits
         return (limits.network == ceiling.network and limits.disk_mb == ceiling.disk_mb
+                and limits.aliases == ceiling.aliases
                 and limits.memory_mb <= ceiling.memory_mb and limits.max_procs <= ceiling.max_procs)
 
     def run(self, request: Request) -> Result:

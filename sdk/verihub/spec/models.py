@@ -11,7 +11,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from verihub.checks.exploit import Family
 
@@ -245,6 +245,33 @@ class LayerSpec(_Section):
         return self
 
 
+_JAIL_OWN = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/proc", "/dev", "/work", "/tmp")
+_MAX_ALIASES = 8
+
+
+def _alias_pairs(value: Any) -> Any:
+    """``sandbox.aliases`` as sorted (path, target) pairs: each path absolute and outside the jail's own
+    directories, each target /work, /tmp or a path below them."""
+    if isinstance(value, dict):
+        value = sorted(value.items())
+    if not isinstance(value, list | tuple) or len(value) > _MAX_ALIASES:
+        raise ValueError(f"must be a mapping of at most {_MAX_ALIASES} PATH: TARGET entries")
+    pairs = []
+    for pair in value:
+        if not isinstance(pair, list | tuple) or len(pair) != 2 or not all(isinstance(part, str) for part in pair):
+            raise ValueError(f"each alias is PATH: TARGET, both text; got {pair!r}")
+        path, target = pair
+        for part in (path, target):
+            if not re.fullmatch(r"(/[\w.-]+)+", part) or any(piece in (".", "..") for piece in part.split("/")):
+                raise ValueError(f"{part!r}: an alias's path and target are absolute, with no . or .. parts")
+        if any(path == own or path.startswith(own + "/") for own in _JAIL_OWN):
+            raise ValueError(f"{path!r} is the jail's own; an alias goes elsewhere (e.g. /app)")
+        if not any(target == own or target.startswith(own + "/") for own in ("/work", "/tmp")):
+            raise ValueError(f"{path!r} points at {target!r}; an alias points into /work or /tmp")
+        pairs.append((path, target))
+    return tuple(pairs)
+
+
 class SandboxSpec(_Section):
     """Limits for code the environment runs in the sandbox (model-written code, sandboxed tools).
 
@@ -259,6 +286,10 @@ class SandboxSpec(_Section):
     max_file_mb: int = Field(16, ge=1, description="Largest file a run may write, in MiB.")
     max_output_kb: int = Field(1024, ge=1, description="Most stdout plus stderr kept, in KiB; past it the run is stopped.")
     disk_mb: int = Field(64, ge=1, description="Size of the work dir and /tmp (each a fresh tmpfs), in MiB.")
+    aliases: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_alias_pairs),
+                       WithJsonSchema({"type": "object", "additionalProperties": {"type": "string"}})] = Field(
+        (), description="Paths in the jail that are symlinks into its work dir (/work) or /tmp, as PATH: TARGET "
+        "(e.g. {/app: /work} for a task written for a container whose WORKDIR is /app).")
 
     @property
     def cpu_limit_s(self) -> float:

@@ -25,7 +25,7 @@ from verihub.errors import SpecError, SpecProblem
 __all__ = ["ADAPTER_PREFIXES", "PATH_OPTIONS", "WrappedSpec", "read_wrapped"]
 
 PATH_OPTIONS = ("data", "paths")  # options that name files: relative to the environment's directory
-ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:")
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:", "harbor:")
 """Refs :func:`~verihub.load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 
@@ -46,6 +46,8 @@ class WrappedSpec(BaseModel):
     def _an_adapter(cls, source: str) -> str:
         if not source.startswith(ADAPTER_PREFIXES):
             raise ValueError(f"must start with one of {', '.join(ADAPTER_PREFIXES)}")
+        if source.startswith("harbor:"):  # its tasks are files that a wrapped package does not carry yet
+            raise ValueError("a Harbor task directory is loaded by path (harbor:PATH), not wrapped")
         return source
 
     def resolved_options(self, root: Path) -> dict[str, Any]:
