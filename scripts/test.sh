@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, in a fresh or refreshed .venv (and .venv-vllm: the real vLLM engine's tests run on
-# CPU; .venv-verifiers: verifiers' vf-eval plays `verihub serve`). Extra arguments go to pytest.
+# CPU; .venv-verifiers: verifiers' vf-eval plays `verihub serve`; .venv-gem: GEM's games). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --vllm --verifiers
+bash scripts/setup.sh --vllm --verifiers --gem
 exec .venv/bin/python -m pytest -q "$@"

@@ -141,6 +141,18 @@ def vllm_python() -> Iterator[str]:
         yield found
 
 
+def use_own_environment(name: str, variable: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """.venv-NAME (``scripts/setup.sh --NAME`` builds it: another tool whose pins conflict with the lock) as
+    ``variable`` for this test; skipped, saying why, when setup could not build it."""
+    venv, failed = REPO / f".venv-{name}", REPO / f".venv-{name}.failed"
+    if failed.is_file():
+        pytest.skip(f"scripts/setup.sh --{name} could not build .venv-{name}: {failed.read_text()[-1500:]}")
+    if not (venv / "bin" / "python").is_file():
+        pytest.skip(f"no .venv-{name}: scripts/setup.sh --{name} builds it (from PyPI)")
+    monkeypatch.setenv(variable, str(venv / "bin" / "python"))
+    return venv
+
+
 @pytest.fixture(scope="session")
 def nsjail_path() -> str:
     """nsjail, ready to jail. In CI its absence is a failure; elsewhere the test is skipped."""

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Literal, cast
 
-__all__ = ["hub_location", "hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size", "token_file",
-           "verifiers_python", "verihub_home", "vllm_args", "vllm_python"]
+__all__ = ["gem_python", "hub_location", "hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size",
+           "token_file", "verifiers_python", "verihub_home", "vllm_args", "vllm_python"]
 
 SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
 _BACKENDS = ("nsjail", "pool", "unsafe-local")
@@ -99,6 +99,15 @@ def verifiers_python() -> str:
                         "verifiers: environments need Prime Intellect's verifiers, in this interpreter or another "
                         "one: VERIHUB_VERIFIERS_PYTHON=PATH/bin/python (`scripts/setup.sh --verifiers` makes "
                         ".venv-verifiers)")
+
+
+def gem_python() -> str:
+    """``VERIHUB_GEM_PYTHON``: the interpreter with GEM (``gem-llm``) that plays ``gem:`` environments (default:
+    this one, when it has GEM). GEM pins packages verihub's lock cannot share: ``scripts/setup.sh --gem`` makes
+    ``.venv-gem/bin/python``."""
+    return _interpreter("VERIHUB_GEM_PYTHON", "gem",
+                        "gem: environments need GEM (gem-llm), in this interpreter or another one: "
+                        "VERIHUB_GEM_PYTHON=PATH/bin/python (`scripts/setup.sh --gem` makes .venv-gem)")
 
 
 def _interpreter(variable: str, module: str, missing: str) -> str:

@@ -16,12 +16,10 @@ import datasets
 import pytest
 
 import verihub
-from conftest import REPO, VERIHUB
+from conftest import REPO, VERIHUB, use_own_environment
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
 
-VENV = REPO / ".venv-verifiers"
-FAILED = REPO / ".venv-verifiers.failed"  # setup.sh's record of a build that failed
 TASKSETS = Path(__file__).parent / "vf_tasksets"
 SUMS = f"verifiers:vf_sums?paths=[{TASKSETS}]"
 CAPITALS = f"verifiers:vf_capitals?paths=[{TASKSETS}]"
@@ -29,11 +27,7 @@ CAPITALS = f"verifiers:vf_capitals?paths=[{TASKSETS}]"
 
 @pytest.fixture(autouse=True)
 def verifiers_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    if FAILED.is_file():
-        pytest.skip(f"scripts/setup.sh --verifiers could not build .venv-verifiers: {FAILED.read_text()[-1500:]}")
-    if not (VENV / "bin" / "python").is_file():
-        pytest.skip("no .venv-verifiers: scripts/setup.sh --verifiers builds it (from PyPI, about 800 MB)")
-    monkeypatch.setenv("VERIHUB_VERIFIERS_PYTHON", str(VENV / "bin" / "python"))
+    use_own_environment("verifiers", "VERIHUB_VERIFIERS_PYTHON", monkeypatch)
 
 
 def answer(task: dict[str, Any]) -> str:
@@ -87,9 +81,10 @@ def test_a_bridge_that_dies_is_a_fault_and_comes_back() -> None:
     env = verihub.load_env(SUMS)
     task = env.tasks("train")[0]
     (bridge,) = [b for b in Bridge._open.values() if b.ref.taskset == "vf_sums"]
-    assert bridge._process is not None
-    bridge._process.kill()
-    bridge._process.wait()  # dead, not yet noticed: the next request starts another
+    process = bridge.process._process
+    assert process is not None
+    process.kill()
+    process.wait()  # dead, not yet noticed: the next request starts another
     assert env.grade(task, answer(task)).reward == 1.0
 
 

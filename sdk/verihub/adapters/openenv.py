@@ -58,7 +58,7 @@ from verihub.adapters._openenv_wire import (MAX_REPLY_BYTES, ActionRefusedError,
                                             fetch)
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
-from verihub.errors import SpecError, SpecProblem, VerihubError, describe_error
+from verihub.errors import SpecError, SpecProblem, VerihubError
 
 if TYPE_CHECKING:
     from verihub.environment.session import Session

@@ -5,7 +5,7 @@
 
 verifiers pins packages verihub's lock cannot share, so it runs in an interpreter of its own
 (``VERIHUB_VERIFIERS_PYTHON``, or this one when it has verifiers): verihub starts
-:mod:`verihub.adapters._verifiers_bridge` there, once per taskset and process, and talks to it over pipes.
+:mod:`verihub.adapters.bridges.verifiers_side` there, once per taskset and process, and talks to it over pipes.
 
 - **tasks**: the taskset's first ``size`` tasks (default 100), split 80/20 into ``train`` and ``eval``
   (``seed`` shuffles them first); the taskset module is found as verifiers finds it (an installed package
@@ -25,12 +25,8 @@ verihub's one rule, with the task's prompt as the evidence).
 
 from __future__ import annotations
 
-import json
 import re
-import selectors
-import subprocess
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,9 +34,10 @@ from typing import Any
 from pydantic import Field
 
 from verihub import settings
+from verihub.adapters._bridge import BridgeProcess
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
-from verihub.errors import SpecError, SpecProblem, VerifiersError, describe_error
+from verihub.errors import SpecError, SpecProblem, VerifiersError
 
 __all__ = ["PREFIX", "Bridge", "TasksetRef", "VerifiersError", "load_verifiers", "rubric"]
 
@@ -48,8 +45,6 @@ PREFIX = "verifiers:"
 OPTIONS = ("size", "seed", "config", "paths", "python", "timeout_s")
 DEFAULT_SIZE = 100
 _TASKSET_ID = re.compile(r"[A-Za-z_][\w.-]{0,100}")
-_BRIDGE = Path(__file__).with_name("_verifiers_bridge.py")
-_MAX_LINE = 64 << 20  # bytes of one answer from the bridge (a taskset's tasks, all prompts)
 
 
 class TasksetRef(CheckParams):
@@ -67,15 +62,15 @@ class TasksetRef(CheckParams):
 
 
 class Bridge:
-    """One bridge process, its taskset loaded; requests go one at a time."""
+    """The bridge process of one taskset (:class:`~verihub.adapters._bridge.BridgeProcess`), its taskset loaded."""
 
     _open: dict[str, Bridge] = {}
     _open_lock = threading.Lock()
 
     def __init__(self, ref: TasksetRef) -> None:
         self.ref = ref
-        self._lock = threading.Lock()
-        self._process: subprocess.Popen[bytes] | None = None
+        self.process = BridgeProcess(ref.python, "verifiers_side.py", what=f"verifiers taskset {ref.taskset!r}",
+                                     timeout_s=ref.timeout_s, error=VerifiersError)
         self.loaded: dict[str, Any] = {}
 
     @classmethod
@@ -88,69 +83,21 @@ class Bridge:
 
     def tasks(self) -> dict[str, Any]:
         """The taskset's load answer: its tasks, rewards and versions."""
-        with self._lock:
+        with self.process.lock:
             self._ensure()
             return self.loaded
 
     def score(self, index: int, completion: str) -> dict[str, list[float] | None]:
-        with self._lock:
+        with self.process.lock:
             self._ensure()
-            return self._ask({"op": "score", "index": index, "completion": completion})["rewards"]
+            return self.process.ask({"op": "score", "index": index, "completion": completion})["rewards"]
 
     def _ensure(self) -> None:
-        if self._process is not None and self._process.poll() is None:
+        if self.process.alive:
             return
-        # -P: not the bridge's folder first on sys.path, where this module would pass for the verifiers package
-        self._process = subprocess.Popen([self.ref.python, "-P", str(_BRIDGE)], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.loaded = self._ask({"op": "load", "taskset": self.ref.taskset, "config": self.ref.config,
-                                 "limit": self.ref.size, "paths": self.ref.paths})
-
-    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        process = self._process
-        assert process is not None and process.stdin is not None and process.stdout is not None
-        what = f"verifiers taskset {self.ref.taskset!r}"
-        try:
-            process.stdin.write(json.dumps(request).encode() + b"\n")
-            process.stdin.flush()
-            line = _read_line(process, self.ref.timeout_s)
-        except (OSError, TimeoutError) as error:
-            process.kill()
-            self._process = None
-            reason = f"no answer within {self.ref.timeout_s:g}s" if isinstance(error, TimeoutError) else "it died"
-            raise VerifiersError(f"{what}: the bridge to verifiers failed ({request['op']}: {reason})") from None
-        try:
-            answer = json.loads(line)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            raise VerifiersError(f"{what}: the bridge answered {request['op']} with {line[:200]!r}")
-        if "error" in answer:
-            kind, message = (list(answer["error"]) + ["", ""])[:2] if isinstance(answer["error"], list) else ("", "")
-            raise VerifiersError(f"{what}: {request['op']} raised {describe_error((str(kind), str(message)), 1000)}")
-        return answer
-
-
-def _read_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """One line of the process's stdout within ``timeout_s``; TimeoutError, or OSError when it ends first."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    data = b""
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while not data.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            if not selector.select(left):
-                continue
-            chunk = process.stdout.read1(1 << 20)  # type: ignore[attr-defined]
-            if not chunk:
-                raise OSError("the bridge ended")
-            data += chunk
-            if len(data) > _MAX_LINE:
-                raise OSError("an answer past its bound")
-    return data.decode(errors="replace")
+        self.process.start()
+        self.loaded = self.process.ask({"op": "load", "taskset": self.ref.taskset, "config": self.ref.config,
+                                        "limit": self.ref.size, "paths": self.ref.paths})
 
 
 def verifiers_spec(ref: str, *, size: int | None = None, seed: int | None = None,

@@ -207,7 +207,9 @@ def load_env(
     ``verifiers:TASKSET`` refs (Prime Intellect's verifiers, scored in its own interpreter) take ``size``,
     ``seed``, ``config`` (the taskset's), ``paths``, ``python`` and ``timeout_s``; see
     :mod:`verihub.adapters.verifiers`. ``harbor:PATH`` refs (Harbor tasks, run in verihub's jail) take
-    ``max_turns`` and ``seed``; see :mod:`verihub.adapters.harbor`.
+    ``max_turns`` and ``seed``; see :mod:`verihub.adapters.harbor`. ``gem:ENV`` refs (GEM's environments, in
+    GEM's own interpreter) take ``size``, ``seed``, ``max_turns``, ``reward_range``, ``timeout_s`` and ``python``;
+    see :mod:`verihub.adapters.gem`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
@@ -227,6 +229,11 @@ def load_env(
 
         return load_verifiers(str(ref), size=size, seed=seed, config=config, judge=judge,
                               on_missing_judge=on_missing_judge, **settings)
+    if str(ref).startswith("gem:"):
+        from verihub.adapters.gem import load_gem
+
+        return load_gem(str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge,
+                        **settings)
     if str(ref).startswith(("textarena:", "skyrl-gym:")):
         from verihub.adapters.skyrl_gym import load_skyrl_gym
         from verihub.adapters.textarena import load_textarena

@@ -25,7 +25,7 @@ from verihub.errors import SpecError, SpecProblem
 __all__ = ["ADAPTER_PREFIXES", "PATH_OPTIONS", "WrappedSpec", "read_wrapped"]
 
 PATH_OPTIONS = ("data", "paths")  # options that name files: relative to the environment's directory
-ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:", "harbor:")
+ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:", "gem:", "harbor:")
 """Refs :func:`~verihub.load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 

@@ -1,8 +1,7 @@
 """The far side of :mod:`verihub.adapters.verifiers`: run by the interpreter that has Prime Intellect's
-``verifiers`` (its own environment: its pins conflict with verihub's lock), as ``python THIS_FILE``. It
-imports nothing of verihub, only verifiers and the standard library.
+``verifiers`` (its own environment: its pins conflict with verihub's lock).
 
-One JSON object a line on stdin, one answer a line on stdout (the taskset's own prints go to stderr):
+Its requests (the loop and its errors: ``_serve.py``):
 
 - ``{"op": "load", "taskset": ID, "config": {...}, "limit": N, "paths": [...]}`` loads the taskset (a
   module exporting one ``vf.Taskset`` in ``__all__``) and answers its first ``N`` tasks
@@ -10,8 +9,6 @@ One JSON object a line on stdin, one answer a line on stdout (the taskset's own 
 - ``{"op": "score", "index": I, "completion": TEXT}`` scores the completion as the final reply of task ``I``
   with the task's own ``score`` (its ``@vf.reward`` functions and judges) on a trace that ends in it; the
   answer is ``{"rewards": {NAME: [SCORE, WEIGHT] or null}}``.
-
-A failure answers ``{"error": [TYPE, MESSAGE]}`` and the bridge goes on.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-import json
 import sys
 from typing import Any
 
@@ -83,19 +79,7 @@ def _score(request: dict[str, Any]) -> dict[str, Any]:
                         for name, reward in trace.rewards.items()}}
 
 
-def main() -> None:
-    answers, sys.stdout = sys.stdout, sys.stderr  # the taskset's prints must not break the protocol
-    for line in sys.stdin:
-        try:
-            request = json.loads(line)
-            answer = (_load if request.get("op") == "load" else _score)(request)
-        except BaseException as error:  # noqa: BLE001 - every failure is an answer, never the bridge's end
-            if isinstance(error, KeyboardInterrupt | SystemExit):
-                raise
-            answer = {"error": [type(error).__name__, str(error).strip()[:1000]]}
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
-
-
 if __name__ == "__main__":
-    main()
+    from _serve import serve
+
+    serve({"load": _load, "score": _score})

@@ -1,0 +1,62 @@
+"""The far side of :mod:`verihub.adapters.gem`: run by the interpreter that has GEM (``gem-llm``, its own
+environment: its pins conflict with verihub's lock). Episodes live here, by a random id.
+
+Its requests (the loop and its errors: ``_serve.py``):
+
+- ``{"op": "describe", "env": ID}``: whether GEM registers ``ID``, and GEM's version.
+- ``{"op": "reset", "env": ID, "seed": S}`` makes the environment and resets it with ``seed``; the answer is
+  ``{"episode": ID, "observation": TEXT}``.
+- ``{"op": "step", "episode": ID, "action": TEXT}``: ``{"observation": TEXT, "reward": R, "done": BOOL}``
+  (done: terminated or truncated; a finished episode is dropped).
+- ``{"op": "close", "episode": ID}`` drops an episode.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+_EPISODES: dict[str, Any] = {}  # by a random id: one this process did not make (a restarted bridge) is unknown
+
+
+def _describe(request: dict[str, Any]) -> dict[str, Any]:
+    from importlib.metadata import version
+
+    from gem.envs.registration import ENV_REGISTRY
+
+    return {"registered": request["env"] in ENV_REGISTRY, "version": version("gem-llm")}
+
+
+def _reset(request: dict[str, Any]) -> dict[str, Any]:
+    import gem
+
+    env = gem.make(request["env"])
+    observation, _ = env.reset(seed=request["seed"])
+    episode = secrets.token_hex(8)
+    _EPISODES[episode] = env
+    return {"episode": episode, "observation": str(observation)}
+
+
+def _step(request: dict[str, Any]) -> dict[str, Any]:
+    env = _EPISODES.get(str(request["episode"]))
+    if env is None:
+        raise LookupError(f"no episode {request['episode']} (the bridge restarted since it began, or it ended)")
+    observation, reward, terminated, truncated, info = env.step(str(request["action"]))
+    done = bool(terminated or truncated)
+    shown = str(observation)
+    if done:
+        del _EPISODES[str(request["episode"])]
+    elif isinstance(info, dict) and info.get("suffix"):  # what GEM asks for next ("Enter your next guess.")
+        shown += "\n" + str(info["suffix"])
+    return {"observation": shown, "reward": float(reward), "done": done}
+
+
+def _close(request: dict[str, Any]) -> dict[str, Any]:
+    _EPISODES.pop(str(request["episode"]), None)
+    return {}
+
+
+if __name__ == "__main__":
+    from _serve import serve
+
+    serve({"describe": _describe, "reset": _reset, "step": _step, "close": _close})
