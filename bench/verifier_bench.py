@@ -148,10 +148,10 @@ def main() -> None:
         layer = BoundLayer.from_spec(LayerSpec(name=name, layer="check", use=name, args=args, timeout_s=120), Path.cwd())
         run_direct, _ = check.bind(args, Path.cwd())
         verifier = Verifier([layer])
-        distinct = len({(completion, json.dumps(task, sort_keys=True)) for task, completion in zip(tasks, completions)})
+        distinct = len({(completion, json.dumps(task, sort_keys=True)) for task, completion in zip(tasks, completions, strict=True)})
 
         def direct(start: int, end: int) -> list[object]:
-            return [run_direct(completion, task) for task, completion in zip(tasks[start:end], completions[start:end])]
+            return [run_direct(completion, task) for task, completion in zip(tasks[start:end], completions[start:end], strict=True)]
 
         def engine(start: int, end: int) -> list[object]:
             return verifier.grade_many(tasks[start:end], completions[start:end])
@@ -160,7 +160,7 @@ def main() -> None:
         by_floor = floor_grader(run_direct, name, floor_cache)
 
         def floor(start: int, end: int) -> list[object]:
-            return [by_floor(task, completion) for task, completion in zip(tasks[start:end], completions[start:end])]
+            return [by_floor(task, completion) for task, completion in zip(tasks[start:end], completions[start:end], strict=True)]
 
         def forget() -> None:
             verifier.clear_cache()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, in a fresh or refreshed .venv (and .venv-vllm: the real vLLM engine's tests run on
+# Lint, then the whole test suite, in a fresh or refreshed .venv (and .venv-vllm: the real vLLM engine's tests run on
 # CPU; .venv-verifiers: verifiers' vf-eval plays `verihub serve`; .venv-gem: GEM's games). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --vllm --verifiers --gem
+.venv/bin/ruff check .  # the lint rules of pyproject.toml's [tool.ruff], on the whole tree
 exec .venv/bin/python -m pytest -q "$@"

@@ -17,14 +17,13 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any
 
 __all__ = ["LoopThread", "run_sync"]
 
-T = TypeVar("T")
 
 
-def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+def run_sync[T](coroutine: Coroutine[Any, Any, T]) -> T:
     """``coroutine``'s result, from sync code, also while an event loop runs in this thread."""
     try:
         asyncio.get_running_loop()
@@ -64,7 +63,7 @@ class LoopThread:
                 self.thread.start()
             return self.loop
 
-    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+    def submit[T](self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
         """Start ``coroutine`` on the loop; its future. Refused on the loop's own thread (a wait there would
         wait for itself)."""
         loop = self.ensure()
@@ -73,7 +72,7 @@ class LoopThread:
             raise RuntimeError(f"a blocking call on {self.name}'s own loop would wait for itself: await it")
         return asyncio.run_coroutine_threadsafe(coroutine, loop)
 
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+    def run[T](self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the loop and wait for its result."""
         return self.submit(coroutine).result()
 

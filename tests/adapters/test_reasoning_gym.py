@@ -17,7 +17,7 @@ import yaml
 reasoning_gym = pytest.importorskip("reasoning_gym")
 
 import verihub  # noqa: E402
-from conftest import REPO
+from conftest import REPO  # noqa: E402
 from verihub.adapters import reasoning_gym as adapter  # noqa: E402
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))

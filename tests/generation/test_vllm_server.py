@@ -91,7 +91,7 @@ def test_the_samples_of_a_prompt_and_its_repeats_share_the_prefix_cache(tool_mod
         try:
             return [await backend.generate(prompt, Sampling(n=4, max_tokens=4)) for _ in range(2)]
         finally:
-            metrics.append(httpx.get(f"{backend.server.url}/metrics", timeout=30).text)
+            metrics.append((await asyncio.to_thread(httpx.get, f"{backend.server.url}/metrics", timeout=30)).text)
             await backend.aclose()
 
     metrics: list[str] = []

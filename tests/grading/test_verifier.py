@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from verihub.grading import _pools
 from verihub import CheckResult, GradeStatus, LayerStatus, check, load_env
 from verihub.checks.base import Check, as_check
 from verihub.checks.registry import BUILTIN_CHECKS
+from verihub.grading import _pools
 from verihub.grading.judge import JudgeVerdict
 from verihub.grading.verifier import BoundLayer, Verifier
 from verihub.spec.models import LayerSpec

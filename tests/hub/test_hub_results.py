@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from browser import Browser, chromium_or_skip
+
 from conftest import REPO, VERIHUB, HubServer, hf
 from verihub.spec.scaffold import init_env
 from verihub.testing import ScriptedChatServer

@@ -5,7 +5,6 @@ case-insensitive. Driven by the unmodified huggingface_hub client, real pip and 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

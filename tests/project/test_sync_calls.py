@@ -8,9 +8,8 @@ import asyncio
 import time
 from typing import Any
 
-from conftest import REPO, start_serve, stop_serve
-
 import verihub
+from conftest import REPO, start_serve, stop_serve
 from verihub._sync import LoopThread, run_sync
 from verihub.serve.graders import GraderPool
 

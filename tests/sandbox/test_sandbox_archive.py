@@ -152,13 +152,19 @@ Backend = Callable[..., sandbox.Result]
 
 def backends(fresh_jail: Any, warm_pool: Any) -> dict[str, Backend]:
     local = UnsafeLocalSandbox()
-    return {
-        f"{name} {path}": (lambda jail, path: lambda code, **options: (
-            sandbox.run(["python3", "-c", code], sandbox=jail, limits=LIMITS, **options) if path == "command"
-            else sandbox.run_python(code, sandbox=jail, limits=LIMITS, **options)))(jail, path)
-        for name, jail in (("fresh", fresh_jail), ("pool", warm_pool), ("local", local))
-        for path in ("command", "python")
-    }
+    return {f"{name} {path}": runner(jail, path)
+            for name, jail in (("fresh", fresh_jail), ("pool", warm_pool), ("local", local))
+            for path in ("command", "python")}
+
+
+def runner(jail: Any, path: str) -> Backend:
+    """Runs code in ``jail`` as a command (python3 -c) or through run_python."""
+    def run(code: str, **options: Any) -> sandbox.Result:
+        if path == "command":
+            return sandbox.run(["python3", "-c", code], sandbox=jail, limits=LIMITS, **options)
+        return sandbox.run_python(code, sandbox=jail, limits=LIMITS, **options)
+
+    return run
 
 
 @pytest.mark.nsjail

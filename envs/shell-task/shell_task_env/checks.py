@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
+
+from shell_task_env.exploits import EXPLOITS
 from verihub import CheckResult, check, sandbox
 from verihub.checks.base import SandboxParams
 from verihub.checks.terminal_state import final_work_dir, sandboxed
 from verihub.sandbox.types import Result, RunStatus
-
-from shell_task_env.exploits import EXPLOITS
 
 __all__ = ["FinalStateParams", "final_state"]
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
+
+from sql_env.compare import compare_results
+from sql_env.exploits import EXPLOITS
 from verihub import CheckParams, CheckResult, check
 from verihub.checks import fenced_blocks, strip_think
 from verihub.errors import SandboxInfraError
 from verihub.spec.models import SandboxSpec
-
-from sql_env.compare import compare_results
-from sql_env.exploits import EXPLOITS
 
 __all__ = ["ResultSetParams", "extract_sql", "result_set", "statement_problem"]
 

@@ -19,9 +19,25 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from verihub.hub.accounts import Identity
-from verihub.hub.deps import (MAX_COMMIT_BYTES, MAX_JSON_BYTES, Hub, User, Viewer, VisibleRepo, WritableRepo, base_url,
-                              check_writer, error_response, identity, json_body, raw_body, raw_segments, user,
-                              visible_repo, writable_repo)
+from verihub.hub.deps import (
+    MAX_COMMIT_BYTES,
+    MAX_JSON_BYTES,
+    Hub,
+    User,
+    Viewer,
+    VisibleRepo,
+    WritableRepo,
+    base_url,
+    check_writer,
+    error_response,
+    identity,
+    json_body,
+    raw_body,
+    raw_segments,
+    user,
+    visible_repo,
+    writable_repo,
+)
 from verihub.hub.errors import EntryNotFoundError, ErrorCode, ForbiddenError, InvalidRequestError, RevisionNotFoundError
 from verihub.hub.policy import DATASET_KINDS, MODEL_KINDS
 from verihub.hub.state import HubState

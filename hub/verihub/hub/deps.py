@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,8 +26,14 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from verihub.hub.accounts import Identity
-from verihub.hub.errors import (BodyTooLargeError, ErrorCode, ForbiddenError, HubError, InvalidRequestError,
-                                UnauthorizedError)
+from verihub.hub.errors import (
+    BodyTooLargeError,
+    ErrorCode,
+    ForbiddenError,
+    HubError,
+    InvalidRequestError,
+    UnauthorizedError,
+)
 from verihub.hub.limits import MAX_COMMIT_BYTES, MAX_JSON_BYTES
 from verihub.hub.policy import DATASET_KINDS, MODEL_KINDS
 from verihub.hub.state import HubState
@@ -41,7 +47,6 @@ __all__ = ["MAX_COMMIT_BYTES", "MAX_JSON_BYTES", "Hub", "User", "Viewer", "Visib
            "json_body", "raw_body", "raw_segments", "repo_kinds", "state", "user", "visible_project", "visible_repo",
            "writable_repo"]
 
-M = TypeVar("M", bound=BaseModel)
 
 
 async def state(request: Request) -> HubState:  # async: no blocking, so no thread-pool hop
@@ -105,7 +110,7 @@ def visible_project(request: Request, project: str, who: Identity | None = Depen
     return hub.visibility.project(who, project)
 
 
-def json_body(model: type[M], after: Callable[..., Any]) -> Callable[..., Awaitable[M]]:
+def json_body[M: BaseModel](model: type[M], after: Callable[..., Any]) -> Callable[..., Awaitable[M]]:
     """A dependency that parses the body as ``model``, after ``after`` (the route's authorization) passed.
     An empty body reads as ``{}``."""
 

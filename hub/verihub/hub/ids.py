@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from verihub import _lazy
+from verihub import _lazy, ids
 from verihub.hub.errors import VersionNotFoundError
-from verihub import ids
 
 __all__ = ["Requirement", "VersionNotFoundError", "VersionSpec", "is_release_like", "release_version", "release_versions"]
 

@@ -15,8 +15,13 @@ from typing import Any
 
 from verihub import settings
 from verihub.hub.build import Bump
-from verihub.hub.errors import (CorruptFileError, PrivacyMismatchError, RepoNotFoundError, RevisionNotFoundError,
-                                VersionExistsError)
+from verihub.hub.errors import (
+    CorruptFileError,
+    PrivacyMismatchError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    VersionExistsError,
+)
 from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import Requirement, VersionSpec
 from verihub.hub.pipeline import Hub, PushResult, blob_id

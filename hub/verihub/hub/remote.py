@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
-from verihub.hub.errors import (CommitConflictError, CorruptFileError, EntryNotFoundError, HubError,
-                                PrivacyMismatchError, RepoExistsError, error_from_response)
+from verihub.hub.errors import (
+    CommitConflictError,
+    CorruptFileError,
+    EntryNotFoundError,
+    HubError,
+    PrivacyMismatchError,
+    RepoExistsError,
+    error_from_response,
+)
 from verihub.hub.ids import VersionSpec
 from verihub.hub.index import JSON_CONTENT_TYPE
 from verihub.hub.pipeline import COMMIT_ATTEMPTS, Hub

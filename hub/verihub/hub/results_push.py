@@ -21,8 +21,19 @@ from typing import TYPE_CHECKING
 
 from verihub.errors import VerihubError
 from verihub.hub.errors import CommitConflictError, HubError
-from verihub.hub.results import (CARD, METADATA, RESULTS, RUNS, CardRun, RunRecord, linked_environment, results_card,
-                                 results_repo_for, run_folder, run_of)
+from verihub.hub.results import (
+    CARD,
+    METADATA,
+    RESULTS,
+    RUNS,
+    CardRun,
+    RunRecord,
+    linked_environment,
+    results_card,
+    results_repo_for,
+    run_folder,
+    run_of,
+)
 from verihub.ids import RepoId
 
 if TYPE_CHECKING:

@@ -29,9 +29,17 @@ from typing import Literal
 from packaging.version import Version
 
 from verihub.errors import VerihubError
-from verihub.hub.errors import (CommitConflictError, InvalidPathError, InvalidRefNameError, InvalidRequestError,
-                                RefExistsError, RepoExistsError, RepoNotFoundError, RevisionNotFoundError,
-                                TagExistsError)
+from verihub.hub.errors import (
+    CommitConflictError,
+    InvalidPathError,
+    InvalidRefNameError,
+    InvalidRequestError,
+    RefExistsError,
+    RepoExistsError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    TagExistsError,
+)
 from verihub.hub.ids import is_release_like, release_version
 from verihub.ids import RepoId
 

@@ -33,6 +33,7 @@ import json
 import logging
 import re
 import secrets
+import string
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,19 +65,19 @@ _SPLIT_FROM = 5  # tasks from which a suite is split 80/20 into train and eval; 
 # The tests' host: non-dumpable (its /proc/PID/fd and mem closed to the jailed code), it reads its job (the
 # nonce, the tests, test.sh) from stdin, runs test.sh from memory with the output to a file, and prints the
 # reward files it finds (regular files only) after the nonce.
-_HOST = """\
+_HOST = string.Template("""\
 import ctypes, json, os, stat, subprocess, sys
 if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
     sys.exit('verihub: cannot make the tests host non-dumpable')
 job = json.loads(sys.stdin.read())
 for path, text in job['tests'].items():
-    target = os.path.join(%(tests)r, path)
+    target = os.path.join($tests, path)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target, 'w', encoding='utf-8') as handle:
         handle.write(text)
-verifier = os.path.join(%(logs)r, 'verifier')
+verifier = os.path.join($logs, 'verifier')
 os.makedirs(verifier)
-os.makedirs(os.path.join(%(logs)r, 'agent'))
+os.makedirs(os.path.join($logs, 'agent'))
 with open(os.path.join(verifier, 'test-stdout.txt'), 'wb') as out:
     ended = subprocess.run(['bash', '-c', job['script'], '/tests/test.sh'], stdin=subprocess.DEVNULL, stdout=out,
                            stderr=subprocess.STDOUT, env={**os.environ, **job['env']}).returncode
@@ -96,9 +97,9 @@ for name in ('reward.txt', 'reward.json', 'test-stdout.txt'):
     with os.fdopen(handle, 'rb') as opened:
         if name == 'test-stdout.txt':
             opened.seek(max(0, os.fstat(opened.fileno()).st_size - 1500))
-        found[name] = opened.read(%(most)d).decode('utf-8', 'replace')
+        found[name] = opened.read($most).decode('utf-8', 'replace')
 print(job['nonce'] + json.dumps({'ended': ended, 'found': found}))
-""" % {"tests": _TESTS, "logs": _LOGS, "most": _MAX_REWARD}
+""").substitute(tests=repr(_TESTS), logs=repr(_LOGS), most=_MAX_REWARD)
 
 _SYSTEM = (
     "You work in a Linux shell through the bash tool, in {workdir}. Each call runs a command line there; the "

@@ -54,8 +54,14 @@ from urllib.parse import parse_qsl, quote
 from pydantic import Field
 
 from verihub._sync import run_sync
-from verihub.adapters._openenv_wire import (MAX_REPLY_BYTES, ActionRefusedError, OwnLoop, RemoteEnvError, RemoteSession,
-                                            fetch)
+from verihub.adapters._openenv_wire import (
+    MAX_REPLY_BYTES,
+    ActionRefusedError,
+    OwnLoop,
+    RemoteEnvError,
+    RemoteSession,
+    fetch,
+)
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
 from verihub.errors import SpecError, SpecProblem, VerihubError

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import deque
 from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 
@@ -275,9 +276,8 @@ def parse_number(text: Any, *, percent_as_fraction: bool = False) -> Fraction | 
         if tail is None:
             return None
         text = tail
-    match = None
-    for match in _NUMBER.finditer(text):
-        pass
+    last = deque(_NUMBER.finditer(text), maxlen=1)  # the last number
+    match = last[0] if last else None
     if match is None:
         return None
     start, end = match.span()

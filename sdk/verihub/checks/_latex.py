@@ -163,7 +163,7 @@ def plain_tuple(text: str) -> tuple[str, list[Plain], str] | None:
     if any(bracket in inner for bracket in "()[]") or len(text) > _MAX_DIGITS:
         return None
     numbers = [plain_number(part) for part in inner.split(",")]
-    if any(number is None or number.percent or "^" in part for number, part in zip(numbers, inner.split(","))):
+    if any(number is None or number.percent or "^" in part for number, part in zip(numbers, inner.split(","), strict=True)):
         return None
     return text[0], numbers, text[-1]  # type: ignore[return-value] - no None left
 

@@ -11,8 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from verihub.cli.app import (EnvArg, GraderOption, GraderTimeoutOption, GraderTokenOption, app, err, grader_pool,
-                             out)
+from verihub.cli.app import EnvArg, GraderOption, GraderTimeoutOption, GraderTokenOption, app, err, grader_pool, out
 
 
 @app.command()

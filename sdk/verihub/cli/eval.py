@@ -10,8 +10,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from verihub.cli import plugins
-from verihub.cli.app import (GraderOption, GraderTimeoutOption, GraderTokenOption, HubOption, TokenOption, app, err,
-                             grader_pool, out)
+from verihub.cli.app import (
+    GraderOption,
+    GraderTimeoutOption,
+    GraderTokenOption,
+    HubOption,
+    TokenOption,
+    app,
+    err,
+    grader_pool,
+    out,
+)
 from verihub.errors import VerihubError
 
 

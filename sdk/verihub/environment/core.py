@@ -15,7 +15,7 @@ from verihub.grading.judge import Judge
 from verihub.grading.verifier import BoundLayer, Verifier
 from verihub.spec.loader import LoadedSpec, find_spec_file, load_spec, template_fields, template_locations
 from verihub.spec.models import EnvSpec
-from verihub.spec.wrapped import ADAPTER_PREFIXES, read_wrapped
+from verihub.spec.wrapped import read_wrapped
 
 if TYPE_CHECKING:
     from datasets import Dataset

@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from verihub.environment._tasktable import TaskTable, plain_rows, read_jsonl
 from verihub.spec.models import DATA_FILE_FORMATS, DatasetSpec, SourceKind
@@ -20,7 +20,7 @@ from verihub.spec.models import DATA_FILE_FORMATS, DatasetSpec, SourceKind
 if TYPE_CHECKING:
     from datasets import Dataset
 
-Split: TypeAlias = "TaskTable | Dataset"
+type Split = TaskTable | Dataset
 """One split's tasks: plain rows where the source allows, else a `datasets.Dataset`."""
 
 __all__ = ["EmptySplitError", "Split", "SplitError", "as_dataset", "load_splits", "task_id"]

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from verihub.environment.core import Environment
-from verihub.eval._outdir import (METADATA_FILE,  # noqa: F401 - the file names, for callers that read the results
-                                  RESULTS_FILE, ROLLOUTS_FILE, RunDirectory, RunIdentity, eval_output)
+from verihub.eval._outdir import METADATA_FILE, RESULTS_FILE, ROLLOUTS_FILE, RunDirectory, RunIdentity, eval_output
 from verihub.eval.rollout import Rollout, RolloutEngine
 from verihub.generation import Backend, Sampling, load_backend
 from verihub.serve.graders import GraderPool
 from verihub.validation.calibration import DriftMonitor
 
-__all__ = ["EvalReport", "aevaluate", "evaluate", "pass_at_k"]
+# The file names are here for callers that read the results.
+__all__ = ["METADATA_FILE", "RESULTS_FILE", "ROLLOUTS_FILE", "EvalReport", "aevaluate", "evaluate", "pass_at_k"]
 
 
 @dataclass

@@ -38,7 +38,7 @@ class TooLarge(UnsafeArchive):
     """A work dir or archive past the bounds (entries, path length, depth)."""
 
 
-class Entry(object):
+class Entry:
     """One member: ``data`` for files, ``target`` for links (a path relative to the root for hard links)."""
 
     __slots__ = ("name", "kind", "mode", "mtime", "target", "data")

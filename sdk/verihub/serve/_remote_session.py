@@ -19,8 +19,15 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from verihub.environment.session import (CallsAreTurns, Message, Observation, SessionError, StepResult,
-                                         _assistant_message, turn_chars)
+from verihub.environment.session import (
+    CallsAreTurns,
+    Message,
+    Observation,
+    SessionError,
+    StepResult,
+    _assistant_message,
+    turn_chars,
+)
 from verihub.errors import MissingDependencyError, describe_error
 from verihub.grading.grade import Grade, GradeStatus, grade_detail, grade_from_detail
 from verihub.serve.graders import Refuses, Retry, Unavailable

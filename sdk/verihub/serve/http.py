@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -17,14 +17,24 @@ from verihub.errors import describe_error
 from verihub.grading.grade import Grade, GradeStatus, grades_json
 from verihub.serve.body import BodyTooLarge, describe, read_body
 from verihub.serve.state import ServeState, TaskNotFound, listed
-from verihub.serve.wire import (MAX_BODY, MAX_LISTED, ActionSchema, ObservationSchema, RangeBody, ResetParams,
-                                SplitBody, StepBody, TaskBody, action_of, grade_items, step_body)
+from verihub.serve.wire import (
+    MAX_BODY,
+    MAX_LISTED,
+    ActionSchema,
+    ObservationSchema,
+    RangeBody,
+    ResetParams,
+    SplitBody,
+    StepBody,
+    TaskBody,
+    action_of,
+    grade_items,
+    step_body,
+)
 
 __all__ = ["Refused", "problem", "router"]
 
 router = APIRouter()
-M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 _CHUNK = 64  # pairs POST /grade grades at a time: inline checks run as a plain loop, which yields between chunks
 
 
@@ -44,12 +54,12 @@ def _state(request: Request) -> ServeState:
     return state
 
 
-async def _body(request: Request, model: type[M]) -> M:
+async def _body[M: BaseModel](request: Request, model: type[M]) -> M:
     """The body as ``model``: at most MAX_BODY bytes, else 413; invalid, 422 naming the field."""
     return await _parsed(request, model.model_validate_json)
 
 
-async def _parsed(request: Request, parse: Callable[[bytes], T]) -> T:
+async def _parsed[T](request: Request, parse: Callable[[bytes], T]) -> T:
     """The body read by ``parse``: at most MAX_BODY bytes, else 413; a ValidationError, 422 naming the field."""
     try:
         return parse(await read_body(request, MAX_BODY) or b"{}")

@@ -20,7 +20,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verihub.environment.core import ADAPTER_PREFIXES, Environment, load_env
+from verihub.environment.core import Environment, load_env
+from verihub.spec.wrapped import ADAPTER_PREFIXES
 
 if TYPE_CHECKING:
     from datasets import Dataset
