@@ -68,15 +68,23 @@ def part_a(model: Path, env: Any, tasks: list[Any], k: int, max_tokens: int) -> 
 
 
 def grpo_settings(steps: int, k: int, max_tokens: int) -> dict[str, Any]:
-    return {"max_steps": steps, "num_generations": k, "per_device_train_batch_size": 2 * k,
-            "max_completion_length": max_tokens, "learning_rate": 1e-4, "display": "quiet", "seed": 0}
+    return {
+        "max_steps": steps,
+        "num_generations": k,
+        "per_device_train_batch_size": 2 * k,
+        "max_completion_length": max_tokens,
+        "learning_rate": 1e-4,
+        "display": "quiet",
+        "seed": 0,
+    }
 
 
 def part_b_sync(model: Path, steps: int, k: int, max_tokens: int, out: Path) -> dict[str, float]:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(model), [str(REPO / "envs" / "sums")], lora=True, output_dir=out,
-                          **grpo_settings(steps, k, max_tokens))
+    trainer = GRPOTrainer(
+        str(model), [str(REPO / "envs" / "sums")], lora=True, output_dir=out, **grpo_settings(steps, k, max_tokens)
+    )
     waited = []
     generate = trainer.trl._generate_and_score_completions
 
@@ -98,18 +106,28 @@ def part_b_async(model: Path, steps: int, k: int, max_tokens: int, out: Path) ->
     from verihub.trainers import AsyncGRPOTrainer
 
     began = time.perf_counter()
-    trainer = AsyncGRPOTrainer(str(model), [str(REPO / "envs" / "sums")], lora=True, max_staleness=1,
-                               output_dir=out, **grpo_settings(steps, k, max_tokens))
+    trainer = AsyncGRPOTrainer(
+        str(model),
+        [str(REPO / "envs" / "sums")],
+        lora=True,
+        max_staleness=1,
+        output_dir=out,
+        **grpo_settings(steps, k, max_tokens),
+    )
     startup = time.perf_counter() - began
     began = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - began
     logs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     syncs = [log["perf/weight_sync_s"] for log in logs if "perf/weight_sync_s" in log]
-    return {"wall_s": wall, "steps_s": steps / wall, "startup_s": startup,
-            "wait_s": sum(log.get("perf/rollout_wait_s", 0.0) for log in logs),
-            "sync_s": statistics.median(syncs) if syncs else float("nan"),
-            "staleness_max": max((log.get("sample/staleness_max", 0.0) for log in logs), default=0.0)}
+    return {
+        "wall_s": wall,
+        "steps_s": steps / wall,
+        "startup_s": startup,
+        "wait_s": sum(log.get("perf/rollout_wait_s", 0.0) for log in logs),
+        "sync_s": statistics.median(syncs) if syncs else float("nan"),
+        "staleness_max": max((log.get("sample/staleness_max", 0.0) for log in logs), default=0.0),
+    }
 
 
 def main() -> None:
@@ -132,21 +150,27 @@ def main() -> None:
     sync = part_b_sync(model, options.steps, options.k, options.max_tokens, work / "sync")
     asynchronous = part_b_async(model, options.steps, options.k, options.max_tokens, work / "async")
 
-    print(f"(a) rollouts/s, {len(tasks)} tasks x K={options.k}, {options.max_tokens} tokens: "
-          f"HF generate {a['hf_rollouts_s']:.1f}, vLLM server {a['vllm_rollouts_s']:.1f} "
-          f"(server start-up {a['vllm_startup_s']:.0f} s, not counted)")
-    print(f"(b) {options.steps} GRPO steps: synchronous {sync['wall_s']:.1f} s (waiting for rollouts "
-          f"{sync['wait_s']:.1f} s), asynchronous {asynchronous['wall_s']:.1f} s (waiting {asynchronous['wait_s']:.1f} s;"
-          f" staleness at most {asynchronous['staleness_max']:.0f}; server start-up {asynchronous['startup_s']:.0f} s,"
-          " not counted)")
+    print(
+        f"(a) rollouts/s, {len(tasks)} tasks x K={options.k}, {options.max_tokens} tokens: "
+        f"HF generate {a['hf_rollouts_s']:.1f}, vLLM server {a['vllm_rollouts_s']:.1f} "
+        f"(server start-up {a['vllm_startup_s']:.0f} s, not counted)"
+    )
+    print(
+        f"(b) {options.steps} GRPO steps: synchronous {sync['wall_s']:.1f} s (waiting for rollouts "
+        f"{sync['wait_s']:.1f} s), asynchronous {asynchronous['wall_s']:.1f} s (waiting {asynchronous['wait_s']:.1f} s;"
+        f" staleness at most {asynchronous['staleness_max']:.0f}; server start-up {asynchronous['startup_s']:.0f} s,"
+        " not counted)"
+    )
     print(f"(c) one weight sync (LoRA adapter to the server): {1000 * asynchronous['sync_s']:.0f} ms (median)")
     vllm_ratio = a["vllm_rollouts_s"] / a["hf_rollouts_s"]
     speedup = asynchronous["steps_s"] / sync["steps_s"]
     wait_cut = asynchronous["wait_s"] / sync["wait_s"] if sync["wait_s"] else float("nan")
-    print(f"vLLM/HF rollouts {vllm_ratio:.2f}x (goal >= 2x: {'met' if vllm_ratio >= 2 else 'not met'}); "
-          f"async/sync steps/s {speedup:.2f}x (goal >= 1.3x: {'met' if speedup >= 1.3 else 'not met'}); "
-          f"trainer waiting async/sync {wait_cut:.2f}x (goal <= 0.5x: {'met' if wait_cut <= 0.5 else 'not met'}); "
-          f"weight sync {1000 * asynchronous['sync_s']:.0f} ms")
+    print(
+        f"vLLM/HF rollouts {vllm_ratio:.2f}x (goal >= 2x: {'met' if vllm_ratio >= 2 else 'not met'}); "
+        f"async/sync steps/s {speedup:.2f}x (goal >= 1.3x: {'met' if speedup >= 1.3 else 'not met'}); "
+        f"trainer waiting async/sync {wait_cut:.2f}x (goal <= 0.5x: {'met' if wait_cut <= 0.5 else 'not met'}); "
+        f"weight sync {1000 * asynchronous['sync_s']:.0f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -83,7 +83,9 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         free = verihub.load_env(make_env(Path(scratch), options.tasks, "free", 0))
         costly = verihub.load_env(make_env(Path(scratch), options.tasks, "costly", options.check_s))
-        await aevaluate(free, model, n=options.concurrency, k=1, split="train", concurrency=options.concurrency)  # warm-up
+        await aevaluate(
+            free, model, n=options.concurrency, k=1, split="train", concurrency=options.concurrency
+        )  # warm-up
         start = time.perf_counter()
         baseline = await aevaluate(free, model, n=options.tasks, k=1, split="train", concurrency=options.concurrency)
         generation_s = time.perf_counter() - start
@@ -98,11 +100,18 @@ async def main() -> None:
         total_s = time.perf_counter() - start
     endpoint.terminate()
     assert report.metrics["pass@1"] == 1.0, report.metrics
-    print(f"tasks {options.tasks}, concurrency {options.concurrency}, latency {options.latency_s}s, check {options.check_s}s")
-    print(f"generation alone G = {generation_s:.2f}s, grading alone V = {grading_s:.2f}s, eval T = {total_s:.2f}s, "
-          f"G + V = {generation_s + grading_s:.2f}s")
-    print(f"overlap efficiency max(G, V) / T = {max(generation_s, grading_s) / total_s:.2f} "
-          f"((G + V) / T = {(generation_s + grading_s) / total_s:.2f}; target >= 0.85)")
+    print(
+        f"tasks {options.tasks}, concurrency {options.concurrency}, latency {options.latency_s}s, check "
+        f"{options.check_s}s"
+    )
+    print(
+        f"generation alone G = {generation_s:.2f}s, grading alone V = {grading_s:.2f}s, eval T = {total_s:.2f}s, "
+        f"G + V = {generation_s + grading_s:.2f}s"
+    )
+    print(
+        f"overlap efficiency max(G, V) / T = {max(generation_s, grading_s) / total_s:.2f} "
+        f"((G + V) / T = {(generation_s + grading_s) / total_s:.2f}; target >= 0.85)"
+    )
 
 
 if __name__ == "__main__":

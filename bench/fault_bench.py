@@ -31,9 +31,13 @@ from verihub.spec.models import LayerSpec
 REPO = Path(__file__).resolve().parents[1]
 GOAL_S_PER_MB = 0.1
 _ARGS: dict[str, dict[str, Any]] = {  # layer arguments the inline checks need
-    "regex": {"pattern": r"\d+"}, "contains": {"patterns": ["answer"]}, "forbidden": {"patterns": ["As an AI"]},
-    "json_schema": {"schema": {"type": "object"}}, "json_fields": {"field": "expected"},
-    "xml_tags": {"tags": ["answer"]}, "multiple_choice": {"choices": "ABCD"},
+    "regex": {"pattern": r"\d+"},
+    "contains": {"patterns": ["answer"]},
+    "forbidden": {"patterns": ["As an AI"]},
+    "json_schema": {"schema": {"type": "object"}},
+    "json_fields": {"field": "expected"},
+    "xml_tags": {"tags": ["answer"]},
+    "multiple_choice": {"choices": "ABCD"},
     "length": {"max_chars": 10_000_000},
 }
 _TASK = {"id": "t", "answer": "4", "expected": '{"a": 1}', "letter": "C"}
@@ -62,15 +66,19 @@ def fault_path(repeats: int) -> None:
             verifier.grade(_TASK, text)
         return (perf_counter() - start) / 1000
 
-    rows = [(label, best(lambda: timed(attributing, text), repeats), best(lambda: timed(plain, text), repeats))
-            for label, text in (("right answer (no fault)", right), ("answer that makes the check raise", hostile))]
+    rows = [
+        (label, best(lambda: timed(attributing, text), repeats), best(lambda: timed(plain, text), repeats))
+        for label, text in (("right answer (no fault)", right), ("answer that makes the check raise", hostile))
+    ]
     print("1. the fault path, per grade (cache cleared each grade)")
     print(f"   {'':36} {'attributed':>12} {'env_error':>12} {'ratio':>7}")
     for label, with_, without in rows:
         print(f"   {label:36} {with_ * 1e6:9.1f} us {without * 1e6:9.1f} us {with_ / without:6.2f}x")
     grade = attributing.grade(_TASK, hostile)
-    print(f"   attributed: {grade.status} (reward {grade.reward}); without a reference: "
-          f"{plain.grade(_TASK, hostile).status}")
+    print(
+        f"   attributed: {grade.status} (reward {grade.reward}); without a reference: "
+        f"{plain.grade(_TASK, hostile).status}"
+    )
 
 
 def environments(names: list[str], repeats: int) -> None:
@@ -94,13 +102,17 @@ def environments(names: list[str], repeats: int) -> None:
                 return perf_counter() - start
 
             once(text)  # warm: first-use costs (a Unicode table, a worker's start) are not per MB
-            per_mb = max(0.0, best(lambda: once(text), repeats) - best(lambda: once(small), repeats)) / \
-                ((len(text) - len(small)) / 1e6)
+            per_mb = max(0.0, best(lambda: once(text), repeats) - best(lambda: once(small), repeats)) / (
+                (len(text) - len(small)) / 1e6
+            )
             if per_mb >= worst:
                 worst, worst_shape = per_mb, shape
         inline = all(layer.mode == "inline" for layer in env.verifier.layers)
-        goal = f"goal {GOAL_S_PER_MB} s/MB: {'met' if worst < GOAL_S_PER_MB else 'NOT met'}" if inline else \
-            "(a sandbox or worker layer: its start dominates)"
+        goal = (
+            f"goal {GOAL_S_PER_MB} s/MB: {'met' if worst < GOAL_S_PER_MB else 'NOT met'}"
+            if inline
+            else "(a sandbox or worker layer: its start dominates)"
+        )
         print(f"   {name:14} worst {worst:8.3f} s/MB ({worst_shape}, {env.spec.max_answer_chars:,} chars) {goal}")
 
 
@@ -115,6 +127,7 @@ def checks(megabytes: float, repeats: int) -> None:
         verifier = Verifier([BoundLayer.from_spec(spec, REPO)], cache_size=0)
         worst, worst_shape, status = 0.0, "", ""
         for shape, text in payloads.items():
+
             def once(text: str = text) -> float:
                 forget_recent()
                 start = perf_counter()
@@ -131,8 +144,11 @@ def checks(megabytes: float, repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--envs", nargs="*", default=["arithmetic", "compare", "json-extract", "math-word", "report",
-                                                     "reverse", "sort", "sql", "sums"])
+    parser.add_argument(
+        "--envs",
+        nargs="*",
+        default=["arithmetic", "compare", "json-extract", "math-word", "report", "reverse", "sort", "sql", "sums"],
+    )
     parser.add_argument("--mb", type=float, default=1.0)
     args = parser.parse_args()
     fault_path(args.repeats)

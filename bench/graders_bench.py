@@ -34,16 +34,22 @@ async def main(arguments: argparse.Namespace) -> None:
     grades, concurrency = arguments.grades, arguments.concurrency
 
     def pairs(round_: int) -> list[tuple[dict[str, Any], str]]:
-        return [(tasks[n % len(tasks)], f"Round {round_} step {n}: "
-                 + (env.reference(tasks[n % len(tasks)]) if n % 2 else "\\boxed{-1}")) for n in range(grades)]
+        return [
+            (
+                tasks[n % len(tasks)],
+                f"Round {round_} step {n}: " + (env.reference(tasks[n % len(tasks)]) if n % 2 else "\\boxed{-1}"),
+            )
+            for n in range(grades)
+        ]
 
     def chunks(work: list[tuple[dict[str, Any], str]]) -> list[list[tuple[dict[str, Any], str]]]:
-        return [work[start:start + BATCH] for start in range(0, len(work), BATCH)]
+        return [work[start : start + BATCH] for start in range(0, len(work), BATCH)]
 
     one = GraderPool([servers[0][1]])
     two = GraderPool([url for _, url in servers])
     try:
         async with httpx.AsyncClient(timeout=120) as client:
+
             async def raw(chunk: list[tuple[dict[str, Any], str]]) -> None:
                 items = [{"env": "sums", "task_id": task["id"], "completion": text} for task, text in chunk]
                 response = await client.post(f"{servers[0][1]}/grade", json={"items": items})
@@ -61,16 +67,36 @@ async def main(arguments: argparse.Namespace) -> None:
 
             async def one_round(r: int) -> list[Timing]:
                 return [
-                    await timed("in-process agrade", grades, [lambda t=t, c=c: local(t, c) for t, c in pairs(5 * r)],
-                                concurrency),
-                    await timed(f"raw POST /grade ({BATCH}), 1 server", grades,
-                                [lambda k=k: raw(k) for k in chunks(pairs(5 * r + 1))], 4),
-                    await timed("pool agrade_many, 1 server", grades,
-                                [lambda k=k: pooled(one, k) for k in chunks(pairs(5 * r + 2))], 4),
-                    await timed("pool agrade_many, 2 servers", grades,
-                                [lambda k=k: pooled(two, k) for k in chunks(pairs(5 * r + 3))], 4),
-                    await timed(f"pool agrade x{concurrency} callers, 2 servers", grades,
-                                [lambda t=t, c=c: single(t, c) for t, c in pairs(5 * r + 4)], concurrency),
+                    await timed(
+                        "in-process agrade",
+                        grades,
+                        [lambda t=t, c=c: local(t, c) for t, c in pairs(5 * r)],
+                        concurrency,
+                    ),
+                    await timed(
+                        f"raw POST /grade ({BATCH}), 1 server",
+                        grades,
+                        [lambda k=k: raw(k) for k in chunks(pairs(5 * r + 1))],
+                        4,
+                    ),
+                    await timed(
+                        "pool agrade_many, 1 server",
+                        grades,
+                        [lambda k=k: pooled(one, k) for k in chunks(pairs(5 * r + 2))],
+                        4,
+                    ),
+                    await timed(
+                        "pool agrade_many, 2 servers",
+                        grades,
+                        [lambda k=k: pooled(two, k) for k in chunks(pairs(5 * r + 3))],
+                        4,
+                    ),
+                    await timed(
+                        f"pool agrade x{concurrency} callers, 2 servers",
+                        grades,
+                        [lambda t=t, c=c: single(t, c) for t, c in pairs(5 * r + 4)],
+                        concurrency,
+                    ),
                 ]
 
             await one_round(-1)  # warm: imports, connections, the servers' task index and digest

@@ -49,7 +49,9 @@ PUSH_LIBRARIES = "import typer, pydantic, huggingface_hub.hf_api"
 def fresh_venv(path: Path) -> str:
     venv.create(path, with_pip=False)
     purelib = next((path / "lib").glob("python3.*/site-packages"))
-    (purelib / "_parent.pth").write_text("\n".join(f"import site; site.addsitedir({p!r})" for p in site.getsitepackages()))
+    (purelib / "_parent.pth").write_text(
+        "\n".join(f"import site; site.addsitedir({p!r})" for p in site.getsitepackages())
+    )
     return str(path / "bin" / "python")
 
 
@@ -74,15 +76,17 @@ def timed(command: list[str], **options: object) -> float:
     return time.perf_counter() - start
 
 
-def p50_pair(first: tuple[str, dict[str, Any]], second: tuple[str, dict[str, Any]],
-             rounds: int = 60) -> tuple[float, float]:
+def p50_pair(
+    first: tuple[str, dict[str, Any]], second: tuple[str, dict[str, Any]], rounds: int = 60
+) -> tuple[float, float]:
     """Median latency of two GETs (url, httpx options), alternated so both see the same machine load."""
     times: tuple[list[float], list[float]] = ([], [])
     with httpx.Client() as client:
         for index in range(rounds):
             for side, (url, options) in enumerate((first, second)):
-                params = {key: value(index) if callable(value) else value
-                          for key, value in options.get("params", {}).items()}
+                params = {
+                    key: value(index) if callable(value) else value for key, value in options.get("params", {}).items()
+                }
                 start = time.perf_counter()
                 client.get(url, **{**options, "params": params}).raise_for_status()
                 times[side].append(time.perf_counter() - start)
@@ -97,8 +101,10 @@ def fake_wheel(project: str, version: str) -> tuple[str, bytes]:
     buffer = io.BytesIO()
     stem = f"{project.replace('-', '_')}-{version}"
     with zipfile.ZipFile(buffer, "w") as wheel:
-        wheel.writestr(f"{stem}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
-                       "Requires-Python: >=3.12\n")
+        wheel.writestr(
+            f"{stem}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\nRequires-Python: >=3.12\n",
+        )
     return f"{stem}-py3-none-any.whl", buffer.getvalue()
 
 
@@ -194,7 +200,9 @@ def main() -> None:
             floor, hub = [], []
             for number in range(options.rounds):
                 python = fresh_venv(root / f"floor{number}")
-                floor.append(timed([python, "-m", "pip", "install", "--no-deps", "--no-index", str(wheel_dir / wheel.name)]))
+                floor.append(
+                    timed([python, "-m", "pip", "install", "--no-deps", "--no-index", str(wheel_dir / wheel.name)])
+                )
                 package = root / f"pkg{number}"
                 shutil.copytree(REPO_ROOT / "envs" / "arithmetic", package)
                 spec = package / "environment.yaml"
@@ -203,8 +211,18 @@ def main() -> None:
                 pyproject.write_text(pyproject.read_text().replace('version = "1.0.0"', f'version = "1.0.{number}"'))
                 python = fresh_venv(root / f"hub{number}")
                 push = timed([VERIHUB, "push", str(package), "--hub", url, "--token", token])
-                install = timed([python, "-m", "pip", "install", "--no-deps", "--index-url", f"{url}/simple/",
-                                 f"bench-arithmetic==1.0.{number}"])
+                install = timed(
+                    [
+                        python,
+                        "-m",
+                        "pip",
+                        "install",
+                        "--no-deps",
+                        "--index-url",
+                        f"{url}/simple/",
+                        f"bench-arithmetic==1.0.{number}",
+                    ]
+                )
                 hub.append((push, install))
             floor_s = statistics.median(floor)
             push_s = statistics.median(p for p, _ in hub)
@@ -241,19 +259,34 @@ def main() -> None:
         imports_s = statistics.median(timed([sys.executable, "-c", PUSH_LIBRARIES]) for _ in range(5))
     timings = stages()
     print(f"pip install of the wheel from a file (floor): {floor_s * 1000:.0f} ms")
-    print(f"verihub push through the server: {push_s * 1000:.0f} ms; pip install from the server: {install_s * 1000:.0f} ms; "
-          f"`verihub --help` (start-up alone): {help_s * 1000:.0f} ms")
-    print(f"`python -c '{PUSH_LIBRARIES}'`: {imports_s * 1000:.0f} ms; with the install from the server that alone is "
-          f"{(imports_s + install_s) / floor_s:.2f}x the floor")
-    print("one push in-process, by stage: " + ", ".join(f"{name} {value * 1000:.0f} ms" for name, value in timings.items()))
-    print(f"search p50: {few_search * 1000:.1f} ms with a handful of repos, {big_search * 1000:.1f} ms with "
-          f"{options.repos}; a query every repo matches: {few_broad * 1000:.1f} ms / {big_broad * 1000:.1f} ms")
-    print(f"simple-index page p50, 1 version / {options.versions}: JSON {json_one * 1000:.1f} / {json_many * 1000:.1f} ms, "
-          f"HTML {html_one * 1000:.1f} / {html_many * 1000:.1f} ms")
-    print(f"ratios: install from hub / floor {install_s / floor_s:.2f}x, (push + install) / floor "
-          f"{(push_s + install_s) / floor_s:.2f}x, search {options.repos} repos / few {big_search / few_search:.2f}x "
-          f"(broad {big_broad / few_broad:.2f}x), index page {options.versions} versions / 1: JSON "
-          f"{json_many / json_one:.2f}x, HTML {html_many / html_one:.2f}x")
+    print(
+        f"verihub push through the server: {push_s * 1000:.0f} ms; pip install from the server: "
+        f"{install_s * 1000:.0f} ms; "
+        f"`verihub --help` (start-up alone): {help_s * 1000:.0f} ms"
+    )
+    print(
+        f"`python -c '{PUSH_LIBRARIES}'`: {imports_s * 1000:.0f} ms; with the install from the server that alone is "
+        f"{(imports_s + install_s) / floor_s:.2f}x the floor"
+    )
+    print(
+        "one push in-process, by stage: "
+        + ", ".join(f"{name} {value * 1000:.0f} ms" for name, value in timings.items())
+    )
+    print(
+        f"search p50: {few_search * 1000:.1f} ms with a handful of repos, {big_search * 1000:.1f} ms with "
+        f"{options.repos}; a query every repo matches: {few_broad * 1000:.1f} ms / {big_broad * 1000:.1f} ms"
+    )
+    print(
+        f"simple-index page p50, 1 version / {options.versions}: JSON {json_one * 1000:.1f} / "
+        f"{json_many * 1000:.1f} ms, "
+        f"HTML {html_one * 1000:.1f} / {html_many * 1000:.1f} ms"
+    )
+    print(
+        f"ratios: install from hub / floor {install_s / floor_s:.2f}x, (push + install) / floor "
+        f"{(push_s + install_s) / floor_s:.2f}x, search {options.repos} repos / few {big_search / few_search:.2f}x "
+        f"(broad {big_broad / few_broad:.2f}x), index page {options.versions} versions / 1: JSON "
+        f"{json_many / json_one:.2f}x, HTML {html_many / html_one:.2f}x"
+    )
 
 
 if __name__ == "__main__":

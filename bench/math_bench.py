@@ -55,17 +55,36 @@ def _problems(rng: random.Random) -> list[tuple[str, list[str], list[str]]]:
     top, bottom = quarter.replace(".", ""), 10 ** len(quarter.split(".")[1])
     return [
         (str(n), [str(n), f"{n}.0", f"({n})", f" {n} ", f"{n}.00", f"(({n}))"], [str(n + 1), str(-n), str(n * 10)]),
-        (f"\\frac{{{a}}}{{{b}}}", [f"{a}/{b}", f"\\dfrac{{{a}}}{{{b}}}", f"\\frac{{{2 * a}}}{{{2 * b}}}",
-                                   f"\\left(\\frac{{{a}}}{{{b}}}\\right)"],
-         [f"\\frac{{{b}}}{{{a}}}", f"\\frac{{{a + 1}}}{{{b}}}", f"{a}/{b + 1}"]),
-        (quarter, [f"\\frac{{{top}}}{{{bottom}}}", f"{quarter}0", f"{top}/{bottom}"],
-         [quarter[::-1].lstrip("0") or "1", f"{n}", f"{quarter}1"]),
-        (f"{k}\\sqrt{{{c + 1}}}", [f"\\sqrt{{{k * k * (c + 1)}}}", f"{k} \\sqrt{{{c + 1}}}", f"{k}\\cdot\\sqrt{{{c + 1}}}"],
-         [f"{k + 1}\\sqrt{{{c + 1}}}", f"\\sqrt{{{k * (c + 1)}}}"]),
-        (f"\\frac{{\\pi}}{{{k}}}", [f"\\pi/{k}", f"\\frac{{1}}{{{k}}}\\pi", f"\\dfrac{{\\pi}}{{{k}}}"],
-         [f"\\frac{{\\pi}}{{{k + 1}}}", f"{k}\\pi"]),
-        (f"x^2+{2 * c}x+{c * c}", [f"(x+{c})^2", f"x^2 + {2 * c}x + {c * c}", f"{c * c}+{2 * c}x+x^2"],
-         [f"(x-{c})^2", f"x^2+{c}x+{c * c}"]),
+        (
+            f"\\frac{{{a}}}{{{b}}}",
+            [
+                f"{a}/{b}",
+                f"\\dfrac{{{a}}}{{{b}}}",
+                f"\\frac{{{2 * a}}}{{{2 * b}}}",
+                f"\\left(\\frac{{{a}}}{{{b}}}\\right)",
+            ],
+            [f"\\frac{{{b}}}{{{a}}}", f"\\frac{{{a + 1}}}{{{b}}}", f"{a}/{b + 1}"],
+        ),
+        (
+            quarter,
+            [f"\\frac{{{top}}}{{{bottom}}}", f"{quarter}0", f"{top}/{bottom}"],
+            [quarter[::-1].lstrip("0") or "1", f"{n}", f"{quarter}1"],
+        ),
+        (
+            f"{k}\\sqrt{{{c + 1}}}",
+            [f"\\sqrt{{{k * k * (c + 1)}}}", f"{k} \\sqrt{{{c + 1}}}", f"{k}\\cdot\\sqrt{{{c + 1}}}"],
+            [f"{k + 1}\\sqrt{{{c + 1}}}", f"\\sqrt{{{k * (c + 1)}}}"],
+        ),
+        (
+            f"\\frac{{\\pi}}{{{k}}}",
+            [f"\\pi/{k}", f"\\frac{{1}}{{{k}}}\\pi", f"\\dfrac{{\\pi}}{{{k}}}"],
+            [f"\\frac{{\\pi}}{{{k + 1}}}", f"{k}\\pi"],
+        ),
+        (
+            f"x^2+{2 * c}x+{c * c}",
+            [f"(x+{c})^2", f"x^2 + {2 * c}x + {c * c}", f"{c * c}+{2 * c}x+x^2"],
+            [f"(x-{c})^2", f"x^2+{c}x+{c * c}"],
+        ),
         (f"[{c}, {c + k})", [f"[{c},{c + k})", f"\\left[{c}, {c + k}\\right)"], [f"({c}, {c + k})", f"[{c}, {c + k}]"]),
         (f"({c}, -{k})", [f"({c},-{k})", f"\\left({c}, -{k}\\right)"], [f"(-{k}, {c})", f"({c}, {k})"]),
         (f"x={n}", [f"{n}", f"x = {n}"], [f"x={n + 1}"]),
@@ -83,16 +102,18 @@ def _completion(answer: str, rng: random.Random) -> str:
 
 
 def _malformed(reference: str, rng: random.Random) -> str:
-    return rng.choice([
-        f"{REASONING}So the answer is \\boxed{{\\frac{{1}}{{}}",  # unclosed box
-        f"{REASONING}So the answer is \\boxed{{}}.",
-        f"{REASONING}I could not finish.",
-        f"{REASONING}\\boxed{{{reference}}} or maybe \\boxed{{{reference}1}}",  # a hedge
-        f"{REASONING}\\boxed{{\\sqrt}}",
-        f"{REASONING}\\boxed{{x^}}",
-        f"<think>{REASONING}\\boxed{{{reference}}}",  # unclosed think: no answer
-        f"{REASONING}\\boxed{{(1}}",
-    ])
+    return rng.choice(
+        [
+            f"{REASONING}So the answer is \\boxed{{\\frac{{1}}{{}}",  # unclosed box
+            f"{REASONING}So the answer is \\boxed{{}}.",
+            f"{REASONING}I could not finish.",
+            f"{REASONING}\\boxed{{{reference}}} or maybe \\boxed{{{reference}1}}",  # a hedge
+            f"{REASONING}\\boxed{{\\sqrt}}",
+            f"{REASONING}\\boxed{{x^}}",
+            f"<think>{REASONING}\\boxed{{{reference}}}",  # unclosed think: no answer
+            f"{REASONING}\\boxed{{(1}}",
+        ]
+    )
 
 
 def _polynomial(terms: int) -> str:
@@ -100,14 +121,30 @@ def _polynomial(terms: int) -> str:
 
 
 PATHOLOGICAL: list[Pair] = [
-    {"kind": "pathological", "name": "300 parentheses around the reference",
-     "reference": "7", "completion": f"{REASONING}\\boxed{{{'(' * 300}7{')' * 300}}}"},
-    {"kind": "pathological", "name": "300 parentheses around a wrong answer",
-     "reference": "7", "completion": f"{REASONING}\\boxed{{{'(' * 300}8{')' * 300}}}"},
-    {"kind": "pathological", "name": "an 800-term polynomial",
-     "reference": "x^2+2x+1", "completion": f"{REASONING}\\boxed{{{_polynomial(800)}}}"},
-    {"kind": "pathological", "name": "an 800-term polynomial that is the reference",
-     "reference": _polynomial(800), "completion": f"{REASONING}\\boxed{{{_polynomial(800)}}}"},
+    {
+        "kind": "pathological",
+        "name": "300 parentheses around the reference",
+        "reference": "7",
+        "completion": f"{REASONING}\\boxed{{{'(' * 300}7{')' * 300}}}",
+    },
+    {
+        "kind": "pathological",
+        "name": "300 parentheses around a wrong answer",
+        "reference": "7",
+        "completion": f"{REASONING}\\boxed{{{'(' * 300}8{')' * 300}}}",
+    },
+    {
+        "kind": "pathological",
+        "name": "an 800-term polynomial",
+        "reference": "x^2+2x+1",
+        "completion": f"{REASONING}\\boxed{{{_polynomial(800)}}}",
+    },
+    {
+        "kind": "pathological",
+        "name": "an 800-term polynomial that is the reference",
+        "reference": _polynomial(800),
+        "completion": f"{REASONING}\\boxed{{{_polynomial(800)}}}",
+    },
 ]
 
 
@@ -117,8 +154,10 @@ def fixture(count: int, seed: int = 0, pathological: bool = True) -> list[Pair]:
     pairs: list[Pair] = []
     while len(pairs) < count - (len(PATHOLOGICAL) if pathological else 0):
         for reference, same, wrong in _problems(rng):
-            pairs += [{"kind": "equivalent", "reference": reference, "completion": _completion(form, rng)}
-                      for form in rng.sample(same, min(2, len(same)))]
+            pairs += [
+                {"kind": "equivalent", "reference": reference, "completion": _completion(form, rng)}
+                for form in rng.sample(same, min(2, len(same)))
+            ]
             pairs.append({"kind": "wrong", "reference": reference, "completion": _completion(rng.choice(wrong), rng)})
             if rng.random() < 0.4:
                 pairs.append({"kind": "malformed", "reference": reference, "completion": _malformed(reference, rng)})
@@ -176,7 +215,7 @@ def serve(role: str, fixtures_path: str, options: argparse.Namespace) -> None:
     print("ready", flush=True)
     for line in sys.stdin:
         command = json.loads(line)
-        chunk = fixtures[command["fixture"]][command["start"]:command["end"]]
+        chunk = fixtures[command["fixture"]][command["start"] : command["end"]]
         start = time.perf_counter()
         statuses = side.grade(chunk, command["how"])
         print(json.dumps({"seconds": time.perf_counter() - start, "statuses": statuses}), flush=True)
@@ -187,10 +226,21 @@ class Side:
 
     def __init__(self, name: str, python: str, role: str, fixtures_path: str, options: argparse.Namespace) -> None:
         self.name = name
-        command = [python, __file__, "--role", role, "--fixture", fixtures_path, "--workers", str(options.workers),
-                   "--timeout-s", str(options.timeout_s)]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                        cwd=Path(__file__).parent.parent)
+        command = [
+            python,
+            __file__,
+            "--role",
+            role,
+            "--fixture",
+            fixtures_path,
+            "--workers",
+            str(options.workers),
+            "--timeout-s",
+            str(options.timeout_s),
+        ]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent
+        )
         if self._line() != "ready":
             raise SystemExit(f"{name} ({python}) did not start")
 
@@ -235,12 +285,17 @@ def main() -> None:
     # Three draws of one mix: one warms every side up, one is measured, and one without the
     # pathological answers is measured too (other references: parsed references cached by a side
     # must not carry over from one measurement to the next).
-    fixtures = {"warmup": fixture(400, seed=1, pathological=False), "mixed": fixture(options.pairs, seed=0),
-                "regular": fixture(options.pairs, seed=2, pathological=False),
-                "pathological": [dict(pair) for pair in PATHOLOGICAL]}
+    fixtures = {
+        "warmup": fixture(400, seed=1, pathological=False),
+        "mixed": fixture(options.pairs, seed=0),
+        "regular": fixture(options.pairs, seed=2, pathological=False),
+        "pathological": [dict(pair) for pair in PATHOLOGICAL],
+    }
     kinds = Counter(pair["kind"] for pair in fixtures["mixed"])
-    print(f"fixture: {options.pairs} pairs ({', '.join(f'{n} {kind}' for kind, n in sorted(kinds.items()))}); "
-          f"sides take turns on chunks of {options.chunk}")
+    print(
+        f"fixture: {options.pairs} pairs ({', '.join(f'{n} {kind}' for kind, n in sorted(kinds.items()))}); "
+        f"sides take turns on chunks of {options.chunk}"
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
         json.dump(fixtures, file)
     # (side, how it grades) in the order they take turns; the order rotates from chunk to chunk.
@@ -257,8 +312,9 @@ def main() -> None:
         seconds: dict[tuple[str, str, str], float] = Counter()
         statuses: dict[tuple[str, str], list[str]] = {}
         for fixture_name in ("mixed", "regular"):
-            plan = runs + ([("verifiers", "sequential")] if fixture_name == "regular" and not options.no_sequential
-                           else [])
+            plan = runs + (
+                [("verifiers", "sequential")] if fixture_name == "regular" and not options.no_sequential else []
+            )
             for number, start in enumerate(range(0, len(fixtures[fixture_name]), options.chunk)):
                 shift = number % len(plan)
                 for name, how in plan[shift:] + plan[:shift]:
@@ -278,35 +334,53 @@ def main() -> None:
     _report(fixtures, options, runs, seconds, statuses, alone)
 
 
-def _report(fixtures: dict[str, list[Pair]], options: argparse.Namespace, runs: list[tuple[str, str]],
-            seconds: dict[tuple[str, str, str], float], statuses: dict[tuple[str, str], list[str]],
-            alone: dict[tuple[str, int], tuple[float, str]]) -> None:
+def _report(
+    fixtures: dict[str, list[Pair]],
+    options: argparse.Namespace,
+    runs: list[tuple[str, str]],
+    seconds: dict[tuple[str, str, str], float],
+    statuses: dict[tuple[str, str], list[str]],
+    alone: dict[tuple[str, int], tuple[float, str]],
+) -> None:
     def rate(name: str, how: str, fixture_name: str) -> float:
         return len(fixtures[fixture_name]) / seconds[name, how, fixture_name]
 
-    label = {("engine", "engine"): "engine (this checkout)", ("baseline", "engine"): "baseline engine",
-             ("verifiers", "pool"): f"verifiers ({options.workers}-process pool)"}
+    label = {
+        ("engine", "engine"): "engine (this checkout)",
+        ("baseline", "engine"): "baseline engine",
+        ("verifiers", "pool"): f"verifiers ({options.workers}-process pool)",
+    }
     print(f"\n{'side':<30}{'mixed grades/s':>16}{'regular grades/s':>18}{'passed':>8}{'faults':>8}")
     for name, how in runs:
         mixed = statuses[name, how]
-        print(f"{label[name, how]:<30}{rate(name, how, 'mixed'):>16,.0f}{rate(name, how, 'regular'):>18,.0f}"
-              f"{mixed.count('ok'):>8}{sum(s in ('env_error', 'timeout') for s in mixed):>8}")
+        print(
+            f"{label[name, how]:<30}{rate(name, how, 'mixed'):>16,.0f}{rate(name, how, 'regular'):>18,.0f}"
+            f"{mixed.count('ok'):>8}{sum(s in ('env_error', 'timeout') for s in mixed):>8}"
+        )
     if ("verifiers", "sequential", "regular") in seconds:
         print(f"{'verifiers (sequential)':<30}{'':>16}{rate('verifiers', 'sequential', 'regular'):>18,.0f}")
-    print(f"(mixed: {len(fixtures['mixed'])} pairs with {len(PATHOLOGICAL)} pathological; regular: "
-          f"{len(fixtures['regular'])} other pairs, none pathological)")
+    print(
+        f"(mixed: {len(fixtures['mixed'])} pairs with {len(PATHOLOGICAL)} pathological; regular: "
+        f"{len(fixtures['regular'])} other pairs, none pathological)"
+    )
     print("\npathological answers, one at a time (seconds, verdict):")
     for index, pair in enumerate(PATHOLOGICAL):
         cells = [f"{name} {alone[name, index][0]:.3f}s {alone[name, index][1]}" for name, _ in runs]
         print(f"  {pair['name']:<46}" + "  ".join(cells))
     if ("baseline", "engine") in statuses:
-        changed = [(pair, before, after) for pair, before, after in
-                   zip(fixtures["mixed"], statuses["baseline", "engine"], statuses["engine", "engine"], strict=True)
-                   if before != after]
+        changed = [
+            (pair, before, after)
+            for pair, before, after in zip(
+                fixtures["mixed"], statuses["baseline", "engine"], statuses["engine", "engine"], strict=True
+            )
+            if before != after
+        ]
         print(f"\nverdicts that differ from the baseline: {len(changed)}")
         for pair, before, after in changed:
             completion = pair["completion"].replace(REASONING, "…").replace("\n", " ")
-            print(f"  {pair['kind']:<12} ref {pair['reference'][:24]!r:<28} {completion[:70]!r:<74} {before} -> {after}")
+            print(
+                f"  {pair['kind']:<12} ref {pair['reference'][:24]!r:<28} {completion[:70]!r:<74} {before} -> {after}"
+            )
     line = []
     for fixture_name in ("mixed", "regular"):
         engine = rate("engine", "engine", fixture_name)

@@ -81,12 +81,15 @@ __all__ = ["BenchMathTaskset"]
 
 # --- the fixture: tasks and the completions the endpoint hands out -------------------------------
 
+
 def completions_for(task: dict[str, Any], k: int) -> list[str]:
     """K completions of one task, drawn (seeded by the task id) from: the reference answer, an
     equivalent form of it, the task's wrong answer, and the right answer without a box."""
     answer, wrong = str(task["answer"]), str(task["wrong_answer"])
-    work = (f"Let me read the problem carefully. {task['question']} I will set up the quantities, "
-            "compute step by step, and check the units before writing the final answer.\n")
+    work = (
+        f"Let me read the problem carefully. {task['question']} I will set up the quantities, "
+        "compute step by step, and check the units before writing the final answer.\n"
+    )
     forms = {
         "right": f"{work}So the answer is \\boxed{{{answer}}}.",
         "equivalent": f"{work}That is \\boxed{{{equivalent(answer)}}}.",
@@ -117,7 +120,9 @@ def make_fixture(root: Path, tasks: int, k: int, split: str) -> dict[str, Any]:
     with (root / "tasks.jsonl").open("w", encoding="utf-8") as handle:
         for task in rows:
             system, user = (message["content"] for message in env.render(task))
-            handle.write(json.dumps({"id": task["id"], "system": system, "user": user, "answer": task["answer"]}) + "\n")
+            handle.write(
+                json.dumps({"id": task["id"], "system": system, "user": user, "answer": task["answer"]}) + "\n"
+            )
             table[user] = completions_for(task, k)
     (root / "table.json").write_text(json.dumps(table), encoding="utf-8")
     package = root / "vf" / VF_PACKAGE
@@ -127,6 +132,7 @@ def make_fixture(root: Path, tasks: int, k: int, split: str) -> dict[str, Any]:
 
 
 # --- the endpoint ---------------------------------------------------------------------------------
+
 
 def serve(table_path: str, latency_s: float, urls: Any) -> None:
     """The endpoint, in its own process (as a real server would be), so it shares no GIL with a tool."""
@@ -152,6 +158,7 @@ def serve(table_path: str, latency_s: float, urls: Any) -> None:
 
 # --- the halves (each in a subprocess of its own interpreter) -------------------------------------
 
+
 def verihub_half(options: argparse.Namespace) -> dict[str, Any]:
     import asyncio
 
@@ -163,20 +170,38 @@ def verihub_half(options: argparse.Namespace) -> dict[str, Any]:
 
     async def run() -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as scratch:
-            await aevaluate(env, model, n=min(8, options.tasks), k=options.k, split=options.split,
-                            concurrency=options.concurrency, out=Path(scratch) / "warm-up")
+            await aevaluate(
+                env,
+                model,
+                n=min(8, options.tasks),
+                k=options.k,
+                split=options.split,
+                concurrency=options.concurrency,
+                out=Path(scratch) / "warm-up",
+            )
             start, cpu = time.perf_counter(), time.process_time()
-            report = await aevaluate(env, model, n=options.tasks, k=options.k, split=options.split,
-                                     concurrency=options.concurrency, out=Path(scratch) / "run")
+            report = await aevaluate(
+                env,
+                model,
+                n=options.tasks,
+                k=options.k,
+                split=options.split,
+                concurrency=options.concurrency,
+                out=Path(scratch) / "run",
+            )
             wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu
         passed = {task_id: 0 for task_id in {r.task_id for r in report.rollouts}}
         for rollout in report.rollouts:
             passed[rollout.task_id] += rollout.status == "ok"
-        return {"tool": f"verihub {verihub.__version__} ({Path(verihub.__file__).parent.parent})",
-                "rollouts": len(report.rollouts), "wall_s": wall_s, "passed": passed,
-                "faulted": report.metrics["rollouts_faulted"],
-                "where": f"eval process CPU {cpu_s:.2f}s (requests, bookkeeping, grading's inline layers; "
-                         "math checks run in worker processes)"}
+        return {
+            "tool": f"verihub {verihub.__version__} ({Path(verihub.__file__).parent.parent})",
+            "rollouts": len(report.rollouts),
+            "wall_s": wall_s,
+            "passed": passed,
+            "faulted": report.metrics["rollouts_faulted"],
+            "where": f"eval process CPU {cpu_s:.2f}s (requests, bookkeeping, grading's inline layers; "
+            "math checks run in worker processes)",
+        }
 
     return asyncio.run(run())
 
@@ -192,10 +217,29 @@ def verifiers_half(options: argparse.Namespace) -> dict[str, Any]:
     os.environ["VERIHUB_BENCH_KEY"] = "unused"
 
     def run(out: Path, tasks: int) -> float:
-        argv = [VF_PACKAGE, "-m", "bench", "--client.base-url", options.url, "--client.api-key-var",
-                "VERIHUB_BENCH_KEY", "-n", str(tasks), "-r", str(options.k), "-c", str(options.concurrency),
-                "--no-rich", "--no-push", "--env.agent.harness.id", "null", "--env.agent.runtime.type",
-                "subprocess", "-o", str(out)]
+        argv = [
+            VF_PACKAGE,
+            "-m",
+            "bench",
+            "--client.base-url",
+            options.url,
+            "--client.api-key-var",
+            "VERIHUB_BENCH_KEY",
+            "-n",
+            str(tasks),
+            "-r",
+            str(options.k),
+            "-c",
+            str(options.concurrency),
+            "--no-rich",
+            "--no-push",
+            "--env.agent.harness.id",
+            "null",
+            "--env.agent.runtime.type",
+            "subprocess",
+            "-o",
+            str(out),
+        ]
         start = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):  # --no-rich prints every trace at the end
             main(argv)
@@ -225,14 +269,35 @@ def verifiers_half(options: argparse.Namespace) -> dict[str, Any]:
                     phases["model"].append(model)
                     phases["scoring"].append(timing["scoring"]["end"] - timing["scoring"]["start"])
     where = ", ".join(f"{phase} {statistics.fmean(values):.2f}s" for phase, values in phases.items() if values)
-    return {"tool": f"verifiers {verifiers.__version__}", "rollouts": rollouts, "wall_s": wall_s, "passed": passed,
-            "faulted": faulted, "where": f"per rollout: {where} (program: the chat program's run less its model calls)"}
+    return {
+        "tool": f"verifiers {verifiers.__version__}",
+        "rollouts": rollouts,
+        "wall_s": wall_s,
+        "passed": passed,
+        "faulted": faulted,
+        "where": f"per rollout: {where} (program: the chat program's run less its model calls)",
+    }
 
 
 def run_half(python: str, half: str, options: argparse.Namespace, url: str, fixture: dict[str, Any]) -> dict[str, Any]:
-    command = [python, __file__, "--half", half, "--url", url, "--vf-path", fixture["vf_path"], "--tasks",
-               str(fixture["tasks"]), "-k", str(options.k), "--concurrency", str(options.concurrency),
-               "--split", options.split]
+    command = [
+        python,
+        __file__,
+        "--half",
+        half,
+        "--url",
+        url,
+        "--vf-path",
+        fixture["vf_path"],
+        "--tasks",
+        str(fixture["tasks"]),
+        "-k",
+        str(options.k),
+        "--concurrency",
+        str(options.concurrency),
+        "--split",
+        options.split,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=options.timeout_s, cwd=REPO)
     if result.returncode != 0:
         raise SystemExit(f"the {half} half under {python} failed:\n{result.stderr[-3000:]}")
@@ -245,8 +310,12 @@ def verifiers_python(choice: str | None) -> tuple[str | None, str]:
     if not python:
         return None, "no --verifiers-python (or $VERIFIERS_PYTHON) given"
     try:
-        probe = subprocess.run([python, "-c", "import verifiers.v1, verifiers; print(verifiers.__version__)"],
-                               capture_output=True, text=True, timeout=120)
+        probe = subprocess.run(
+            [python, "-c", "import verifiers.v1, verifiers; print(verifiers.__version__)"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except OSError as error:
         return None, f"{python}: {error.strerror}"
     version = probe.stdout.strip()
@@ -256,6 +325,7 @@ def verifiers_python(choice: str | None) -> tuple[str | None, str]:
 
 
 # --- the run --------------------------------------------------------------------------------------
+
 
 def pass_at_1(half: dict[str, Any], k: int) -> float:
     return statistics.fmean(count / k for count in half["passed"].values()) if half["passed"] else float("nan")
@@ -270,8 +340,13 @@ def main() -> None:
     parser.add_argument("--split", default="train")
     parser.add_argument("--repeat", type=int, default=3, help="timed verihub runs (the median counts)")
     parser.add_argument("--verifiers-python", help="an interpreter with verifiers 0.4 (default: $VERIFIERS_PYTHON)")
-    parser.add_argument("--also-verihub", action="append", default=[], metavar="PYTHON",
-                        help="another interpreter whose verihub runs too (e.g. main's venv)")
+    parser.add_argument(
+        "--also-verihub",
+        action="append",
+        default=[],
+        metavar="PYTHON",
+        help="another interpreter whose verihub runs too (e.g. main's venv)",
+    )
     parser.add_argument("--timeout-s", type=float, default=1800, help="per half")
     parser.add_argument("--half", choices=["verihub", "verifiers"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -289,12 +364,19 @@ def main() -> None:
         endpoint.start()
         try:
             url = urls.get(timeout=120)
-            print(f"math-word ({options.split}): {fixture['tasks']} tasks x {options.k}, concurrency {options.concurrency} "
-                  f"(verihub: requests of n={options.k} in flight; verifiers: rollouts in flight), endpoint latency "
-                  f"{options.latency_s}s", flush=True)
+            print(
+                f"math-word ({options.split}): {fixture['tasks']} tasks x {options.k}, concurrency "
+                f"{options.concurrency} "
+                f"(verihub: requests of n={options.k} in flight; verifiers: rollouts in flight), endpoint latency "
+                f"{options.latency_s}s",
+                flush=True,
+            )
             floor = -(-fixture["tasks"] // options.concurrency) * options.latency_s
-            print(f"latency floor (one request a task, {options.concurrency} at a time): {floor:.2f}s = "
-                  f"{fixture['tasks'] * options.k / floor:.0f} rollouts/s", flush=True)
+            print(
+                f"latency floor (one request a task, {options.concurrency} at a time): {floor:.2f}s = "
+                f"{fixture['tasks'] * options.k / floor:.0f} rollouts/s",
+                flush=True,
+            )
             interpreters = [sys.executable, *options.also_verihub]
             runs: dict[str, list[dict[str, Any]]] = {python: [] for python in interpreters}
             for _ in range(max(1, options.repeat)):  # interleaved, so a change in the machine's load hits each
@@ -311,17 +393,23 @@ def main() -> None:
     ours = halves[0]
     ours_rate = ours["rollouts"] / ours["wall_s"]
     if peer is None:
-        print(f"verifiers 0.4 not measured: {peer_note}; set it up with: python3.12 -m venv /tmp/vf04 && "
-              '/tmp/vf04/bin/pip install "verifiers>=0.4,<0.5" uv, then --verifiers-python /tmp/vf04/bin/python')
+        print(
+            f"verifiers 0.4 not measured: {peer_note}; set it up with: python3.12 -m venv /tmp/vf04 && "
+            '/tmp/vf04/bin/pip install "verifiers>=0.4,<0.5" uv, then --verifiers-python /tmp/vf04/bin/python'
+        )
         print(f"verihub {ours_rate:.1f} rollouts/s; verifiers 0.4 not installed: no ratio")
         return
     theirs = halves[-1]
     theirs_rate = theirs["rollouts"] / theirs["wall_s"]
     same = ours["passed"] == theirs["passed"]
-    print(f"same completions, same verdicts per task: {'yes' if same else 'NO'} "
-          f"(pass@1 verihub {pass_at_1(ours, options.k):.4f}, verifiers {pass_at_1(theirs, options.k):.4f})")
-    print(f"verihub {ours_rate:.1f} rollouts/s, verifiers 0.4 {theirs_rate:.1f} rollouts/s, "
-          f"ratio {ours_rate / theirs_rate:.2f}x (goal >= 1.5x)")
+    print(
+        f"same completions, same verdicts per task: {'yes' if same else 'NO'} "
+        f"(pass@1 verihub {pass_at_1(ours, options.k):.4f}, verifiers {pass_at_1(theirs, options.k):.4f})"
+    )
+    print(
+        f"verihub {ours_rate:.1f} rollouts/s, verifiers 0.4 {theirs_rate:.1f} rollouts/s, "
+        f"ratio {ours_rate / theirs_rate:.2f}x (goal >= 1.5x)"
+    )
     if not same or ours["faulted"] or theirs["faulted"]:
         sys.exit(1)  # the rates are not comparable
 
@@ -333,8 +421,11 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def show(half: dict[str, Any], k: int, walls: list[float] | None = None) -> None:
     rate = half["rollouts"] / half["wall_s"]
     spread = f" (median of {', '.join(f'{w:.2f}s' for w in walls)})" if walls and len(walls) > 1 else ""
-    print(f"{half['tool']}: {half['rollouts']} rollouts in {half['wall_s']:.2f}s = {rate:.1f} rollouts/s{spread}, "
-          f"pass@1 {pass_at_1(half, k):.4f}, faulted {half['faulted']}", flush=True)
+    print(
+        f"{half['tool']}: {half['rollouts']} rollouts in {half['wall_s']:.2f}s = {rate:.1f} rollouts/s{spread}, "
+        f"pass@1 {pass_at_1(half, k):.4f}, faulted {half['faulted']}",
+        flush=True,
+    )
     if half.get("where"):
         print(f"  {half['where']}", flush=True)
 

@@ -28,8 +28,10 @@ from verihub.grading._pools import cpu_count
 from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox
 from verihub.sandbox.pool import WarmPool
 
-TESTS = ("from solution import add\n\ndef test_a():\n    assert add(1, 2) == 3\n\n"
-         "def test_b():\n    assert add(-1, 1) == 0\n\ndef test_c():\n    assert add(0, 0) == 0\n")
+TESTS = (
+    "from solution import add\n\ndef test_a():\n    assert add(1, 2) == 3\n\n"
+    "def test_b():\n    assert add(-1, 1) == 0\n\ndef test_c():\n    assert add(0, 0) == 0\n"
+)
 LIMITS = sandbox.Limits(wall_s=30)
 
 
@@ -41,9 +43,11 @@ class Workload:
 
 
 TRIVIAL = Workload({"main.py": "print(sum(range(10)))"}, "", "45")
-UNIT_TESTS = Workload({"main.py": _harness.program(), "solution.py": "def add(a, b):\n    return a + b\n"},
-                      _harness.stdin(TESTS, {"test_a", "test_b", "test_c"}, "0" * 32, LIMITS.wall_s),
-                      '{"test_a": ["passed", ""], "test_b": ["passed", ""], "test_c": ["passed", ""]}')
+UNIT_TESTS = Workload(
+    {"main.py": _harness.program(), "solution.py": "def add(a, b):\n    return a + b\n"},
+    _harness.stdin(TESTS, {"test_a", "test_b", "test_c"}, "0" * 32, LIMITS.wall_s),
+    '{"test_a": ["passed", ""], "test_b": ["passed", ""], "test_c": ["passed", ""]}',
+)
 
 
 def bare(workload: Workload) -> None:
@@ -52,8 +56,14 @@ def bare(workload: Workload) -> None:
         for name, content in workload.files.items():
             (directory / name).parent.mkdir(parents=True, exist_ok=True)
             (directory / name).write_bytes(content.encode() if isinstance(content, str) else content)
-        done = subprocess.run(["/usr/bin/python3", "main.py"], cwd=directory, env=JAIL_ENV,
-                              input=workload.stdin.encode(), capture_output=True, check=True)
+        done = subprocess.run(
+            ["/usr/bin/python3", "main.py"],
+            cwd=directory,
+            env=JAIL_ENV,
+            input=workload.stdin.encode(),
+            capture_output=True,
+            check=True,
+        )
         assert workload.expect in done.stdout.decode(), done
     finally:
         shutil.rmtree(directory)
@@ -62,8 +72,9 @@ def bare(workload: Workload) -> None:
 def jailed(backend: sandbox.Sandbox) -> Callable[[Workload], None]:
     def run(workload: Workload) -> None:
         extra = {name: content for name, content in workload.files.items() if name != "main.py"}
-        result = sandbox.run_python(workload.files["main.py"], files=extra, stdin=workload.stdin, limits=LIMITS,
-                                    sandbox=backend)
+        result = sandbox.run_python(
+            workload.files["main.py"], files=extra, stdin=workload.stdin, limits=LIMITS, sandbox=backend
+        )
         assert result.ok and workload.expect in result.stdout, result
 
     return run
@@ -100,8 +111,11 @@ def main() -> None:
                 print(f"{label:<12}{name:<12}{p50[name] * 1000:>9.1f}{p95 * 1000:>9.1f}{rate:>9.1f}")
             ratios[f"{label} fresh"] = p50["fresh jail"] / p50["bare"]
             ratios[f"{label} pool"] = p50["warm pool"] / p50["bare"]
-    print("p50 ratios vs bare: " + ", ".join(f"{name} {value:.2f}x" for name, value in ratios.items())
-          + " (targets: fresh <= 1.6x, pool <= 0.5x)")
+    print(
+        "p50 ratios vs bare: "
+        + ", ".join(f"{name} {value:.2f}x" for name, value in ratios.items())
+        + " (targets: fresh <= 1.6x, pool <= 0.5x)"
+    )
 
 
 if __name__ == "__main__":

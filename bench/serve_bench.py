@@ -39,8 +39,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def start_server() -> tuple[subprocess.Popen[str], str]:
     verihub_cli = str(Path(sys.executable).with_name("verihub"))
-    process = subprocess.Popen([verihub_cli, "serve", "envs/sums", "envs/shell-task", "--port", "0",
-                                "--max-sessions", "256"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [verihub_cli, "serve", "envs/sums", "envs/shell-task", "--port", "0", "--max-sessions", "256"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     line = process.stdout.readline() if process.stdout else ""
     found = re.search(r"http://\S+", line)
     if found is None:
@@ -61,8 +65,10 @@ class Timing:
         return self.seconds / self.grades
 
     def line(self) -> str:
-        return (f"{self.name:<34} {self.grades / self.seconds:9.1f} grades/s   p50 {self.p50 * 1e3:8.2f} ms   "
-                f"p95 {self.p95 * 1e3:8.2f} ms")
+        return (
+            f"{self.name:<34} {self.grades / self.seconds:9.1f} grades/s   p50 {self.p50 * 1e3:8.2f} ms   "
+            f"p95 {self.p95 * 1e3:8.2f} ms"
+        )
 
 
 async def timed(name: str, grades: int, jobs: Sequence[Callable[[], Awaitable[None]]], concurrency: int) -> Timing:
@@ -81,8 +87,9 @@ async def timed(name: str, grades: int, jobs: Sequence[Callable[[], Awaitable[No
     return Timing(name, grades, time.perf_counter() - began, latencies)
 
 
-async def ws_episodes(url: str, episodes: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]],
-                      concurrency: int, name: str) -> Timing:
+async def ws_episodes(
+    url: str, episodes: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], concurrency: int, name: str
+) -> Timing:
     """Each connection plays its share of ``episodes`` (reset params, actions), one after another."""
     shares = [episodes[index::concurrency] for index in range(concurrency)]
     latencies: list[float] = []
@@ -110,10 +117,16 @@ async def cheap(url: str, grades: int, batch: int, concurrency: int, repeats: in
 
     def pairs(round_: int) -> list[tuple[dict[str, Any], str]]:
         # every completion differs: the verifier's grade cache (both sides have one) must not answer for the check
-        return [(tasks[n % len(tasks)], f"Round {round_} step {n}: "
-                 + (env.reference(tasks[n % len(tasks)]) if n % 2 else "\\boxed{-1}")) for n in range(grades)]
+        return [
+            (
+                tasks[n % len(tasks)],
+                f"Round {round_} step {n}: " + (env.reference(tasks[n % len(tasks)]) if n % 2 else "\\boxed{-1}"),
+            )
+            for n in range(grades)
+        ]
 
     async with httpx.AsyncClient(timeout=120) as client:
+
         async def local(task: dict[str, Any], text: str) -> None:
             await env.agrade(task, text)
 
@@ -126,25 +139,36 @@ async def cheap(url: str, grades: int, batch: int, concurrency: int, repeats: in
             await env.verifier.agrade_many([task for task, _ in chunk], [text for _, text in chunk])
 
         def chunks(work: list[tuple[dict[str, Any], str]]) -> list[list[tuple[dict[str, Any], str]]]:
-            return [work[start:start + batch] for start in range(0, grades, batch)]
+            return [work[start : start + batch] for start in range(0, grades, batch)]
 
         async def one_round(round_: int) -> tuple[Timing, Timing, Timing]:
-            one_by_one = await timed("cheap: in-process agrade", grades,
-                                     [lambda t=t, c=c: local(t, c) for t, c in pairs(3 * round_)], batch)
-            many = await timed(f"cheap: in-process agrade_many ({batch})", grades,
-                               [lambda chunk=chunk: local_many(chunk) for chunk in chunks(pairs(3 * round_ + 1))],
-                               concurrency)
-            batched = await timed(f"cheap: POST /grade (batches of {batch})", grades,
-                                  [lambda chunk=chunk: remote(chunk) for chunk in chunks(pairs(3 * round_ + 2))],
-                                  concurrency)
+            one_by_one = await timed(
+                "cheap: in-process agrade", grades, [lambda t=t, c=c: local(t, c) for t, c in pairs(3 * round_)], batch
+            )
+            many = await timed(
+                f"cheap: in-process agrade_many ({batch})",
+                grades,
+                [lambda chunk=chunk: local_many(chunk) for chunk in chunks(pairs(3 * round_ + 1))],
+                concurrency,
+            )
+            batched = await timed(
+                f"cheap: POST /grade (batches of {batch})",
+                grades,
+                [lambda chunk=chunk: remote(chunk) for chunk in chunks(pairs(3 * round_ + 2))],
+                concurrency,
+            )
             return one_by_one, many, batched
 
         await one_round(-1)  # warm both sides: imports, the server's task index
         gc.freeze()  # as `verihub serve` does at start: both sides' collectors then skip their start-up objects
         rounds = [await one_round(round_) for round_ in range(repeats)]  # interleaved; the best of each
     best = [min((r[mode] for r in rounds), key=lambda t: t.seconds) for mode in range(3)]
-    sessions = await ws_episodes(url, [({"env": "sums", "task_id": task["id"]}, [{"content": text}])
-                                       for task, text in pairs(-5)], concurrency, "cheap: WS sessions")
+    sessions = await ws_episodes(
+        url,
+        [({"env": "sums", "task_id": task["id"]}, [{"content": text}]) for task, text in pairs(-5)],
+        concurrency,
+        "cheap: WS sessions",
+    )
     return [*best, sessions]
 
 
@@ -165,12 +189,21 @@ async def sandboxed(url: str, episodes: int, concurrency: int, repeats: int) -> 
         assert result.done and result.reward == 1.0, result
 
     async def one_round(round_: int) -> tuple[Timing, Timing]:
-        in_process = await timed("sandboxed: in-process sessions", episodes,
-                                 [lambda t=t, n=n: local(t, f"local {round_}.{n}") for n, t in enumerate(tasks)],
-                                 concurrency)
-        remote = await ws_episodes(url, [({"env": "shell-task", "task_id": task["id"], "split": "train"},
-                                          actions(task, f"remote {round_}.{n}")) for n, task in enumerate(tasks)],
-                                   concurrency, "sandboxed: WS sessions")
+        in_process = await timed(
+            "sandboxed: in-process sessions",
+            episodes,
+            [lambda t=t, n=n: local(t, f"local {round_}.{n}") for n, t in enumerate(tasks)],
+            concurrency,
+        )
+        remote = await ws_episodes(
+            url,
+            [
+                ({"env": "shell-task", "task_id": task["id"], "split": "train"}, actions(task, f"remote {round_}.{n}"))
+                for n, task in enumerate(tasks)
+            ],
+            concurrency,
+            "sandboxed: WS sessions",
+        )
         return in_process, remote
 
     await one_round(-1)  # warm: the jail, the checker's imports, on both sides
@@ -182,8 +215,11 @@ async def main(arguments: argparse.Namespace) -> None:
     process, url = start_server()
     try:
         cheap_timings = await cheap(url, arguments.grades, arguments.batch, arguments.concurrency, arguments.repeats)
-        sandbox_timings = ([] if arguments.no_sandbox
-                           else await sandboxed(url, arguments.episodes, arguments.concurrency, arguments.repeats))
+        sandbox_timings = (
+            []
+            if arguments.no_sandbox
+            else await sandboxed(url, arguments.episodes, arguments.concurrency, arguments.repeats)
+        )
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -191,11 +227,14 @@ async def main(arguments: argparse.Namespace) -> None:
         print(timing.line())
     one_by_one, many, batched, sessions = cheap_timings
     local = min(one_by_one, many, key=lambda t: t.seconds)  # against the faster in-process path
-    ratios = [f"cheap POST /grade {batched.per_grade / local.per_grade:.2f}x (target <= 1.3x)",
-              f"cheap WS sessions {sessions.per_grade / local.per_grade:.2f}x"]
+    ratios = [
+        f"cheap POST /grade {batched.per_grade / local.per_grade:.2f}x (target <= 1.3x)",
+        f"cheap WS sessions {sessions.per_grade / local.per_grade:.2f}x",
+    ]
     if sandbox_timings:
-        ratios.append(f"sandboxed WS sessions {sandbox_timings[1].per_grade / sandbox_timings[0].per_grade:.2f}x "
-                      "(target <= 1.1x)")
+        ratios.append(
+            f"sandboxed WS sessions {sandbox_timings[1].per_grade / sandbox_timings[0].per_grade:.2f}x (target <= 1.1x)"
+        )
     print("ratios, remote time per grade / in-process: " + "; ".join(ratios))
 
 

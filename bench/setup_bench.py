@@ -61,8 +61,10 @@ def run_logged(command: list[str], cwd: Path, env: dict[str, str], log: Path) ->
         done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed in {cwd} (exit {done.returncode}); the end of {log}:\n"
-                 + "\n".join(log.read_text().splitlines()[-30:]))
+        sys.exit(
+            f"{' '.join(command)} failed in {cwd} (exit {done.returncode}); the end of {log}:\n"
+            + "\n".join(log.read_text().splitlines()[-30:])
+        )
     return elapsed
 
 
@@ -93,8 +95,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--paths", default="pip,uv", help=f"comma-separated, run in this order: {', '.join(PATHS)}")
     parser.add_argument("--source", type=Path, default=REPO_ROOT, help="the repository to clone (its HEAD)")
-    parser.add_argument("--python", default=getattr(sys, "_base_executable", sys.executable),
-                        help="the interpreter both paths build .venv with (default: this one's base)")
+    parser.add_argument(
+        "--python",
+        default=getattr(sys, "_base_executable", sys.executable),
+        help="the interpreter both paths build .venv with (default: this one's base)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the clones and caches (several GB each)")
     args = parser.parse_args()
     paths = args.paths.split(",")
@@ -120,13 +125,20 @@ def main() -> None:
 
     print(f"\n{'path':<9} {'set-up':>8} {'refresh':>8} {'1st import':>11} {'.venv':>8} {'cache':>8}")
     for r in results.values():
-        print(f"{r.path:<9} {r.setup_s:>7.0f}s {r.refresh_s:>7.1f}s {r.import_s:>10.1f}s "
-              f"{r.venv_bytes / 2**30:>6.1f}G {r.cache_bytes / 2**30:>6.2f}G")
+        print(
+            f"{r.path:<9} {r.setup_s:>7.0f}s {r.refresh_s:>7.1f}s {r.import_s:>10.1f}s "
+            f"{r.venv_bytes / 2**30:>6.1f}G {r.cache_bytes / 2**30:>6.2f}G"
+        )
     uv = results["uv"]
-    print("ratios (x / uv): " + ", ".join(
-        f"{r.path} set-up {r.setup_s / uv.setup_s:.1f}x, set-up + 1st import "
-        f"{(r.setup_s + r.import_s) / (uv.setup_s + uv.import_s):.1f}x"
-        for r in results.values() if r is not uv))
+    print(
+        "ratios (x / uv): "
+        + ", ".join(
+            f"{r.path} set-up {r.setup_s / uv.setup_s:.1f}x, set-up + 1st import "
+            f"{(r.setup_s + r.import_s) / (uv.setup_s + uv.import_s):.1f}x"
+            for r in results.values()
+            if r is not uv
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -71,8 +71,10 @@ def verihub_cases(python: str) -> list[tuple[str, list[str]]]:
 
 
 def floor_cases(python: str, typer_app: Path) -> list[tuple[str, list[str]]]:
-    cases = [("typer app --help", [python, str(typer_app), "--help"]),
-             ("import datasets", [python, "-c", "import datasets"])]
+    cases = [
+        ("typer app --help", [python, str(typer_app), "--help"]),
+        ("import datasets", [python, "-c", "import datasets"]),
+    ]
     hf = Path(python).with_name("hf")
     if hf.exists():
         cases.append(("hf version", [str(hf), "version"]))
@@ -121,9 +123,11 @@ def main() -> None:
         print(f"{case.name:24}{'':>16}{_ms(case):>16}{'':>10}  floor")
 
     named = {case.name: case for case in now + floors}
-    ratios = [_ratio(named["import verihub"], named["python -c pass"], "python -c pass"),
-              _ratio(named["verihub --help"], named["typer app --help"], "a bare typer app"),
-              _ratio(named["validate --no-attacks"], named["import datasets"], "import datasets")]
+    ratios = [
+        _ratio(named["import verihub"], named["python -c pass"], "python -c pass"),
+        _ratio(named["verihub --help"], named["typer app --help"], "a bare typer app"),
+        _ratio(named["validate --no-attacks"], named["import datasets"], "import datasets"),
+    ]
     if base:
         ratios += [_ratio(case, base[index], "baseline") for index, case in enumerate(now) if index]
     print("; ".join(ratios))

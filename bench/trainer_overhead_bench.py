@@ -40,9 +40,19 @@ def plain_reward(completions: list[Any], answer: list[str], **_: Any) -> list[fl
 
 
 def config(out: Path, steps: int) -> dict[str, Any]:
-    return {"output_dir": str(out), "max_steps": steps, "num_generations": 8, "per_device_train_batch_size": 16,
-            "max_completion_length": 16, "learning_rate": 1e-3, "logging_steps": 1, "save_strategy": "no",
-            "report_to": "none", "bf16": False, "seed": 0}
+    return {
+        "output_dir": str(out),
+        "max_steps": steps,
+        "num_generations": 8,
+        "per_device_train_batch_size": 16,
+        "max_completion_length": 16,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "bf16": False,
+        "seed": 0,
+    }
 
 
 def step_times(trainer: Any) -> list[float]:
@@ -60,9 +70,14 @@ def run_plain(model: Path, out: Path, steps: int) -> list[float]:
     env = verihub.load_env(REPO / "envs/arithmetic")
     tasks = env.dataset("train")
     dataset = Dataset.from_dict({"prompt": [env.render(task) for task in tasks], "answer": tasks["answer"]})
-    trainer = trl.GRPOTrainer(model=str(model), reward_funcs=plain_reward, args=trl.GRPOConfig(**config(out, steps)),
-                              train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(model),
-                              peft_config=lora_config(True))
+    trainer = trl.GRPOTrainer(
+        model=str(model),
+        reward_funcs=plain_reward,
+        args=trl.GRPOConfig(**config(out, steps)),
+        train_dataset=dataset,
+        processing_class=AutoTokenizer.from_pretrained(model),
+        peft_config=lora_config(True),
+    )
     trainer.train()
     return step_times(trainer)
 
@@ -70,8 +85,9 @@ def run_plain(model: Path, out: Path, steps: int) -> list[float]:
 def run_verihub(model: Path, out: Path, steps: int) -> list[float]:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(model), [str(REPO / "envs/arithmetic")], lora=True, curriculum="adaptive",
-                          **config(out, steps))
+    trainer = GRPOTrainer(
+        str(model), [str(REPO / "envs/arithmetic")], lora=True, curriculum="adaptive", **config(out, steps)
+    )
     trainer.train()
     return step_times(trainer.trl)
 
@@ -97,11 +113,21 @@ def main() -> None:
             runs = [(plain, run_plain, "plain"), (ours, run_verihub, "verihub")]
             for times, run, name in runs if round_ % 2 == 0 else runs[::-1]:
                 times += run(model, root / f"{name}-{round_}", args.steps)
-            print(json.dumps({"round": round_, "plain_median_s": statistics.median(plain),
-                              "verihub_median_s": statistics.median(ours)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "round": round_,
+                        "plain_median_s": statistics.median(plain),
+                        "verihub_median_s": statistics.median(ours),
+                    }
+                ),
+                flush=True,
+            )
     plain_s, ours_s = statistics.median(plain), statistics.median(ours)
-    print(f"step time (median of {len(plain)} steps each): plain TRL {plain_s * 1000:.1f} ms, "
-          f"verihub {ours_s * 1000:.1f} ms")
+    print(
+        f"step time (median of {len(plain)} steps each): plain TRL {plain_s * 1000:.1f} ms, "
+        f"verihub {ours_s * 1000:.1f} ms"
+    )
     print(f"verihub / plain TRL step time: {ours_s / plain_s:.3f}x (target <= 1.10)")
 
 

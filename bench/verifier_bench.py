@@ -7,7 +7,8 @@ For every built-in check: the check function called in a plain loop that collect
 (``grade_many``, cache cleared each repetition), interleaved, best of ``--repeats``. Every input is
 distinct (the "distinct" column counts the different completion/task pairs), so the cache never
 answers inside a measurement; "cached/s" grades again the inputs the cache still holds (the newest
-half of its size or fewer: every grade a hit). The math check's answers need sympy for half of them: direct runs them in this process,
+half of its size or fewer: every grade a hit). The math check's answers need sympy for half of them: direct runs them in
+this process,
 the engine decides what it can on the grading thread and sends the rest to its process pool (every
 core). The last line prints the overhead ratios; targets: exact and numeric <= 1.15x. Beside them it
 prints the floor of any engine that keeps per-layer timing and a cache: a hand-written grade function
@@ -80,11 +81,19 @@ def inputs(name: str, n: int, rng: random.Random) -> tuple[list[dict[str, Any]],
     return tasks, completions, args
 
 
-def floor_grader(run: BoundCheck, name: str, cache: dict[tuple[str, Any], Grade]) -> Callable[[dict[str, Any], str], Grade]:
+def floor_grader(
+    run: BoundCheck, name: str, cache: dict[tuple[str, Any], Grade]
+) -> Callable[[dict[str, Any], str], Grade]:
     """The least a grade with per-layer timing and a cache costs over the check: a key of the completion and
     the answer, one lookup and one insert, two clock reads and the Grade with its LayerResult (no fault
     handling, no output check, no eviction order; the engine does all of that too)."""
-    new, passed, failed, ok, wrong = tuple.__new__, LayerStatus.PASSED, LayerStatus.FAILED, GradeStatus.OK, GradeStatus.WRONG
+    new, passed, failed, ok, wrong = (
+        tuple.__new__,
+        LayerStatus.PASSED,
+        LayerStatus.FAILED,
+        GradeStatus.OK,
+        GradeStatus.WRONG,
+    )
 
     def grade(task: dict[str, Any], completion: str) -> Grade:
         key = (completion, task["answer"])
@@ -112,8 +121,9 @@ def best_of(repeats: int, run: Callable[[], object], before: Callable[[], None] 
     return min(times)
 
 
-def side_by_side(repeats: int, chunk: int, count: int, sides: list[Callable[[int, int], object]],
-                 before: Callable[[], None]) -> list[float]:
+def side_by_side(
+    repeats: int, chunk: int, count: int, sides: list[Callable[[int, int], object]], before: Callable[[], None]
+) -> list[float]:
     """Seconds each side takes for all ``count`` inputs: the sum over chunks of the best time of that
     chunk, the sides taking turns chunk by chunk (a burst of load on the shared machine then spoils
     one chunk of one repetition, not a whole side)."""
@@ -132,26 +142,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10_000, help="grades per check (math uses n/25)")
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--checks", nargs="+", choices=sorted(set(BUILTIN_CHECKS) - SANDBOXED),
-                        default=["exact", "numeric", "math", *sorted(set(BUILTIN_CHECKS) - SANDBOXED - {"exact", "numeric", "math"})],
-                        help="which checks to measure (default: all but the sandboxed ones)")
+    parser.add_argument(
+        "--checks",
+        nargs="+",
+        choices=sorted(set(BUILTIN_CHECKS) - SANDBOXED),
+        default=["exact", "numeric", "math", *sorted(set(BUILTIN_CHECKS) - SANDBOXED - {"exact", "numeric", "math"})],
+        help="which checks to measure (default: all but the sandboxed ones)",
+    )
     options = parser.parse_args()
     rng = random.Random(0)
     ratios: dict[str, float] = {}
     floors: dict[str, float] = {}
-    print(f"{'check':<16}{'n':>7}{'distinct':>9}{'direct/s':>12}{'engine/s':>12}{'cached/s':>12}"
-          f"{'engine/direct time':>20}")
+    print(
+        f"{'check':<16}{'n':>7}{'distinct':>9}{'direct/s':>12}{'engine/s':>12}{'cached/s':>12}"
+        f"{'engine/direct time':>20}"
+    )
     for name in options.checks:
         check = BUILTIN_CHECKS[name]
         n = max(50, options.n // 25) if name == "math" else options.n
         tasks, completions, args = inputs(name, n, rng)
-        layer = BoundLayer.from_spec(LayerSpec(name=name, layer="check", use=name, args=args, timeout_s=120), Path.cwd())
+        layer = BoundLayer.from_spec(
+            LayerSpec(name=name, layer="check", use=name, args=args, timeout_s=120), Path.cwd()
+        )
         run_direct, _ = check.bind(args, Path.cwd())
         verifier = Verifier([layer])
-        distinct = len({(completion, json.dumps(task, sort_keys=True)) for task, completion in zip(tasks, completions, strict=True)})
+        distinct = len(
+            {
+                (completion, json.dumps(task, sort_keys=True))
+                for task, completion in zip(tasks, completions, strict=True)
+            }
+        )
 
         def direct(start: int, end: int) -> list[object]:
-            return [run_direct(completion, task) for task, completion in zip(tasks[start:end], completions[start:end], strict=True)]
+            return [
+                run_direct(completion, task)
+                for task, completion in zip(tasks[start:end], completions[start:end], strict=True)
+            ]
 
         def engine(start: int, end: int) -> list[object]:
             return verifier.grade_many(tasks[start:end], completions[start:end])
@@ -160,7 +186,10 @@ def main() -> None:
         by_floor = floor_grader(run_direct, name, floor_cache)
 
         def floor(start: int, end: int) -> list[object]:
-            return [by_floor(task, completion) for task, completion in zip(tasks[start:end], completions[start:end], strict=True)]
+            return [
+                by_floor(task, completion)
+                for task, completion in zip(tasks[start:end], completions[start:end], strict=True)
+            ]
 
         def forget() -> None:
             verifier.clear_cache()
@@ -178,13 +207,23 @@ def main() -> None:
         held = min(n, verifier._cache_size // 2)  # the newest grades, which the last repetition left cached
         cached_s = best_of(repeats, lambda: verifier.grade_many(tasks[-held:], completions[-held:])) * n / held
         ratios[name] = engine_s / direct_s
-        print(f"{name:<16}{n:>7}{distinct:>9}{n / direct_s:>12,.0f}{n / engine_s:>12,.0f}{n / cached_s:>12,.0f}"
-              f"{ratios[name]:>19.2f}x")
-    shown = [f"{name} {ratios[name]:.3f}x (floor {floors[name]:.3f}x)" for name in ("exact", "numeric") if name in ratios]
+        print(
+            f"{name:<16}{n:>7}{distinct:>9}{n / direct_s:>12,.0f}{n / engine_s:>12,.0f}{n / cached_s:>12,.0f}"
+            f"{ratios[name]:>19.2f}x"
+        )
+    shown = [
+        f"{name} {ratios[name]:.3f}x (floor {floors[name]:.3f}x)" for name in ("exact", "numeric") if name in ratios
+    ]
     if shown:
-        print(f"overhead ratio (engine/direct time): {', '.join(shown)} (target <= 1.15x)"
-              + (f"; math through the engine (first step inline, sympy in the process pool) is "
-                 f"{1 / ratios['math']:.2f}x faster than direct" if "math" in ratios else ""))
+        print(
+            f"overhead ratio (engine/direct time): {', '.join(shown)} (target <= 1.15x)"
+            + (
+                f"; math through the engine (first step inline, sympy in the process pool) is "
+                f"{1 / ratios['math']:.2f}x faster than direct"
+                if "math" in ratios
+                else ""
+            )
+        )
 
 
 if __name__ == "__main__":

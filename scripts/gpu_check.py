@@ -18,8 +18,13 @@ from pathlib import Path
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 REPO = Path(__file__).resolve().parents[1]
 SUMS = str(REPO / "envs" / "sums")
-SMALL = {"max_steps": 2, "num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 16,
-         "display": "quiet"}
+SMALL = {
+    "max_steps": 2,
+    "num_generations": 4,
+    "per_device_train_batch_size": 8,
+    "max_completion_length": 16,
+    "display": "quiet",
+}
 
 
 def eval_through_vllm(model: Path, work: Path) -> str:
@@ -46,8 +51,16 @@ def eval_through_vllm(model: Path, work: Path) -> str:
 def colocate(model: Path, work: Path) -> str:
     from verihub.trainers import GRPOTrainer
 
-    GRPOTrainer(str(model), [SUMS], lora=True, use_vllm=True, vllm_mode="colocate",
-                vllm_gpu_memory_utilization=0.2, output_dir=work / "colocate", **SMALL).train()
+    GRPOTrainer(
+        str(model),
+        [SUMS],
+        lora=True,
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.2,
+        output_dir=work / "colocate",
+        **SMALL,
+    ).train()
     return "2 steps"
 
 
@@ -58,11 +71,34 @@ def server_mode(model: Path, work: Path) -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     trl = Path(sys.executable).with_name("trl")
-    server = subprocess.Popen([str(trl), "vllm-serve", "--model", str(model), "--host", "127.0.0.1", "--port",
-                               str(port), "--gpu-memory-utilization", "0.2"], start_new_session=True)
+    server = subprocess.Popen(
+        [
+            str(trl),
+            "vllm-serve",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--gpu-memory-utilization",
+            "0.2",
+        ],
+        start_new_session=True,
+    )
     try:
-        GRPOTrainer(str(model), [SUMS], lora=True, use_vllm=True, vllm_mode="server", vllm_server_host="127.0.0.1",
-                    vllm_server_port=port, vllm_server_timeout=600, output_dir=work / "server", **SMALL).train()
+        GRPOTrainer(
+            str(model),
+            [SUMS],
+            lora=True,
+            use_vllm=True,
+            vllm_mode="server",
+            vllm_server_host="127.0.0.1",
+            vllm_server_port=port,
+            vllm_server_timeout=600,
+            output_dir=work / "server",
+            **SMALL,
+        ).train()
     finally:
         server.terminate()
         server.wait(60)
@@ -72,8 +108,9 @@ def server_mode(model: Path, work: Path) -> str:
 def asynchronous(model: Path, work: Path) -> str:
     from verihub.trainers import AsyncGRPOTrainer
 
-    AsyncGRPOTrainer(str(model), [SUMS], lora=True, max_staleness=1, sync_check_every=1,
-                     output_dir=work / "async", **SMALL).train()
+    AsyncGRPOTrainer(
+        str(model), [SUMS], lora=True, max_staleness=1, sync_check_every=1, output_dir=work / "async", **SMALL
+    ).train()
     return "2 steps, syncs checked"
 
 
@@ -83,8 +120,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     model = make_tiny_model(work / "model", hidden_size=128)
     checks: list[tuple[str, Callable[[Path, Path], str]]] = [
-        ("vllm: eval", eval_through_vllm), ("GRPO colocate", colocate), ("GRPO server", server_mode),
-        ("async GRPO", asynchronous)]
+        ("vllm: eval", eval_through_vllm),
+        ("GRPO colocate", colocate),
+        ("GRPO server", server_mode),
+        ("async GRPO", asynchronous),
+    ]
     said, failed = [], 0
     for name, check in checks:
         began = time.perf_counter()

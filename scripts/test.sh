@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --vllm --verifiers --gem
-.venv/bin/ruff check .  # the lint rules of pyproject.toml's [tool.ruff], on the whole tree
+# Lint and format, by pyproject.toml's [tool.ruff], on the whole tree (separate lines: set -e stops at either).
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 exec .venv/bin/python -m pytest -q "$@"

@@ -51,12 +51,14 @@ def publish_and_install(hub_dir: Path, python: str) -> None:
     for name in BUNDLED:
         result = hub.push(REPO / "envs" / name, owner="demo")
         state = "published" if result.created else "already published"
-        console.print(f"hub: {state} {result.repo}@{result.version} ({len(result.files)} files) in {hub_dir}",
-                      highlight=False)
+        console.print(
+            f"hub: {state} {result.repo}@{result.version} ({len(result.files)} files) in {hub_dir}", highlight=False
+        )
     for name in BUNDLED:
         repo, version = hub.install(f"demo/{name}@^1.0", python=python)
-        console.print(f"pip: installed {repo}@{version} from the hub's index into {Path(python).parents[1]}",
-                      highlight=False)
+        console.print(
+            f"pip: installed {repo}@{version} from the hub's index into {Path(python).parents[1]}", highlight=False
+        )
 
 
 def measure(model: str, adapter: str | None, mix: list, tasks: int, what: str) -> dict[str, dict[str, Any]]:
@@ -67,17 +69,25 @@ def measure(model: str, adapter: str | None, mix: list, tasks: int, what: str) -
 
     began = time.perf_counter()
     with console.status(f"held-out pass@1 of {what}: {tasks} tasks per environment..."):
-        rates = {"greedy": heldout_pass_rates(model, mix, adapter=adapter, tasks=tasks,
-                                              sampling=Sampling(temperature=0.0, max_tokens=32))}
+        rates = {
+            "greedy": heldout_pass_rates(
+                model, mix, adapter=adapter, tasks=tasks, sampling=Sampling(temperature=0.0, max_tokens=32)
+            )
+        }
         for item in mix:
             spec = item.env.spec.eval
             mode = f"T={spec.temperature:g} x{spec.k}"  # k samples per task at the spec's temperature
-            sampled = heldout_pass_rates(model, [item], adapter=adapter, tasks=tasks, samples=spec.k,
-                                         sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0))
+            sampled = heldout_pass_rates(
+                model,
+                [item],
+                adapter=adapter,
+                tasks=tasks,
+                samples=spec.k,
+                sampling=Sampling(temperature=spec.temperature, max_tokens=32, seed=0),
+            )
             rates.setdefault(mode, {}).update(sampled)
     greedy = ", ".join(f"{env} {rate.pass_rate:.1%}" for env, rate in rates["greedy"].items())
-    console.print(f"held-out pass@1 of {what} (greedy): {greedy} ({time.perf_counter() - began:.0f}s)",
-                  highlight=False)
+    console.print(f"held-out pass@1 of {what} (greedy): {greedy} ({time.perf_counter() - began:.0f}s)", highlight=False)
     return rates
 
 
@@ -90,8 +100,9 @@ def demo_venv(target: Path) -> str:
         venv.create(target, with_pip=False)
     purelib = next((target / "lib").glob("python3.*/site-packages"))
     # addsitedir also runs that directory's .pth files (verihub is installed editable through one)
-    (purelib / "_parent.pth").write_text("".join(f"import site; site.addsitedir({path!r})\n"
-                                                 for path in site.getsitepackages()))
+    (purelib / "_parent.pth").write_text(
+        "".join(f"import site; site.addsitedir({path!r})\n" for path in site.getsitepackages())
+    )
     return str(target / "bin" / "python")
 
 
@@ -137,34 +148,54 @@ def train(out: Path, args: argparse.Namespace) -> None:
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fits 80 columns
     for column in ("environment", "tasks", "decoding", "SFT", "SFT+GRPO", "change", "noise", "faulted"):
-        table.add_column(column, justify="left" if column in ("environment", "decoding") else "right",
-                         no_wrap=column in ("environment", "decoding"))
+        table.add_column(
+            column,
+            justify="left" if column in ("environment", "decoding") else "right",
+            no_wrap=column in ("environment", "decoding"),
+        )
     noise: dict[str, dict[str, float]] = {}
     for item in mix:
         held = str(min(args.heldout_tasks, len(item.env.dataset(heldout_split(item)))))
         for row, mode in enumerate(mode for mode in before if item.name in before[mode]):
             first, last = before[mode][item.name], after[mode][item.name]
             change = last.pass_rate - first.pass_rate
-            margin = noise.setdefault(mode, {})[item.name] = measurement_noise(first.pass_rate, last.pass_rate,
-                                                                              first.samples)
+            margin = noise.setdefault(mode, {})[item.name] = measurement_noise(
+                first.pass_rate, last.pass_rate, first.samples
+            )
             colour = "green" if change > margin else "red" if change < -margin else "yellow"
-            table.add_row(item.name if row == 0 else "", held if row == 0 else "", mode, f"{first.pass_rate:.1%}",
-                          f"{last.pass_rate:.1%}", f"[{colour}]{change * 100:+.1f}[/]", f"±{margin * 100:.1f}",
-                          f"{first.faulted}/{last.faulted} of {first.samples}")
+            table.add_row(
+                item.name if row == 0 else "",
+                held if row == 0 else "",
+                mode,
+                f"{first.pass_rate:.1%}",
+                f"{last.pass_rate:.1%}",
+                f"[{colour}]{change * 100:+.1f}[/]",
+                f"±{margin * 100:.1f}",
+                f"{first.faulted}/{last.faulted} of {first.samples}",
+            )
     console.print(table)
-    console.print("tasks: held-out tasks per environment; T=t xk: k samples per task at temperature t (the spec's "
-                  "eval settings); change: "
-                  "points of pass@1 (green: beyond the noise, twice the standard error of the difference); faulted: "
-                  "samples whose grade faulted (SFT/SFT+GRPO), counted as failed in these rates", highlight=False)
+    console.print(
+        "tasks: held-out tasks per environment; T=t xk: k samples per task at temperature t (the spec's "
+        "eval settings); change: "
+        "points of pass@1 (green: beyond the noise, twice the standard error of the difference); faulted: "
+        "samples whose grade faulted (SFT/SFT+GRPO), counted as failed in these rates",
+        highlight=False,
+    )
     curves = plot_run(out / "grpo")
     if curves:
         console.print(f"curves in {curves[0].parent}: {', '.join(path.name for path in curves)}", highlight=False)
-    summary = {**_by_stage(before, after, "pass_rate"), "faulted": _by_stage(before, after, "faulted"),
-               "noise": noise, "sft_s": round(sft_s, 1),
-               "total_s": round(time.perf_counter() - start, 1)}
+    summary = {
+        **_by_stage(before, after, "pass_rate"),
+        "faulted": _by_stage(before, after, "faulted"),
+        "noise": noise,
+        "sft_s": round(sft_s, 1),
+        "total_s": round(time.perf_counter() - start, 1),
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    console.print(f"done in {summary['total_s']:.0f}s; {out / 'summary.json'}, metrics in "
-                  f"{out / 'grpo' / 'metrics.jsonl'}", highlight=False)
+    console.print(
+        f"done in {summary['total_s']:.0f}s; {out / 'summary.json'}, metrics in {out / 'grpo' / 'metrics.jsonl'}",
+        highlight=False,
+    )
 
 
 Rates = dict[str, dict[str, Any]]  # decoding mode -> environment -> HeldoutRate
@@ -178,24 +209,53 @@ def _stages(out: Path, args: argparse.Namespace, seed: int) -> tuple[list[Any], 
     from verihub.trainers.tiny import make_tiny_model
 
     mix = resolve_envs(MIX)  # installed now: loads them from the demo venv's site-packages
-    console.print("mix: " + ", ".join(f"{item.env.id}@{item.env.version} (weight {item.weight:.2f})" for item in mix)
-                  + f", loaded from {out / 'venv'}", highlight=False)
+    console.print(
+        "mix: "
+        + ", ".join(f"{item.env.id}@{item.env.version} (weight {item.weight:.2f})" for item in mix)
+        + f", loaded from {out / 'venv'}",
+        highlight=False,
+    )
 
     console.rule("2. tiny model, SFT warm start")
     model = make_tiny_model(out / "model", seed=seed, hidden_size=128, layers=2, heads=4)
     cpu = {"activation_checkpointing": False}  # a tiny model: recomputing activations buys nothing
-    SFTTrainer(str(model), MIX, demos=args.sft_demos or None, output_dir=out / "sft", seed=seed,
-               max_steps=args.sft_steps, learning_rate=1e-3, per_device_train_batch_size=32,
-               lr_scheduler_type="cosine", warmup_steps=20, logging_steps=10, **cpu).train()
+    SFTTrainer(
+        str(model),
+        MIX,
+        demos=args.sft_demos or None,
+        output_dir=out / "sft",
+        seed=seed,
+        max_steps=args.sft_steps,
+        learning_rate=1e-3,
+        per_device_train_batch_size=32,
+        lr_scheduler_type="cosine",
+        warmup_steps=20,
+        logging_steps=10,
+        **cpu,
+    ).train()
     sft_s = time.perf_counter() - start
     before = measure(f"hf:{out / 'sft'}", None, mix, args.heldout_tasks, "the SFT checkpoint")
 
     console.rule("3. GRPO with LoRA on the mix, adaptive curriculum")
-    GRPOTrainer(str(out / "sft"), MIX, lora={"r": 16, "lora_alpha": 32}, curriculum="adaptive", heldout_every=100,
-                heldout_tasks=min(200, args.heldout_tasks), output_dir=out / "grpo", seed=seed,
-                max_steps=args.grpo_steps, learning_rate=1e-3, beta=0.04, lr_scheduler_type="constant",
-                num_generations=8, per_device_train_batch_size=64, max_completion_length=20, logging_steps=5,
-                **cpu).train()
+    GRPOTrainer(
+        str(out / "sft"),
+        MIX,
+        lora={"r": 16, "lora_alpha": 32},
+        curriculum="adaptive",
+        heldout_every=100,
+        heldout_tasks=min(200, args.heldout_tasks),
+        output_dir=out / "grpo",
+        seed=seed,
+        max_steps=args.grpo_steps,
+        learning_rate=1e-3,
+        beta=0.04,
+        lr_scheduler_type="constant",
+        num_generations=8,
+        per_device_train_batch_size=64,
+        max_completion_length=20,
+        logging_steps=5,
+        **cpu,
+    ).train()
     after = measure(f"hf:{out / 'sft'}", str(out / "grpo"), mix, args.heldout_tasks, "SFT + the GRPO adapter")
     return mix, before, after, sft_s
 
@@ -203,19 +263,25 @@ def _stages(out: Path, args: argparse.Namespace, seed: int) -> tuple[list[Any], 
 def _record_time(summary_path: Path, wall_s: float) -> None:
     """The whole demo's wall and CPU time (set-up stage included; CPU: user + system of this process and
     every process it waited for), printed and added to summary.json."""
-    cpu_s = sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-                for field in ("ru_utime", "ru_stime"))
+    cpu_s = sum(
+        getattr(resource.getrusage(who), field)
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for field in ("ru_utime", "ru_stime")
+    )
     summary = json.loads(summary_path.read_text())
     summary.update(demo_wall_s=round(wall_s, 1), demo_cpu_s=round(cpu_s, 1))
     summary_path.write_text(json.dumps(summary, indent=2))
-    console.print(f"whole demo, set-up stage included: {wall_s:.0f}s wall, {cpu_s:.0f}s CPU (user + system)",
-                  highlight=False)
+    console.print(
+        f"whole demo, set-up stage included: {wall_s:.0f}s wall, {cpu_s:.0f}s CPU (user + system)", highlight=False
+    )
 
 
 def _by_stage(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], field: str) -> dict[str, Any]:
     """``{"before": {mode: {env: rate.<field>}}, "after": ...}`` for summary.json."""
-    return {stage: {mode: {env: getattr(rate, field) for env, rate in rates.items()} for mode, rates in measured.items()}
-            for stage, measured in (("before", before), ("after", after))}
+    return {
+        stage: {mode: {env: getattr(rate, field) for env, rate in rates.items()} for mode, rates in measured.items()}
+        for stage, measured in (("before", before), ("after", after))
+    }
 
 
 if __name__ == "__main__":

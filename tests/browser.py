@@ -17,8 +17,16 @@ from typing import Any
 
 import pytest
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def chromium_or_skip() -> str:
@@ -37,20 +45,27 @@ class Browser:
         to_browser, self._to_browser = os.pipe()
         self._from_browser, from_browser = os.pipe()
         # the browser reads fd 3 and writes fd 4: hand it high-numbered copies that the child moves there
-        keep = [fcntl.fcntl(to_browser, fcntl.F_DUPFD_CLOEXEC, 100), fcntl.fcntl(from_browser, fcntl.F_DUPFD_CLOEXEC, 100)]
+        keep = [
+            fcntl.fcntl(to_browser, fcntl.F_DUPFD_CLOEXEC, 100),
+            fcntl.fcntl(from_browser, fcntl.F_DUPFD_CLOEXEC, 100),
+        ]
         self.process = subprocess.Popen(
             [chromium, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
             close_fds=False,  # Python's own fds are not inheritable; only the two dup2'd here reach the browser
             preexec_fn=lambda: (os.dup2(keep[0], 3), os.dup2(keep[1], 4)),  # noqa: PLW1509
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for fd in (to_browser, from_browser, *keep):
             os.close(fd)
         self._buffer, self._next, self._events = b"", 0, []
         target = self._send("Target.createTarget", {"url": "about:blank"})["targetId"]
         self._session = self._send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.call("Page.enable")
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": False})
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def __enter__(self) -> Browser:
         return self
@@ -77,10 +92,14 @@ class Browser:
 
     def click(self, selector: str) -> None:
         """A real mouse click (press and release) at the middle of the first element ``selector`` matches."""
-        box = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-                            " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
-            self.call("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1})
+            self.call(
+                "Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1}
+            )
 
     def screenshot(self, path: Path) -> Path:
         data = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"]
@@ -89,8 +108,9 @@ class Browser:
 
     # -- the protocol ------------------------------------------------------------------------------------
 
-    def _send(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None,
-              timeout_s: float = 60) -> dict[str, Any]:
+    def _send(
+        self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None, timeout_s: float = 60
+    ) -> dict[str, Any]:
         self._next += 1
         message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
         if session is not None:

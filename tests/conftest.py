@@ -28,7 +28,8 @@ gold:
   negatives: ['\\boxed{{{wrong}}}']
 """
 
-BASE_SPEC = """\
+BASE_SPEC = (
+    """\
 id: tiny
 version: 0.1.0
 domain: math
@@ -39,7 +40,9 @@ dataset:
 prompt:
   system: "Answer in \\\\boxed{{}}."
   user: "What is {question}?"
-""" + _GRADED
+"""
+    + _GRADED
+)
 
 # A tool environment on BASE_SPEC's tasks: compute with the python tool, then answer.
 # A spec whose verifier list the test finishes (each layer a "  - {...}" line): probes of the built-in checks.
@@ -54,7 +57,8 @@ gold: {reference: "x"}
 verifier:
 """
 
-TOOL_SPEC = """\
+TOOL_SPEC = (
+    """\
 id: calc-tool
 version: 0.1.0
 domain: code
@@ -65,11 +69,11 @@ prompt:
   user: "What is {question}?"
 interaction: {kind: multi_turn, max_turns: 3, tools: [python]}
 sandbox: {wall_s: 5, memory_mb: 256}
-""" + _GRADED
+"""
+    + _GRADED
+)
 
-TASKS = [
-    {"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(1, 9)
-]
+TASKS = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(1, 9)]
 
 MakeEnv = Callable[..., Path]
 
@@ -78,8 +82,12 @@ MakeEnv = Callable[..., Path]
 def make_env(tmp_path: Path) -> MakeEnv:
     """Write an environment directory: ``make_env(spec_text, rows=TASKS, files={name: text})``."""
 
-    def make(spec: str = BASE_SPEC, rows: list[dict[str, Any]] | None = None, files: dict[str, str] | None = None,
-             name: str = "env") -> Path:
+    def make(
+        spec: str = BASE_SPEC,
+        rows: list[dict[str, Any]] | None = None,
+        files: dict[str, str] | None = None,
+        name: str = "env",
+    ) -> Path:
         root = tmp_path / name
         (root / "data").mkdir(parents=True, exist_ok=True)
         (root / "environment.yaml").write_text(spec)
@@ -208,7 +216,6 @@ def fresh_python(tmp_path: Path) -> str:
     return str(target / "bin" / "python")
 
 
-
 def free_port() -> int:
     """A port nothing listens on right now, on loopback."""
     with socket.socket() as probe:
@@ -241,11 +248,16 @@ JSON_INDEX = {"Accept": "application/vnd.pypi.simple.v1+json"}  # PEP 691: the s
 
 def hf(server: HubServer, code: str, tmp_path: Path) -> Any:
     """Run ``code`` with the real huggingface_hub client pointed at the server; it prints one JSON line."""
-    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
-           "HF_HUB_DISABLE_TELEMETRY": "1"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": server.url,
+        "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
     env.pop("HF_TOKEN", None)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -259,8 +271,11 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     data = tmp_path_factory.mktemp("hubdata")
     LocalHub(data)
     accounts = Accounts(data / "hub.db")
-    tokens = {"alice": accounts.create_token("alice"), "bob": accounts.create_token("bob"),
-              "alice-read": accounts.create_token("alice", "read")}
+    tokens = {
+        "alice": accounts.create_token("alice"),
+        "bob": accounts.create_token("bob"),
+        "alice-read": accounts.create_token("alice", "read"),
+    }
     port = free_port()
     process = subprocess.Popen([VERIHUB, "hub", "serve", "--port", str(port), "--data", str(data)])
     url = f"http://127.0.0.1:{port}"
@@ -268,8 +283,6 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     yield HubServer(url, data, tokens)
     process.terminate()
     process.wait(timeout=30)
-
-
 
 
 FLAKY_SPEC = """\
@@ -298,8 +311,10 @@ def score(completion, task):
     return 1.0 if completion.endswith("{" + task["answer"] + "}") else 0.0
 '''
 
-FLAKY_ROWS = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "broken": {1: "all", 2: "hedged"}.get(i, "")}
-              for i in range(1, 9)]
+FLAKY_ROWS = [
+    {"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "broken": {1: "all", 2: "hedged"}.get(i, "")}
+    for i in range(1, 9)
+]
 
 
 @pytest.fixture
@@ -315,13 +330,20 @@ def hedging_model(request: dict[str, Any]) -> list[dict[str, Any]]:
 
     question = re.search(r"What is (.*)\?", request["messages"][-1]["content"])
     value = eval(question.group(1)) if question else 0  # noqa: S307 - the test's own expression
-    return [{"content": ("Sure. " if index % 2 else "") + f"\\boxed{{{value}}}"} for index in range(request.get("n", 1))]
+    return [
+        {"content": ("Sure. " if index % 2 else "") + f"\\boxed{{{value}}}"} for index in range(request.get("n", 1))
+    ]
 
 
 def start_serve(*arguments: str) -> tuple[subprocess.Popen[str], str]:
     """A real ``verihub serve ARGUMENTS`` on a free loopback port: the process and its URL."""
-    process = subprocess.Popen([VERIHUB, "serve", *arguments, "--port", "0"], cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [VERIHUB, "serve", *arguments, "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = process.stdout.readline() if process.stdout else ""
     found = re.search(r"http://\S+", line)
     if found is None:

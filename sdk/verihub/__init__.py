@@ -33,11 +33,20 @@ if TYPE_CHECKING:  # what the names resolve to, for type checkers and editors
 __version__ = "0.1.0"
 
 _WHERE = {
-    "Check": "checks", "CheckParams": "checks", "CheckResult": "checks", "check": "checks",
-    "Environment": "environment.core", "load_env": "environment.core",
-    "CheckNotFoundError": "errors", "EnvNotFoundError": "errors", "SpecError": "errors", "SpecProblem": "errors",
+    "Check": "checks",
+    "CheckParams": "checks",
+    "CheckResult": "checks",
+    "check": "checks",
+    "Environment": "environment.core",
+    "load_env": "environment.core",
+    "CheckNotFoundError": "errors",
+    "EnvNotFoundError": "errors",
+    "SpecError": "errors",
+    "SpecProblem": "errors",
     "VerihubError": "errors",
-    "Grade": "grading.grade", "GradeStatus": "grading.grade", "LayerResult": "grading.grade",
+    "Grade": "grading.grade",
+    "GradeStatus": "grading.grade",
+    "LayerResult": "grading.grade",
     "LayerStatus": "grading.grade",
     "EnvSpec": "spec.models",
 }
@@ -45,21 +54,23 @@ __all__ = sorted([*_WHERE, "__version__"])
 __getattr__, __dir__ = _lazy.lazy_names(globals(), _WHERE)
 
 # Module paths of verihub 0.1 that moved when the SDK was grouped into subpackages (old -> new).
-_lazy.moved_modules({
-    "verihub.calibration": "verihub.validation.calibration",
-    "verihub.dataset": "verihub.environment.dataset",
-    "verihub.evaluate": "verihub.eval.evaluate",
-    "verihub.grade": "verihub.grading.grade",
-    "verihub.graders": "verihub.serve.graders",
-    "verihub.installed": "verihub.environment.installed",
-    "verihub.judge": "verihub.grading.judge",
-    "verihub.redteam": "verihub.validation.redteam",
-    "verihub.rollout": "verihub.eval.rollout",
-    "verihub.scaffold": "verihub.spec.scaffold",
-    "verihub.session": "verihub.environment.session",
-    "verihub.spec_loader": "verihub.spec.loader",
-    "verihub.tools": "verihub.sandbox.tools",
-    "verihub.toolschema": "verihub.environment.toolschema",
-    "verihub.validate": "verihub.validation.validate",
-    "verihub.verifier": "verihub.grading.verifier",
-})
+_lazy.moved_modules(
+    {
+        "verihub.calibration": "verihub.validation.calibration",
+        "verihub.dataset": "verihub.environment.dataset",
+        "verihub.evaluate": "verihub.eval.evaluate",
+        "verihub.grade": "verihub.grading.grade",
+        "verihub.graders": "verihub.serve.graders",
+        "verihub.installed": "verihub.environment.installed",
+        "verihub.judge": "verihub.grading.judge",
+        "verihub.redteam": "verihub.validation.redteam",
+        "verihub.rollout": "verihub.eval.rollout",
+        "verihub.scaffold": "verihub.spec.scaffold",
+        "verihub.session": "verihub.environment.session",
+        "verihub.spec_loader": "verihub.spec.loader",
+        "verihub.tools": "verihub.sandbox.tools",
+        "verihub.toolschema": "verihub.environment.toolschema",
+        "verihub.validate": "verihub.validation.validate",
+        "verihub.verifier": "verihub.grading.verifier",
+    }
+)

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 
-
 def lazy_names(
     namespace: dict[str, Any], where: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
@@ -48,8 +47,11 @@ def moved_names(namespace: dict[str, Any], home: str, names: Collection[str] | N
     def __getattr__(name: str) -> Any:
         from importlib.util import find_spec
 
-        if (name.startswith("__") or (names is not None and name not in names)
-                or (names is None and find_spec(f"{package}.{name}") is not None)):  # a submodule: import it
+        if (
+            name.startswith("__")
+            or (names is not None and name not in names)
+            or (names is None and find_spec(f"{package}.{name}") is not None)
+        ):  # a submodule: import it
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         try:
             value = getattr(import_module(home), name)
@@ -80,8 +82,9 @@ def _deprecated(old: str, new: str) -> None:
             if filename != __file__:
                 break
         frame = frame.f_back
-    warnings.warn(f"{old} moved to {new}; the old path stops working in verihub 0.3", DeprecationWarning,
-                  stacklevel=climbs)
+    warnings.warn(
+        f"{old} moved to {new}; the old path stops working in verihub 0.3", DeprecationWarning, stacklevel=climbs
+    )
 
 
 class _MovedModules:

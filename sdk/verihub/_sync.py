@@ -22,7 +22,6 @@ from typing import Any
 __all__ = ["LoopThread", "run_sync"]
 
 
-
 def run_sync[T](coroutine: Coroutine[Any, Any, T]) -> T:
     """``coroutine``'s result, from sync code, also while an event loop runs in this thread."""
     try:
@@ -58,8 +57,9 @@ class LoopThread:
         with self._lock:
             if self.loop is None:
                 self.loop = asyncio.new_event_loop()
-                self.thread = threading.Thread(target=_run_until_stopped, args=(self.loop,), name=self.name,
-                                               daemon=True)
+                self.thread = threading.Thread(
+                    target=_run_until_stopped, args=(self.loop,), name=self.name, daemon=True
+                )
                 self.thread.start()
             return self.loop
 

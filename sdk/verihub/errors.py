@@ -138,9 +138,13 @@ class ResumeMismatchError(EvalResultsError):
     def __init__(self, directory: Path, fields: dict[str, str]) -> None:
         self.fields = fields
         lines = "\n".join(f"  {name}: {how}" for name, how in fields.items())
-        super().__init__(directory, f"cannot resume {relative_display(directory)}: it holds results of a different "
-                         f"run ({', '.join(fields)} {'differs' if len(fields) == 1 else 'differ'}):\n{lines}\nresume with the earlier run's settings, or "
-                         "write to a new --out (or drop --resume to start over there)")
+        super().__init__(
+            directory,
+            f"cannot resume {relative_display(directory)}: it holds results of a different "
+            f"run ({', '.join(fields)} {'differs' if len(fields) == 1 else 'differ'}):\n{lines}\nresume with the "
+            "earlier run's settings, or "
+            "write to a new --out (or drop --resume to start over there)",
+        )
 
 
 class CorruptResultsError(EvalResultsError):
@@ -148,8 +152,11 @@ class CorruptResultsError(EvalResultsError):
 
     def __init__(self, path: Path, line: int, problem: str) -> None:
         self.path, self.line = path, line
-        super().__init__(path.parent, f"{relative_display(path)}:{line}: {problem}; the file is damaged beyond what "
-                         "a crash leaves (at most a torn last line): move it away, or write to a new --out")
+        super().__init__(
+            path.parent,
+            f"{relative_display(path)}:{line}: {problem}; the file is damaged beyond what "
+            "a crash leaves (at most a torn last line): move it away, or write to a new --out",
+        )
 
 
 class GenerationError(VerihubError, RuntimeError):
@@ -186,8 +193,10 @@ class UnknownDatasetError(EnvNotFoundError):
     def __init__(self, name: str, available: list[str], suggestions: list[str]) -> None:
         self.ref, self.available, self.suggestions = "reasoning-gym:" + name, available, suggestions
         hint = f" Did you mean {', '.join(map(repr, suggestions))}?" if suggestions else ""
-        VerihubError.__init__(self, f"reasoning-gym has no dataset {name!r}.{hint} "
-                                    f"`verihub envs --reasoning-gym` lists all {len(available)}.")
+        VerihubError.__init__(
+            self,
+            f"reasoning-gym has no dataset {name!r}.{hint} `verihub envs --reasoning-gym` lists all {len(available)}.",
+        )
 
 
 class ListenError(VerihubError, OSError):

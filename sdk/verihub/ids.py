@@ -27,10 +27,14 @@ def canonical_name(value: str, part: str = "name", within: str | None = None) ->
     lowered = value.strip().lower() if value.isascii() else ""
     if not _NAME.match(lowered) or ".." in lowered or "--" in lowered:
         where = f" in {within!r}" if within is not None else ""
-        raise ValueError(f"repository {part} {value!r}{where}: use letters, digits, '-', '_' and '.', start and end "
-                         "with a letter or digit, no '--' or '..', at most 96 characters")
+        raise ValueError(
+            f"repository {part} {value!r}{where}: use letters, digits, '-', '_' and '.', start and end "
+            "with a letter or digit, no '--' or '..', at most 96 characters"
+        )
     if part == "owner" and lowered in RESERVED_OWNERS:
-        raise ValueError(f"repository owner {value!r}: {', '.join(sorted(RESERVED_OWNERS))} are reserved (server routes)")
+        raise ValueError(
+            f"repository owner {value!r}: {', '.join(sorted(RESERVED_OWNERS))} are reserved (server routes)"
+        )
     return lowered
 
 

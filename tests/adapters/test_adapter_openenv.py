@@ -202,8 +202,9 @@ class Remote:
         script.write_text(SERVER)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, str(script), str(self.port), kind],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), str(self.port), kind], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             wait_until_serving(self.url + "/schema", timeout_s=60)
         except TimeoutError:
@@ -300,12 +301,15 @@ def test_a_server_at_capacity_is_waited_for_not_a_fault(tmp_path_factory: pytest
         assert impatient.grade(tasks[1], _word(tasks[1])[::-1]).reward == 1.0
 
 
-@pytest.mark.parametrize(("answer", "reason"), [
-    ("HUGE", "message too big"),
-    ("FIVE", "reward 5.0, not a finite number in [0, 1]"),
-    ("NONE", "gave no reward"),
-    ("CRASH", "error EXECUTION_ERROR: the remote environment crashed"),
-])
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("HUGE", "message too big"),
+        ("FIVE", "reward 5.0, not a finite number in [0, 1]"),
+        ("NONE", "gave no reward"),
+        ("CRASH", "error EXECUTION_ERROR: the remote environment crashed"),
+    ],
+)
 def test_a_remote_misbehaving_on_one_answer_is_that_answers_fault(reverse: Remote, answer: str, reason: str) -> None:
     """The remote answers the task's prompt (the evidence) and breaks on this answer alone: a policy that
     found the answer would escape its penalty if the fault were env_error (issue 31's rule)."""
@@ -335,10 +339,16 @@ def test_a_reward_range_is_rescaled_and_enforced(reverse: Remote) -> None:
 
 def test_bad_options_are_refused_each_by_name(reverse: Remote) -> None:
     with pytest.raises(SpecError) as caught:
-        verihub.load_env(f"openenv:{reverse.url}", size=1, seed=-1, timeout_s=0, max_reply_bytes=10,
-                         reward_range=[2, 1])
+        verihub.load_env(
+            f"openenv:{reverse.url}", size=1, seed=-1, timeout_s=0, max_reply_bytes=10, reward_range=[2, 1]
+        )
     assert [problem.path for problem in caught.value.problems] == [
-        "size", "seed", "reward_range", "timeout_s", "max_reply_bytes"]
+        "size",
+        "seed",
+        "reward_range",
+        "timeout_s",
+        "max_reply_bytes",
+    ]
     with pytest.raises(TypeError, match="take no temperature"):
         verihub.load_env(f"openenv:{reverse.url}?temperature=1")
     with pytest.raises(SpecError, match="the action has no field 'text'; fields: message"):
@@ -353,19 +363,22 @@ def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
     assert "no reply to step within 1s" in grade.reason and time.perf_counter() - start < 10
 
 
-@pytest.mark.parametrize(("answer", "reason"), [
-    ("garbage", "malformed JSON"),
-    ("deep", "malformed JSON"),
-    ("list", "not {type, data"),
-    ("nan", "reward nan"),
-    ("inf", "reward inf"),
-    ("string", "reward 1.0, not a finite number"),
-    ("bigint", "reward 1000"),
-    ("done", "non-boolean done"),
-    ("state", "a 'state' frame, not 'observation'"),
-    ("error", "error EXECUTION_ERROR: boom"),
-    ("hangup", "broke during step"),
-])
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("garbage", "malformed JSON"),
+        ("deep", "malformed JSON"),
+        ("list", "not {type, data"),
+        ("nan", "reward nan"),
+        ("inf", "reward inf"),
+        ("string", "reward 1.0, not a finite number"),
+        ("bigint", "reward 1000"),
+        ("done", "non-boolean done"),
+        ("state", "a 'state' frame, not 'observation'"),
+        ("error", "error EXECUTION_ERROR: boom"),
+        ("hangup", "broke during step"),
+    ],
+)
 def test_malformed_replies_are_env_errors(hostile: Remote, answer: str, reason: str) -> None:
     assert_fault(hostile, answer, reason)
 
@@ -381,8 +394,9 @@ def test_an_installed_openenv_package_is_served_on_loopback(tmp_path: Path, monk
     (package / "server").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "server" / "__init__.py").write_text("")
-    (package / "server" / "app.py").write_text(SERVER + '\napp = create_app(Quiz, Say, Text, env_name="quiz", '
-                                                         'max_concurrent_envs=4)\n')
+    (package / "server" / "app.py").write_text(
+        SERVER + '\napp = create_app(Quiz, Say, Text, env_name="quiz", max_concurrent_envs=4)\n'
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     env = verihub.load_env("openenv:quiz_env_pkg")  # OpenEnv's layout: the package's server/app.py holds `app`
     assert env.split_names == ["train", "test"] and env.remote.url.startswith("http://127.0.0.1:")
@@ -400,7 +414,9 @@ def test_an_installed_openenv_package_is_served_on_loopback(tmp_path: Path, monk
 def test_unreachable_remotes_say_so() -> None:
     with pytest.raises(RemoteEnvError, match="cannot reach the OpenEnv server at http://127.0.0.1"):
         verihub.load_env(f"openenv:http://127.0.0.1:{free_port()}", size=5)
-    assert base_url("openenv:openenv/echo_env") == "https://openenv-echo-env.hf.space"  # not reached: tests stay on loopback
+    assert (
+        base_url("openenv:openenv/echo_env") == "https://openenv-echo-env.hf.space"
+    )  # not reached: tests stay on loopback
     with pytest.raises(TypeError, match="take no difficulty"):
         verihub.load_env("openenv:http://127.0.0.1:1?difficulty=2")
     with pytest.raises(TypeError, match="take no difficulty"):
@@ -465,11 +481,28 @@ def reversing_model(request: dict[str, Any]) -> list[dict[str, Any]]:
 def test_verihub_eval_runs_an_openenv_environment(reverse: Remote, tmp_path: Path) -> None:
     nobody = f"http://127.0.0.1:{free_port()}"  # a grader pool has nothing to do for a remote's rewards
     with ScriptedChatServer(reversing_model) as model:
-        result = subprocess.run([VERIHUB, "eval", f"openenv:{reverse.url}?size=20", "--model",
-                                 f"openai:scripted@{model.url}", "-n", "4", "-k", "2", "--out", str(tmp_path),
-                                 "--grader", nobody],
-                                cwd=REPO, capture_output=True, text=True, timeout=300,
-                                env={**os.environ, "COLUMNS": "200"})
+        result = subprocess.run(
+            [
+                VERIHUB,
+                "eval",
+                f"openenv:{reverse.url}?size=20",
+                "--model",
+                f"openai:scripted@{model.url}",
+                "-n",
+                "4",
+                "-k",
+                "2",
+                "--out",
+                str(tmp_path),
+                "--grader",
+                nobody,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     assert result.returncode == 0, result.stderr
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert len(table) == 8 and sorted(table["reward"]) == [0.0] * 4 + [1.0] * 4
@@ -479,18 +512,34 @@ def test_verihub_eval_runs_an_openenv_environment(reverse: Remote, tmp_path: Pat
 
 
 def test_verihub_eval_on_a_remote_killed_mid_run_reports_faults_not_zeros(
-        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     with served(tmp_path_factory, "reverse") as remote:
+
         def kill_then_answer(request: dict[str, Any]) -> list[dict[str, Any]]:
             if remote.process.poll() is None:
                 remote.kill()  # the tasks are loaded; the remote dies before anything is graded
             return reversing_model(request)
 
         with ScriptedChatServer(kill_then_answer) as model:
-            result = subprocess.run([VERIHUB, "eval", f"openenv:{remote.url}?size=10", "--model",
-                                     f"openai:scripted@{model.url}", "-n", "2", "--out", str(tmp_path)],
-                                    cwd=REPO, capture_output=True, text=True, timeout=300,
-                                    env={**os.environ, "COLUMNS": "200"})
+            result = subprocess.run(
+                [
+                    VERIHUB,
+                    "eval",
+                    f"openenv:{remote.url}?size=10",
+                    "--model",
+                    f"openai:scripted@{model.url}",
+                    "-n",
+                    "2",
+                    "--out",
+                    str(tmp_path),
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "COLUMNS": "200"},
+            )
         table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
         assert set(table["status"]) == {"env_error"} and set(table["reward"]) == {None}, result.stdout
         assert all("cannot reach" in reason for reason in table["reason"])
@@ -504,10 +553,15 @@ def test_the_trainers_rewards_come_from_the_remote(reverse: Remote) -> None:
     rows = mixed_dataset(mix)
     tasks = [json.loads(row["task"]) for row in rows][:3]
     completions = [_word(tasks[0])[::-1], _word(tasks[1]), "FIVE"]
-    rewards = asyncio.run(EnvReward(mix[0], GradeLedger())(
-        prompts=[row["prompt"] for row in rows][:3], completions=[[{"role": "assistant", "content": text}]
-                                                                   for text in completions],
-        environment=[mix[0].name] * 3, task=[row["task"] for row in rows][:3], difficulty=["all"] * 3))
+    rewards = asyncio.run(
+        EnvReward(mix[0], GradeLedger())(
+            prompts=[row["prompt"] for row in rows][:3],
+            completions=[[{"role": "assistant", "content": text}] for text in completions],
+            environment=[mix[0].name] * 3,
+            task=[row["task"] for row in rows][:3],
+            difficulty=["all"] * 3,
+        )
+    )
     assert rewards == [1.0, 0.0, 0.0]  # right, wrong, and a remote fault only this answer causes: its own
 
 
@@ -523,16 +577,24 @@ def test_the_train_commands_env_option_takes_an_openenv_url(reverse: Remote) -> 
 
 
 @pytest.mark.slow
-def test_the_trainer_plays_a_multi_turn_remote_through_its_act_tool(guess: Remote, tiny_model: Path,
-                                                                     tmp_path: Path) -> None:
+def test_the_trainer_plays_a_multi_turn_remote_through_its_act_tool(
+    guess: Remote, tiny_model: Path, tmp_path: Path
+) -> None:
     from transformers.utils import get_json_schema
 
     from verihub.trainers import GRPOTrainer
     from verihub.trainers.rewards import EnvReward, GradeLedger
 
-    trainer = GRPOTrainer(str(tiny_model), [f"openenv:{guess.url}?size=8&max_turns=10"], lora=True, max_steps=1,
-                          num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
-                          output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        [f"openenv:{guess.url}?size=8&max_turns=10"],
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        output_dir=tmp_path / "run",
+    )
     (item,) = trainer.mix
     (act,) = trainer.trl._env_tools[item.name]
     offered = get_json_schema(act)["function"]
@@ -540,15 +602,26 @@ def test_the_trainer_plays_a_multi_turn_remote_through_its_act_tool(guess: Remot
     assert trainer.config.max_tool_calling_iterations == 9  # every call is a remote step; the answer one more
     trainer.train()
     record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
-    assert record["step"] == 1 and record[f"rewards/{item.name}/mean"] is not None and record[f"verihub/{item.name}/fault_rate"] == 0.0
+    assert (
+        record["step"] == 1
+        and record[f"rewards/{item.name}/mean"] is not None
+        and record[f"verihub/{item.name}/fault_rate"] == 0.0
+    )
 
     task = item.env.tasks("train")[0]
     reward = EnvReward(item, GradeLedger())
 
     def scored(instance: Any, answer: str) -> list[float | None]:
-        return asyncio.run(reward(prompts=[[]], completions=[[{"role": "assistant", "content": answer}]],
-                                  environment=[item.name], task=[json.dumps(task)], difficulty=["all"],
-                                  environments=[instance]))
+        return asyncio.run(
+            reward(
+                prompts=[[]],
+                completions=[[{"role": "assistant", "content": answer}]],
+                environment=[item.name],
+                task=[json.dumps(task)],
+                difficulty=["all"],
+                environments=[instance],
+            )
+        )
 
     async def bisect(instance: Any) -> list[str]:
         guesses = [50, 75]  # one turn, two calls: TRL runs them concurrently; the remote sees them in order
@@ -556,8 +629,13 @@ def test_the_trainer_plays_a_multi_turn_remote_through_its_act_tool(guess: Remot
         low, high = 1, 100
         while True:
             for number, reply in zip(guesses, replies, strict=True):
-                low, high = (max(low, number + 1), high) if reply == "higher" else \
-                    (low, min(high, number - 1)) if reply == "lower" else (low, high)
+                low, high = (
+                    (max(low, number + 1), high)
+                    if reply == "higher"
+                    else (low, min(high, number - 1))
+                    if reply == "lower"
+                    else (low, high)
+                )
             if instance.session.done:
                 return replies
             guesses.append((low + high) // 2)
@@ -598,15 +676,29 @@ def bisecting_model(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _eval(ref: str, model: ScriptedChatServer, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VERIHUB, "eval", ref, "--model", f"openai:scripted@{model.url}", "--out", str(out),
-                           *options], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [VERIHUB, "eval", ref, "--model", f"openai:scripted@{model.url}", "--out", str(out), *options],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_verihub_eval_plays_a_multi_turn_remote_through_its_tool(guess: Remote, tmp_path: Path) -> None:
     with ScriptedChatServer(bisecting_model) as model:
-        result = _eval(f"openenv:{guess.url}?size=20&max_turns=10", model, tmp_path, "-n", "4", "-k", "2",
-                       "--grader", f"http://127.0.0.1:{free_port()}")  # the remote's sessions stay here
+        result = _eval(
+            f"openenv:{guess.url}?size=20&max_turns=10",
+            model,
+            tmp_path,
+            "-n",
+            "4",
+            "-k",
+            "2",
+            "--grader",
+            f"http://127.0.0.1:{free_port()}",
+        )  # the remote's sessions stay here
     assert result.returncode == 0, result.stderr
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert len(table) == 8 and set(table["status"]) == {"ok"} and set(table["reward"]) == {1.0}
@@ -633,21 +725,27 @@ def test_a_multi_turn_remotes_own_end_and_the_turn_limit_are_zeros_not_faults(gu
         short = _eval(f"openenv:{guess.url}?size=20&max_turns=3", model, tmp_path / "short", "-n", "4")
     for result in (played, short):
         assert result.returncode == 0, result.stderr
-    played_table = datasets.load_dataset("parquet", data_files=str(tmp_path / "played" / "results.parquet"), split="train")
+    played_table = datasets.load_dataset(
+        "parquet", data_files=str(tmp_path / "played" / "results.parquet"), split="train"
+    )
     messages = [json.loads(text) for text in played_table["messages"]]
     assert all(m[-1]["content"] in ("out of turns", "correct") for m in messages)  # the remote ended each one
     assert set(played_table["status"]) <= {"wrong", "ok"} and 0.0 in played_table["reward"]
     tool_replies = [m["content"] for m in max(messages, key=len) if m["role"] == "tool"]
     assert "refused the action" in tool_replies[1] and "no tool named 'guess'" in tool_replies[2]
     assert max(played_table["turns"]) == 10  # two refused turns, then the remote's 8 guesses
-    short_table = datasets.load_dataset("parquet", data_files=str(tmp_path / "short" / "results.parquet"), split="train")
+    short_table = datasets.load_dataset(
+        "parquet", data_files=str(tmp_path / "short" / "results.parquet"), split="train"
+    )
     assert set(short_table["status"]) <= {"wrong", "ok"} and set(short_table["turns"]) <= {1, 3}
     assert any("did not end within 3 turns" in reason for reason in short_table["reason"])
 
 
 def test_a_multi_turn_remote_killed_mid_episode_is_env_error_never_zero(
-        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     with served(tmp_path_factory, "guess") as remote:
+
         def kill_mid_episode(request: dict[str, Any]) -> list[dict[str, Any]]:
             if len(request["messages"]) > 1 and remote.process.poll() is None:
                 remote.kill()  # an episode has taken a step on the remote (no first guess is right, seed 1)
@@ -659,7 +757,9 @@ def test_a_multi_turn_remote_killed_mid_episode_is_env_error_never_zero(
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert set(table["status"]) == {"env_error"} and set(table["reward"]) == {None}, table["reason"]
     # an episode the kill caught mid-step, or one that started (reset) or connected after it
-    assert all(re.search("broke during (reset|step)|cannot reach", reason) for reason in table["reason"]), table["reason"]
+    assert all(re.search("broke during (reset|step)|cannot reach", reason) for reason in table["reason"]), table[
+        "reason"
+    ]
 
 
 def test_multi_turn_sessions_and_bad_max_turns_through_the_api(guess: Remote) -> None:
@@ -670,9 +770,12 @@ def test_multi_turn_sessions_and_bad_max_turns_through_the_api(guess: Remote) ->
     observation = session.reset()
     assert observation["messages"][-1]["content"] == "Guess my number between 1 and 100."
     assert [tool["function"]["name"] for tool in observation["tools"]] == ["act"]
-    observation, reward, done, info = session.step({"content": "", "tool_calls": [
-        {"id": "c1", "function": {"name": "act", "arguments": {"guess": 50}}}]})
-    assert observation["messages"][0]["content"] in ("higher", "lower", "correct") and session.state()["step_count"] == 1
+    observation, reward, done, info = session.step(
+        {"content": "", "tool_calls": [{"id": "c1", "function": {"name": "act", "arguments": {"guess": 50}}}]}
+    )
+    assert (
+        observation["messages"][0]["content"] in ("higher", "lower", "correct") and session.state()["step_count"] == 1
+    )
     session.close()
     assert verihub.load_env(f"openenv:{guess.url}", size=5).spec.interaction.kind == "single_turn"
     with pytest.raises(SpecError, match="max_turns"):
@@ -695,6 +798,7 @@ def test_a_session_closed_from_another_thread_closes_its_connection_on_its_own_l
             time.sleep(0.05)
         assert connection._ws is None and session._connection is None  # closed there, not dropped open
     finally:
+
         async def settled() -> None:  # the close runs to its end before the loop stops
             others = asyncio.all_tasks() - {asyncio.current_task()}
             if others:
@@ -705,10 +809,17 @@ def test_a_session_closed_from_another_thread_closes_its_connection_on_its_own_l
         thread.join(5)
 
 
-@pytest.mark.parametrize(("answer", "reason"), [
-    ("nan", "reward nan"), ("bigint", "reward 1000"), ("done", "non-boolean done"), ("garbage", "malformed JSON"),
-    ("error", "error EXECUTION_ERROR: boom"), ("hangup", "broke during step"),
-])
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("nan", "reward nan"),
+        ("bigint", "reward 1000"),
+        ("done", "non-boolean done"),
+        ("garbage", "malformed JSON"),
+        ("error", "error EXECUTION_ERROR: boom"),
+        ("hangup", "broke during step"),
+    ],
+)
 def test_a_misbehaving_multi_turn_remote_ends_the_session_as_a_fault(hostile: Remote, answer: str, reason: str) -> None:
     env = verihub.load_env(f"openenv:{hostile.url}", size=5, max_turns=4)
     session = env.session(env.dataset("train")[0])

@@ -27,11 +27,19 @@ PROBLEMS = [(a, b) for a in range(2, 12) for b in (3, 7)][:12]
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("skyrl") / "arithmetic.jsonl"
-    rows = [{"data_source": "verihub-test", "env_class": "gsm8k",
-             "prompt": [{"role": "system", "content": "Think, then end with '#### ANSWER'."},
-                        {"role": "user", "content": f"What is {a} times {b}?"}],
-             "reward_spec": {"method": "rule", "ground_truth": str(a * b)}, "extra_info": {"index": i}}
-            for i, (a, b) in enumerate(PROBLEMS)]
+    rows = [
+        {
+            "data_source": "verihub-test",
+            "env_class": "gsm8k",
+            "prompt": [
+                {"role": "system", "content": "Think, then end with '#### ANSWER'."},
+                {"role": "user", "content": f"What is {a} times {b}?"},
+            ],
+            "reward_spec": {"method": "rule", "ground_truth": str(a * b)},
+            "extra_info": {"index": i},
+        }
+        for i, (a, b) in enumerate(PROBLEMS)
+    ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
@@ -96,16 +104,32 @@ def test_verihub_eval_and_validate_on_two_skyrl_gym_environments(data: Path, tmp
     refs = {"single": f"skyrl-gym:gsm8k?data={data}", "multi": f"skyrl-gym:gsm8k_multi_turn?data={data}&max_turns=3"}
     with ScriptedChatServer(solver) as model:
         for name, ref in refs.items():
-            result = subprocess.run([VERIHUB, "eval", ref, "--model", f"openai:scripted@{model.url}", "-n", "2",
-                                     "--out", str(tmp_path / name)], cwd=REPO, capture_output=True, text=True,
-                                    timeout=300, env={**os.environ, "COLUMNS": "200"})
+            result = subprocess.run(
+                [
+                    VERIHUB,
+                    "eval",
+                    ref,
+                    "--model",
+                    f"openai:scripted@{model.url}",
+                    "-n",
+                    "2",
+                    "--out",
+                    str(tmp_path / name),
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "COLUMNS": "200"},
+            )
             assert result.returncode == 0, (name, result.stderr[-2000:])
             table = datasets.load_dataset("parquet", data_files=str(tmp_path / name / "results.parquet"), split="train")
             assert len(table) == 2 and set(table["status"]) == {"ok"} and set(table["reward"]) == {1.0}, table["reason"]
             assert set(table["turns"]) == ({1} if name == "single" else {2})
     for ref in refs.values():
-        checked = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True,
-                                 timeout=600)
+        checked = subprocess.run(
+            [VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600
+        )
         report = json.loads(checked.stdout)
         assert checked.returncode == 0 and report["ok"], report["failures"]
         assert report["faults"] == 0 and report["faults_forced"] == 0 and report["max_exploit_reward"] == 0.0
@@ -115,10 +139,16 @@ def test_verihub_eval_and_validate_on_two_skyrl_gym_environments(data: Path, tmp
 def test_one_grpo_step_on_both(data: Path, tiny_model: Path, tmp_path: Path) -> None:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), {f"skyrl-gym:gsm8k?data={data}": 1.0,
-                                            f"skyrl-gym:gsm8k_multi_turn?data={data}&max_turns=3": 1.0},
-                          lora=True, max_steps=1, num_generations=4, per_device_train_batch_size=4,
-                          max_completion_length=8, output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        {f"skyrl-gym:gsm8k?data={data}": 1.0, f"skyrl-gym:gsm8k_multi_turn?data={data}&max_turns=3": 1.0},
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        output_dir=tmp_path / "run",
+    )
     trainer.train()
     record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert record["step"] == 1

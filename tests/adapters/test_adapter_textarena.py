@@ -126,10 +126,29 @@ def player(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_verihub_eval_plays_two_textarena_games(tmp_path: Path) -> None:
     with ScriptedChatServer(player) as model:
-        runs = {name: subprocess.run([VERIHUB, "eval", ref, "--model", f"openai:scripted@{model.url}", "-n", "2",
-                                      "-k", "2", "--out", str(tmp_path / name)], cwd=REPO, capture_output=True,
-                                     text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
-                for name, ref in (("guess", GUESS), ("tictactoe", TICTACTOE))}
+        runs = {
+            name: subprocess.run(
+                [
+                    VERIHUB,
+                    "eval",
+                    ref,
+                    "--model",
+                    f"openai:scripted@{model.url}",
+                    "-n",
+                    "2",
+                    "-k",
+                    "2",
+                    "--out",
+                    str(tmp_path / name),
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "COLUMNS": "200"},
+            )
+            for name, ref in (("guess", GUESS), ("tictactoe", TICTACTOE))
+        }
     for name, result in runs.items():
         assert result.returncode == 0, (name, result.stderr[-2000:])
     guess = datasets.load_dataset("parquet", data_files=str(tmp_path / "guess" / "results.parquet"), split="train")
@@ -143,8 +162,7 @@ def test_verihub_eval_plays_two_textarena_games(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("ref", [GUESS, TICTACTOE])
 def test_validate_runs_the_red_team_suite_on_a_game(ref: str) -> None:
-    result = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600)
     report = json.loads(result.stdout)
     assert result.returncode == 0 and report["ok"], report["failures"]
     assert report["faults"] == 0 and report["faults_forced"] == 0 and report["fault_forcing_ran"] >= 20
@@ -155,8 +173,16 @@ def test_validate_runs_the_red_team_suite_on_a_game(ref: str) -> None:
 def test_one_grpo_step_on_a_game(tiny_model: Path, tmp_path: Path) -> None:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), [GUESS], lora=True, max_steps=1, num_generations=4,
-                          per_device_train_batch_size=4, max_completion_length=8, output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        [GUESS],
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        output_dir=tmp_path / "run",
+    )
     (item,) = trainer.mix
     (act,) = trainer.trl._env_tools[item.name]
     assert act.__name__ == "act"

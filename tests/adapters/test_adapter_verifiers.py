@@ -41,8 +41,14 @@ def test_a_tasksets_own_rewards_grade_and_show_in_the_detail() -> None:
     assert [len(env.tasks(split)) for split in env.split_names] == [8, 2]
     task = env.tasks("eval")[0]
     assert env.render(task) == [{"role": "user", "content": task["prompt"]}]
-    right, verbose, wrong = (env.grade(task, text) for text in (
-        f"It is {answer(task)}.", "Let me think about this at some length first. " + answer(task), "I do not know"))
+    right, verbose, wrong = (
+        env.grade(task, text)
+        for text in (
+            f"It is {answer(task)}.",
+            "Let me think about this at some length first. " + answer(task),
+            "I do not know",
+        )
+    )
     assert (right.status, right.reward) == ("ok", 1.0)
     assert right.layers[0].detail == "brief 1 (x0.25), correct 1 (x0.75)"
     assert (verbose.status, verbose.reward) == ("wrong", 0.75)  # the weighted mean of the taskset's rewards
@@ -54,8 +60,14 @@ def test_config_system_prompt_runtime_rewards_and_a_raising_scorer() -> None:
     assert len(env.tasks("train")) + len(env.tasks("eval")) == 6
     task = env.tasks("train")[0]
     assert env.render(task)[0] == {"role": "system", "content": "Answer with one city."}
-    capital = {"peru": "Lima", "france": "Paris", "japan": "Tokyo", "kenya": "Nairobi", "chile": "Santiago",
-               "egypt": "Cairo"}[task["id"]]
+    capital = {
+        "peru": "Lima",
+        "france": "Paris",
+        "japan": "Tokyo",
+        "kenya": "Nairobi",
+        "chile": "Santiago",
+        "egypt": "Cairo",
+    }[task["id"]]
     grade = env.grade(task, capital)
     assert (grade.status, grade.reward) == ("ok", 1.0)
     assert grade.layers[0].detail == "named 1 (x1); not run (they need a runtime): in_sandbox"
@@ -95,16 +107,34 @@ def solver(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_verihub_eval_validate_and_a_grpo_step(tmp_path: Path, tiny_model: Path) -> None:
     with ScriptedChatServer(solver) as model:
-        result = subprocess.run([VERIHUB, "eval", SUMS, "--model", f"openai:scripted@{model.url}", "-n", "2", "-k", "2",
-                                 "--out", str(tmp_path / "eval")], cwd=REPO, capture_output=True, text=True,
-                                timeout=300, env={**os.environ, "COLUMNS": "200"})
+        result = subprocess.run(
+            [
+                VERIHUB,
+                "eval",
+                SUMS,
+                "--model",
+                f"openai:scripted@{model.url}",
+                "-n",
+                "2",
+                "-k",
+                "2",
+                "--out",
+                str(tmp_path / "eval"),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     assert result.returncode == 0, result.stderr[-2000:]
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "eval" / "results.parquet"), split="train")
     assert len(table) == 4 and set(table["reward"]) == {1.0}
     reports = {}
     for ref in (SUMS, CAPITALS):
-        checked = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True,
-                                 timeout=600)
+        checked = subprocess.run(
+            [VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600
+        )
         reports[ref] = report = json.loads(checked.stdout)
         assert report["faults"] == 0 and report["faults_forced"] == 0 and report["fault_forcing_ran"] >= 20
     assert reports[CAPITALS]["ok"] and reports[CAPITALS]["max_exploit_reward"] == 0.0
@@ -116,8 +146,16 @@ def test_verihub_eval_validate_and_a_grpo_step(tmp_path: Path, tiny_model: Path)
 
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), [SUMS], lora=True, max_steps=1, num_generations=4,
-                          per_device_train_batch_size=4, max_completion_length=8, output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        [SUMS],
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        output_dir=tmp_path / "run",
+    )
     trainer.train()
     record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     (item,) = trainer.mix

@@ -24,8 +24,9 @@ VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VERIHUB, *args], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [VERIHUB, *args], cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"}
+    )
 
 
 def tasks(env: verihub.Environment) -> list[dict]:
@@ -79,14 +80,19 @@ def test_same_seed_same_tasks_other_seed_other_tasks() -> None:
 
 
 def test_settings_change_the_tasks() -> None:
-    easy = verihub.load_env("reasoning-gym:basic_arithmetic", size=30, seed=1, min_terms=2, max_terms=2,
-                            min_digits=1, max_digits=1)
+    easy = verihub.load_env(
+        "reasoning-gym:basic_arithmetic", size=30, seed=1, min_terms=2, max_terms=2, min_digits=1, max_digits=1
+    )
     for task in tasks(easy):
         metadata = json.loads(task["entry"])["metadata"]
         assert (metadata["num_terms"], metadata["num_digits"]) == (2, 1)
         assert task["difficulty"] == "max_digits=1,max_terms=2,min_digits=1,min_terms=2"
-    same = verihub.load_env("reasoning-gym:basic_arithmetic", size=30, seed=1,
-                            config={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1})
+    same = verihub.load_env(
+        "reasoning-gym:basic_arithmetic",
+        size=30,
+        seed=1,
+        config={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+    )
     assert tasks(same) == tasks(easy)
     default = verihub.load_env("reasoning-gym:basic_arithmetic", size=30, seed=1)
     assert {t["question"] for t in tasks(default)} != {t["question"] for t in tasks(easy)}
@@ -112,14 +118,18 @@ def test_difficulty_levels_from_the_curriculum() -> None:
     assert max(digits["level-3"]) > 1
     one = verihub.load_env("reasoning-gym:basic_arithmetic", size=10, difficulty=2)
     assert {row["difficulty"] for row in tasks(one)} == {"level-2"}
-    mapped = verihub.load_env("reasoning-gym:basic_arithmetic", size=10, difficulty={"num_digits": 0, "*": 1},
-                              max_terms=2)  # an explicit setting wins over the level's
+    mapped = verihub.load_env(
+        "reasoning-gym:basic_arithmetic", size=10, difficulty={"num_digits": 0, "*": 1}, max_terms=2
+    )  # an explicit setting wins over the level's
     for row in tasks(mapped):
         metadata = json.loads(row["entry"])["metadata"]
         assert metadata["num_digits"] == 1 and metadata["num_terms"] == 2
         assert row["difficulty"] == "num_digits=0,*=1"
     # gsm_symbolic has no levels but a setting called difficulty: difficulty= sets it
-    assert '"difficulty": 1.0' in tasks(verihub.load_env("reasoning-gym:gsm_symbolic", size=3, difficulty=1.0))[0]["config"]
+    assert (
+        '"difficulty": 1.0'
+        in tasks(verihub.load_env("reasoning-gym:gsm_symbolic", size=3, difficulty=1.0))[0]["config"]
+    )
 
 
 def test_options_in_the_ref() -> None:
@@ -165,7 +175,9 @@ def test_scorer_errors_on_a_bad_answer_are_wrong_on_the_oracle_a_fault(monkeypat
 def test_unknown_names_and_bad_settings_say_what_is_wrong() -> None:
     with pytest.raises(verihub.EnvNotFoundError, match="Did you mean 'basic_arithmetic'"):
         verihub.load_env("reasoning-gym:basic_arithmatic")
-    with pytest.raises(verihub.SpecError, match="max_digitz: unknown setting of basic_arithmetic; did you mean 'max_digits'"):
+    with pytest.raises(
+        verihub.SpecError, match="max_digitz: unknown setting of basic_arithmetic; did you mean 'max_digits'"
+    ):
         verihub.load_env("reasoning-gym:basic_arithmetic", max_digitz=3)
     with pytest.raises(verihub.SpecError, match="max_digits must be >= min_digits"):
         verihub.load_env("reasoning-gym:basic_arithmetic", min_digits=5, max_digits=2)
@@ -187,9 +199,19 @@ def test_json_keeps_python_types() -> None:
     class Local(Enum):
         A = 1
 
-    value = {"t": (1, (2, 3)), "s": {3, 1}, "f": frozenset({"a"}), "k": {1: "x", (2, 3): "y"}, "q": Fraction(1, 3),
-             "d": datetime.date(2020, 1, 2), "tm": datetime.time(1, 2), "n": None, "__tuple__": 1,
-             "e": reasoning_gym.algorithmic.word_sorting.TextTransformation.UPPERCASE, "x": float("inf")}
+    value = {
+        "t": (1, (2, 3)),
+        "s": {3, 1},
+        "f": frozenset({"a"}),
+        "k": {1: "x", (2, 3): "y"},
+        "q": Fraction(1, 3),
+        "d": datetime.date(2020, 1, 2),
+        "tm": datetime.time(1, 2),
+        "n": None,
+        "__tuple__": 1,
+        "e": reasoning_gym.algorithmic.word_sorting.TextTransformation.UPPERCASE,
+        "x": float("inf"),
+    }
     assert adapter.loads(adapter.dumps(value)) == value
     assert adapter.loads(adapter.dumps({"__tuple__": [1]})) == {"__tuple__": [1]}
     with pytest.raises(TypeError):

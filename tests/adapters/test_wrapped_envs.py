@@ -41,8 +41,9 @@ packages = ["{module}"]
 """
 
 
-def wrapped(root: Path, name: str, spec: str, pins: str, files: dict[str, str] | None = None,
-            version: str = "1.0.0") -> Path:
+def wrapped(
+    root: Path, name: str, spec: str, pins: str, files: dict[str, str] | None = None, version: str = "1.0.0"
+) -> Path:
     module = name.replace("-", "_") + "_env"
     (root / module).mkdir(parents=True)
     (root / module / "__init__.py").write_text("")
@@ -52,8 +53,9 @@ def wrapped(root: Path, name: str, spec: str, pins: str, files: dict[str, str] |
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_text(text)
         shipped += f'"{relative}" = "{module}/{relative}"\n'
-    (root / "pyproject.toml").write_text(PYPROJECT.format(name=name, version=version, pins=pins, module=module,
-                                                          shipped=shipped))
+    (root / "pyproject.toml").write_text(
+        PYPROJECT.format(name=name, version=version, pins=pins, module=module, shipped=shipped)
+    )
     return root
 
 
@@ -72,8 +74,13 @@ description: Products, graded by skyrl-gym's gsm8k scorer.
 source: skyrl-gym:gsm8k
 options: {data: data/tasks.jsonl}
 """
-ROWS = "".join(json.dumps({"prompt": [{"role": "user", "content": f"What is {a} times 3?"}],
-                           "reward_spec": {"ground_truth": str(3 * a)}}) + "\n" for a in range(1, 11))
+ROWS = "".join(
+    json.dumps(
+        {"prompt": [{"role": "user", "content": f"What is {a} times 3?"}], "reward_spec": {"ground_truth": str(3 * a)}}
+    )
+    + "\n"
+    for a in range(1, 11)
+)
 
 GRADE = """
 import json, sys, verihub
@@ -94,11 +101,14 @@ def test_a_wrapped_spec_loads_its_source_under_its_own_identity(tmp_path: Path) 
     assert checked.returncode == 0 and json.loads(checked.stdout)["ok"], checked.stdout[-2000:]
 
 
-@pytest.mark.parametrize(("spec", "complaint"), [
-    (GUESS.replace("textarena:", "nowhere:"), "must start with one of"),
-    (GUESS + "verifier: []\n", "verifier"),
-    (GUESS.replace("version: 1.0.0", "version: one"), "version"),
-])
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        (GUESS.replace("textarena:", "nowhere:"), "must start with one of"),
+        (GUESS + "verifier: []\n", "verifier"),
+        (GUESS.replace("version: 1.0.0", "version: one"), "version"),
+    ],
+)
 def test_a_bad_wrapped_spec_says_what_is_wrong(tmp_path: Path, spec: str, complaint: str) -> None:
     (tmp_path / "environment.yaml").write_text(spec)
     with pytest.raises(SpecError, match=complaint):
@@ -109,14 +119,20 @@ def test_a_bad_wrapped_spec_says_what_is_wrong(tmp_path: Path, spec: str, compla
 def test_push_install_and_load_wrapped_environments_by_name(tmp_path: Path, fresh_python: str) -> None:
     hub = LocalHub(tmp_path / "hub")
     guess = wrapped(tmp_path / "guess", "guess-the-number", GUESS, '"textarena>=0.7.4,<0.8"')
-    arithmetic = wrapped(tmp_path / "arithmetic", "skyrl-arithmetic", ARITHMETIC, '"skyrl-gym>=0.4,<0.5"',
-                         files={"data/tasks.jsonl": ROWS})
+    arithmetic = wrapped(
+        tmp_path / "arithmetic",
+        "skyrl-arithmetic",
+        ARITHMETIC,
+        '"skyrl-gym>=0.4,<0.5"',
+        files={"data/tasks.jsonl": ROWS},
+    )
     for root, name, answer in ((guess, "guess-the-number", ""), (arithmetic, "skyrl-arithmetic", "#### 30")):
         published = hub.push(root, owner="ci")
         assert published.created and published.version == "1.0.0"
         hub.install(f"ci/{name}", python=fresh_python)
-        loaded = subprocess.run([fresh_python, "-c", GRADE, f"ci/{name}", answer], capture_output=True, text=True,
-                                timeout=300, cwd=tmp_path)
+        loaded = subprocess.run(
+            [fresh_python, "-c", GRADE, f"ci/{name}", answer], capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
         assert loaded.returncode == 0, loaded.stderr[-2000:]
         found = json.loads(loaded.stdout)
         assert (found["id"], found["version"]) == (name, "1.0.0")
@@ -125,9 +141,16 @@ def test_push_install_and_load_wrapped_environments_by_name(tmp_path: Path, fres
     repo = RepoId.parse("ci/guess-the-number")
     page = environment_view(hub.storage, repo, hub.storage.resolve(repo, "v1.0.0"))  # what its hub page shows
     assert page.source == "wraps textarena:GuessTheNumber-v0" and page.description.startswith("textarena's")
-    broken = wrapped(tmp_path / "broken", "skyrl-broken", ARITHMETIC.replace("skyrl-arithmetic", "skyrl-broken"),
-                     '"skyrl-gym>=0.4,<0.5"', files={"data/tasks.jsonl": ROWS})
+    broken = wrapped(
+        tmp_path / "broken",
+        "skyrl-broken",
+        ARITHMETIC.replace("skyrl-arithmetic", "skyrl-broken"),
+        '"skyrl-gym>=0.4,<0.5"',
+        files={"data/tasks.jsonl": ROWS},
+    )
     pyproject = broken / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('"data/tasks.jsonl" = "skyrl_broken_env/data/tasks.jsonl"\n', ""))
+    pyproject.write_text(
+        pyproject.read_text().replace('"data/tasks.jsonl" = "skyrl_broken_env/data/tasks.jsonl"\n', "")
+    )
     with pytest.raises(VerihubError, match="missing files the spec's options name"):
         hub.push(broken, owner="ci")

@@ -43,8 +43,18 @@ def test_last_boxed_handles_nesting_and_unbalanced() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "value"),
-    [("1,234", 1234), ("$1,234.50", Fraction("1234.5")), ("12 km", 12), ("-3", -3), ("3/4", Fraction(3, 4)),
-     ("\\frac{7}{2}", Fraction(7, 2)), ("1.5e3", 1500), ("−7", -7), ("about 5 or 6", 6), (17, 17)],
+    [
+        ("1,234", 1234),
+        ("$1,234.50", Fraction("1234.5")),
+        ("12 km", 12),
+        ("-3", -3),
+        ("3/4", Fraction(3, 4)),
+        ("\\frac{7}{2}", Fraction(7, 2)),
+        ("1.5e3", 1500),
+        ("−7", -7),
+        ("about 5 or 6", 6),
+        (17, 17),
+    ],
 )
 def test_parse_number(raw: object, value: object) -> None:
     assert parse_number(raw) == value
@@ -91,7 +101,10 @@ def test_numeric_broken_expected_value_raises() -> None:
 def test_math_equivalence() -> None:
     params = symbolic.MathParams()
     assert score(symbolic.math_equivalent("so \\boxed{\\frac{7}{2}}", {"answer": "3.5"}, params)) == 1
-    assert score(symbolic.math_equivalent("<think>\\boxed{3}</think>\\boxed{7/2}", {"answer": "\\frac{7}{2}"}, params)) == 1
+    assert (
+        score(symbolic.math_equivalent("<think>\\boxed{3}</think>\\boxed{7/2}", {"answer": "\\frac{7}{2}"}, params))
+        == 1
+    )
     assert score(symbolic.math_equivalent("\\boxed{4}", {"answer": "3.5"}, params)) == 0
 
 
@@ -143,7 +156,10 @@ def test_json_schema_inline_and_file(tmp_path: Path) -> None:
 def test_json_fields_partial_credit_and_numbers() -> None:
     task = {"expected": '{"name": "Ada Lovelace", "employees": 12400, "city": "Oslo"}'}
     params = structured.JsonFieldsParams()
-    assert score(structured.json_fields('{"name": " ada lovelace", "employees": "12,400", "city": "Oslo"}', task, params)) == 1
+    assert (
+        score(structured.json_fields('{"name": " ada lovelace", "employees": "12,400", "city": "Oslo"}', task, params))
+        == 1
+    )
     half = structured.json_fields('{"name": "Ada Lovelace", "employees": 1, "city": "Oslo"}', task, params)
     assert score(half) == pytest.approx(2 / 3) and "employees" in half.detail
     strict = structured.JsonFieldsParams(partial=False)
@@ -191,9 +207,30 @@ HUGE_TEXTS = {
 
 @pytest.mark.parametrize(
     "answer",
-    ["1e400", "-1e400", "1e-400", "1e20000000", "1e" + "9" * 5000, "9" * 10_000, "0." + "3" * 400, "inf", "nan",
-     "\\frac{" + "9" * 400 + "}{3}", "\\frac{10^{9999}}{3}", "10^{10^{10}}", "9^9^9^9", "2**1000000", "7^{1}",
-     "1,0000", "12,34", "7.0.1", "\\dfrac{1}{7}", "\\sqrt{7}", "x_7", "0.999..."],
+    [
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "1e20000000",
+        "1e" + "9" * 5000,
+        "9" * 10_000,
+        "0." + "3" * 400,
+        "inf",
+        "nan",
+        "\\frac{" + "9" * 400 + "}{3}",
+        "\\frac{10^{9999}}{3}",
+        "10^{10^{10}}",
+        "9^9^9^9",
+        "2**1000000",
+        "7^{1}",
+        "1,0000",
+        "12,34",
+        "7.0.1",
+        "\\dfrac{1}{7}",
+        "\\sqrt{7}",
+        "x_7",
+        "0.999...",
+    ],
 )
 def test_numeric_abuse_is_wrong_never_a_fault(answer: str) -> None:
     # Overflow, huge exponents and digit counts, non-numbers and expressions that merely end in the
@@ -203,9 +240,20 @@ def test_numeric_abuse_is_wrong_never_a_fault(answer: str) -> None:
     assert score(numeric.numeric(f"\\boxed{{{answer}}}", {"answer": "1"}, NUMERIC)) == 0
 
 
-@pytest.mark.parametrize(("raw", "value"), [("-0", 0), ("1e-300", Fraction(1, 10**300)), ("1.5e3%", 1500),
-                                            ("\\boxed{42}.", 42), ("\\text{42} dollars", 42), ("0e99999999", 0),
-                                            (0.1, Fraction(1, 10)), (10**400, None), (float("inf"), None)])
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("-0", 0),
+        ("1e-300", Fraction(1, 10**300)),
+        ("1.5e3%", 1500),
+        ("\\boxed{42}.", 42),
+        ("\\text{42} dollars", 42),
+        ("0e99999999", 0),
+        (0.1, Fraction(1, 10)),
+        (10**400, None),
+        (float("inf"), None),
+    ],
+)
 def test_parse_number_edges(raw: object, value: object) -> None:
     assert parse_number(raw) == value
 
@@ -226,7 +274,12 @@ def test_numeric_compares_exactly_at_every_scale() -> None:
     assert score(numeric.numeric("\\boxed{0.1}", {"answer": 0.1}, numeric.NumericParams(abs_tol=0))) == 1
     assert score(numeric.numeric("\\boxed{1e-300}", {"answer": 0}, numeric.NumericParams(abs_tol=0))) == 0
     # no float rounding: 1/3 is not 0.3333333333333333 when the tolerance is zero
-    assert score(numeric.numeric("\\boxed{\\frac{1}{3}}", {"answer": "0.3333333333333333"}, numeric.NumericParams(abs_tol=0))) == 0
+    assert (
+        score(
+            numeric.numeric("\\boxed{\\frac{1}{3}}", {"answer": "0.3333333333333333"}, numeric.NumericParams(abs_tol=0))
+        )
+        == 0
+    )
     wrong = numeric.numeric("\\boxed{3e300}", {"answer": "1e300"}, numeric.NumericParams(rel_tol=0.5))
     assert score(wrong) == 0 and "expected 1e+300" in wrong.detail
     assert score(numeric.numeric("\\boxed{1.4e300}", {"answer": "1e300"}, numeric.NumericParams(rel_tol=0.5))) == 1

@@ -17,7 +17,7 @@ from verihub.checks.code import PythonTestsParams, python_tests
 
 pytestmark = pytest.mark.nsjail
 
-TESTS = '''
+TESTS = """
 import unittest
 from solution import add
 
@@ -30,7 +30,7 @@ def test_negative():
 class Properties(unittest.TestCase):
     def test_zero(self):
         self.assertEqual(add(0, 0), 0)
-'''
+"""
 
 
 def block(code: str) -> str:
@@ -52,8 +52,11 @@ def through(jail: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         (block("def add(a, b):\n    return a + b"), 1.0, "3/3 tests passed"),
         (block("def add(a, b):\n    return a - b"), pytest.approx(1 / 3), "test_small (AssertionError"),
         (block("def add(a, b:\n    pass"), 0.0, "SyntaxError"),
-        (block("import os\nprint('VERIHUB-TESTS fake {\"test_small\": [\"passed\", \"\"]}')\nos._exit(0)"), 0.0,
-         "the solution's process exited (status 0)"),
+        (
+            block('import os\nprint(\'VERIHUB-TESTS fake {"test_small": ["passed", ""]}\')\nos._exit(0)'),
+            0.0,
+            "the solution's process exited (status 0)",
+        ),
         (block("import sys\nsys.exit(0)"), 0.0, "SystemExit: 0"),
         (block("while True:\n    pass"), 0.0, "timed out"),
         ("I would just add them.", 0.0, "no ```python code block"),
@@ -76,9 +79,11 @@ def test_tests_that_do_not_parse_are_the_environments_fault() -> None:
 
 
 def test_plain_values_cross_exactly() -> None:
-    values = ("[None, True, 2 ** 100, -7, 0.5, float('inf'), -0.0, 3j, 'é\\ud800', b'\\x00\\xff', (1, (2,)), "
-              "{1: 'a', (2, 3): [4]}, {5, 6}, frozenset({7}), []]")
-    tests = f'''
+    values = (
+        "[None, True, 2 ** 100, -7, 0.5, float('inf'), -0.0, 3j, 'é\\ud800', b'\\x00\\xff', (1, (2,)), "
+        "{1: 'a', (2, 3): [4]}, {5, 6}, frozenset({7}), []]"
+    )
+    tests = f"""
 import math
 from solution import values
 
@@ -94,13 +99,13 @@ def test_each_value_and_type():
 def test_nan():
     from solution import nan
     assert math.isnan(nan())
-'''
+"""
     code = f"def values():\n    return {values}\n\ndef nan():\n    return float('nan')"
     assert grade(code, tests).detail == "2/2 tests passed"
 
 
 def test_shared_and_mutated_containers_behave_as_in_python() -> None:
-    tests = '''
+    tests = """
 from solution import append, grid, extend_twice
 
 def test_the_argument_changes_in_place_and_comes_back_itself():
@@ -117,8 +122,8 @@ def test_shared_rows_stay_shared():
     rows = grid()
     rows[0][0] = 1
     assert rows == [[1, 0], [1, 0]]
-'''
-    code = '''
+"""
+    code = """
 def append(xs, x):
     xs.append(x)
     return xs
@@ -131,12 +136,12 @@ def extend_twice(seen, counts, key):
 def grid():
     row = [0, 0]
     return [row, row]
-'''
+"""
     assert grade(code, tests).detail == "3/3 tests passed"
 
 
 def test_objects_of_the_solution_work_through_handles() -> None:
-    tests = '''
+    tests = """
 from solution import Stack, countdown, Point
 
 def test_methods_attributes_len_bool_and_items():
@@ -160,8 +165,8 @@ def test_objects_are_never_equal_to_values_or_to_each_other():
     point = Point(1, 2)
     assert point == point and {point: 1}[point] == 1
     assert (point.x, point.y) == (1, 2)
-'''
-    code = '''
+"""
+    code = """
 class Stack:
     def __init__(self):
         self.items = []
@@ -193,12 +198,12 @@ class Point:
     def __eq__(self, other):
         return True
     __hash__ = object.__hash__
-'''
+"""
     assert grade(code, tests).detail == "3/3 tests passed"
 
 
 def test_exceptions_cross_as_builtin_types() -> None:
-    tests = '''
+    tests = """
 from solution import parse, lookup, overflow
 
 def test_a_subclass_of_value_error_is_a_value_error():
@@ -220,8 +225,8 @@ def test_recursion_is_an_error_of_the_solution():
         overflow(1)
     except RecursionError:
         pass
-'''
-    code = '''
+"""
+    code = """
 class ParseError(ValueError):
     pass
 
@@ -233,12 +238,12 @@ def lookup(mapping, key):
 
 def overflow(n):
     return overflow(n + 1)
-'''
+"""
     assert grade(code, tests).detail == "3/3 tests passed"
 
 
 def test_functions_of_the_tests_can_be_called_back() -> None:
-    tests = '''
+    tests = """
 from solution import apply, sort_by
 
 def test_a_callback():
@@ -251,8 +256,8 @@ def test_a_callback_that_raises():
     def boom(_):
         raise KeyError("nope")
     assert apply(boom, 1) == "caught KeyError"
-'''
-    code = '''
+"""
+    code = """
 def apply(function, value, **options):
     try:
         return function(value, **options)
@@ -261,12 +266,12 @@ def apply(function, value, **options):
 
 def sort_by(items, key):
     return sorted(items, key=key)
-'''
+"""
     assert grade(code, tests).detail == "3/3 tests passed"
 
 
 def test_a_crash_or_a_hang_costs_only_its_own_test() -> None:
-    tests = '''
+    tests = """
 from solution import f
 
 def test_crash():
@@ -280,8 +285,8 @@ def test_fine():
 
 def test_also_fine():
     assert f(3) == 6
-'''
-    code = '''
+"""
+    code = """
 import os
 
 def f(x):
@@ -291,7 +296,7 @@ def f(x):
         while True:
             pass
     return 2 * x
-'''
+"""
     start = time.monotonic()
     result = grade(code, tests, wall_s=4)
     assert result.score == 0.5, result.detail
@@ -301,12 +306,12 @@ def f(x):
 
 
 def test_only_the_tests_own_functions_run() -> None:
-    tests = '''
+    tests = """
 from solution import test_everything_passes, f
 
 def test_f():
     assert f() == 1
-'''
+"""
     code = "def test_everything_passes():\n    pass\n\ndef f():\n    return 2"
     result = grade(code, tests)
     assert result.score == 0.0 and result.detail.startswith("0/1 tests passed")
@@ -319,7 +324,7 @@ def test_values_too_large_to_cross_are_an_error() -> None:
 
 
 def test_async_tests_and_skips() -> None:
-    tests = '''
+    tests = """
 import unittest
 from solution import add
 
@@ -333,7 +338,7 @@ class Cases(unittest.TestCase):
 
     def test_run(self):
         self.assertEqual(add(2, 2), 4)
-'''
+"""
     result = grade("def add(a, b):\n    return a + b", tests)
     assert result.score == pytest.approx(2 / 3) and result.detail == "2/3 tests passed"
 

@@ -44,10 +44,33 @@ def only_plain(value: Any, depth: int = 0) -> None:
             only_plain(item, depth + 1)
 
 
-@pytest.mark.parametrize("value", [
-    None, True, False, 0, -1, 2 ** 200, -(2 ** 200), 255, -128, 0.1, -0.0, math.inf, 3 + 4j, "", "é \ud800 \U0001f600",
-    b"\x00\xff", [], [1, [2, [3]]], (1, "a", None), {"k": [1], 2: (3,), (4, 5): {6}}, {1, 2}, frozenset({"x"}),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        2**200,
+        -(2**200),
+        255,
+        -128,
+        0.1,
+        -0.0,
+        math.inf,
+        3 + 4j,
+        "",
+        "é \ud800 \U0001f600",
+        b"\x00\xff",
+        [],
+        [1, [2, [3]]],
+        (1, "a", None),
+        {"k": [1], 2: (3,), (4, 5): {6}},
+        {1, 2},
+        frozenset({"x"}),
+    ],
+)
 def test_plain_values_come_back_equal_and_of_the_same_type(value: Any) -> None:
     back = round_trip(value)
     assert type(back) is type(value) and back == value
@@ -104,11 +127,24 @@ def test_restore_refuses_what_does_not_match() -> None:
         restore([[1]], [])
 
 
-@pytest.mark.parametrize("data", [
-    b"", b"i", b"i\x00\x00\x00\x09", b"s\x00\x00\x00\x02\xff\xfe", b"l\xff\xff\xff\xff", b"d\x00\x00\x00\x01l\x00\x00\x00\x00N",
-    b"S\x00\x00\x00\x01d\x00\x00\x00\x00", b"r\x00\x00\x00\x00", b"?", b"NN", b"f\x00\x00", b"t\x00\x00\x00\x02N",
-    b"l\x00\x00\x00\x01" * (MAX_DEPTH + 1) + b"N",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"i",
+        b"i\x00\x00\x00\x09",
+        b"s\x00\x00\x00\x02\xff\xfe",
+        b"l\xff\xff\xff\xff",
+        b"d\x00\x00\x00\x01l\x00\x00\x00\x00N",
+        b"S\x00\x00\x00\x01d\x00\x00\x00\x00",
+        b"r\x00\x00\x00\x00",
+        b"?",
+        b"NN",
+        b"f\x00\x00",
+        b"t\x00\x00\x00\x02N",
+        b"l\x00\x00\x00\x01" * (MAX_DEPTH + 1) + b"N",
+    ],
+)
 def test_malformed_messages_are_wire_errors(data: bytes) -> None:
     with pytest.raises(WireError):
         decode(data, refuse)
@@ -138,7 +174,7 @@ def test_sizes_and_depth_are_bounded() -> None:
         deep = [deep]
     with pytest.raises(WireError, match="deeper"):
         encode(deep, no_objects)
-    claims_many = b"l" + struct.pack(">I", 2 ** 31) + b"N" * 8
+    claims_many = b"l" + struct.pack(">I", 2**31) + b"N" * 8
     with pytest.raises(WireError, match="shorter message"):
         decode(claims_many, refuse)
 

@@ -19,9 +19,14 @@ from verihub.grading.verifier import BoundLayer, Verifier
 from verihub.spec.models import MAX_ANSWER_CHARS, LayerSpec
 
 ARGS: dict[str, dict[str, Any]] = {  # what the checks that need arguments are given
-    "regex": {"pattern": r"\d+"}, "contains": {"patterns": ["answer"]}, "forbidden": {"patterns": ["As an AI"]},
-    "json_schema": {"schema": {"type": "object"}}, "json_fields": {"field": "expected"},
-    "xml_tags": {"tags": ["answer"]}, "multiple_choice": {"choices": "ABCD"}, "length": {"max_chars": 10_000_000},
+    "regex": {"pattern": r"\d+"},
+    "contains": {"patterns": ["answer"]},
+    "forbidden": {"patterns": ["As an AI"]},
+    "json_schema": {"schema": {"type": "object"}},
+    "json_fields": {"field": "expected"},
+    "xml_tags": {"tags": ["answer"]},
+    "multiple_choice": {"choices": "ABCD"},
+    "length": {"max_chars": 10_000_000},
 }
 TASK = {"id": "t", "answer": "4", "expected": '{"a": 1}', "letter": "C"}
 INLINE = sorted(name for name, check in BUILTIN_CHECKS.items() if check.mode == "inline")
@@ -43,8 +48,9 @@ def test_each_built_in_check_is_linear_on_every_shape(name: str) -> None:
     verifier = Verifier([BoundLayer.from_spec(spec, REPO)], cache_size=0)
     grown = {}
     for shape, payload_of in SHAPES.items():
-        quarter, full = (f"The answer is \\boxed{{{payload_of(size)}}}" for size in (MAX_ANSWER_CHARS // 4,
-                                                                                    MAX_ANSWER_CHARS))
+        quarter, full = (
+            f"The answer is \\boxed{{{payload_of(size)}}}" for size in (MAX_ANSWER_CHARS // 4, MAX_ANSWER_CHARS)
+        )
         at_quarter, at_full = seconds(verifier, quarter), seconds(verifier, full)
         if at_full > FLOOR_S and at_full > 8 * max(at_quarter, 1e-3):  # linear: 4x; quadratic: 16x
             at_quarter, at_full = seconds(verifier, quarter), seconds(verifier, full)  # again, before it counts
@@ -55,8 +61,13 @@ def test_each_built_in_check_is_linear_on_every_shape(name: str) -> None:
 
 @pytest.mark.parametrize("read", [fold, compatibility_fold])
 def test_folding_a_megabyte_of_marks_words_or_wide_forms_takes_a_fraction_of_a_second(read: Any) -> None:
-    for text in ("a" + "\u0301\u0316" * 500_000, "a" + "\u0301\u200d\u0316" * 330_000, "\u3316" * 1_000_000,
-                 "\ufdfa" * 1_000_000, "\uff11" * 1_000_000):
+    for text in (
+        "a" + "\u0301\u0316" * 500_000,
+        "a" + "\u0301\u200d\u0316" * 330_000,
+        "\u3316" * 1_000_000,
+        "\ufdfa" * 1_000_000,
+        "\uff11" * 1_000_000,
+    ):
         start = perf_counter()
         read(text)
         assert perf_counter() - start < 2.0, (read.__name__, text[:3])

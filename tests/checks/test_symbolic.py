@@ -37,20 +37,25 @@ def math_verify_alone(reference: str, completion: str) -> float:
 
 # -- pathological answers: bounded, and right when they are the reference -------------------------------
 
-@pytest.mark.parametrize(("reference", "answer", "graded"), [
-    ("7", "(" * 300 + "7" + ")" * 300, "ok"),  # main: 5 s, then "no parseable final answer"
-    ("7", "(" * 300 + "8" + ")" * 300, "wrong"),
-    ("x^2+2x+1", "(" * 300 + "x^2+2x+1" + ")" * 300, "ok"),
-    ("x^2+2x+1", polynomial(800), "wrong"),
-    (polynomial(800), polynomial(800), "ok"),  # main: the reference itself timed out: env_error
-    (polynomial(800), "(" * 50 + polynomial(800) + ")" * 50, "ok"),
-    ("7", "1+" * 5000 + "1", "wrong"),
-    ("7", "{" * 300 + "7" + "}" * 300, "wrong"),  # braces are sets to math-verify: not redundant
-    ("7", "\\sqrt{" * 300 + "49" + "}" * 300, "wrong"),
-    ("7", "7" * 40_000, "wrong"),
-])
+
+@pytest.mark.parametrize(
+    ("reference", "answer", "graded"),
+    [
+        ("7", "(" * 300 + "7" + ")" * 300, "ok"),  # main: 5 s, then "no parseable final answer"
+        ("7", "(" * 300 + "8" + ")" * 300, "wrong"),
+        ("x^2+2x+1", "(" * 300 + "x^2+2x+1" + ")" * 300, "ok"),
+        ("x^2+2x+1", polynomial(800), "wrong"),
+        (polynomial(800), polynomial(800), "ok"),  # main: the reference itself timed out: env_error
+        (polynomial(800), "(" * 50 + polynomial(800) + ")" * 50, "ok"),
+        ("7", "1+" * 5000 + "1", "wrong"),
+        ("7", "{" * 300 + "7" + "}" * 300, "wrong"),  # braces are sets to math-verify: not redundant
+        ("7", "\\sqrt{" * 300 + "49" + "}" * 300, "wrong"),
+        ("7", "7" * 40_000, "wrong"),
+    ],
+)
 def test_pathological_answers_are_bounded_and_right_when_they_are_the_reference(
-        reference: str, answer: str, graded: str) -> None:
+    reference: str, answer: str, graded: str
+) -> None:
     verifier = math_verifier()
     start = time.perf_counter()
     grade = verifier.grade({"id": "p", "answer": reference}, f"{REASONING}So \\boxed{{{answer}}}.")
@@ -75,29 +80,61 @@ def test_the_bounds_grow_with_the_reference() -> None:
 
 
 def test_hedges_stay_wrong_whatever_their_form() -> None:
-    for completion in ("\\boxed{6} \\boxed{(((7)))}", "\\boxed{7} and \\boxed{8}", "\\boxed{7 \\boxed{7}}",
-                       "\\boxed{7 \\\\ 8}"):
+    for completion in (
+        "\\boxed{6} \\boxed{(((7)))}",
+        "\\boxed{7} and \\boxed{8}",
+        "\\boxed{7 \\boxed{7}}",
+        "\\boxed{7 \\\\ 8}",
+    ):
         assert symbolic.math_equivalent(completion, {"answer": "7"}, PARAMS).score == 0, completion
 
 
 # -- equivalent forms decided without sympy ------------------------------------------------------------
 
-@pytest.mark.parametrize(("reference", "answer"), [
-    ("42", "42.0"), ("42", " ( 42 ) "), ("42", "((42))"), ("42", "\\left(42\\right)"), ("\\frac{7}{2}", "3.5"),
-    ("\\frac{7}{2}", "7/2"), ("\\frac{7}{2}", "\\dfrac{14}{4}"), ("-\\frac{3}{4}", "\\frac{-3}{4}"), ("x=5", "5"),
-    ("5", "x=5"), ("25\\%", "25"), ("30^\\circ", "30"), ("(1, -2)", "(1,-2.0)"), ("[3, 7)", "\\left[3,7\\right)"),
-    ("x^2+2x+1", "(x^2 + 2x + 1)"), ("2\\sqrt{3}", "2 \\sqrt{3}"), ("\\frac{\\pi}{2}", "$\\frac{\\pi}{2}$"),
-])
+
+@pytest.mark.parametrize(
+    ("reference", "answer"),
+    [
+        ("42", "42.0"),
+        ("42", " ( 42 ) "),
+        ("42", "((42))"),
+        ("42", "\\left(42\\right)"),
+        ("\\frac{7}{2}", "3.5"),
+        ("\\frac{7}{2}", "7/2"),
+        ("\\frac{7}{2}", "\\dfrac{14}{4}"),
+        ("-\\frac{3}{4}", "\\frac{-3}{4}"),
+        ("x=5", "5"),
+        ("5", "x=5"),
+        ("25\\%", "25"),
+        ("30^\\circ", "30"),
+        ("(1, -2)", "(1,-2.0)"),
+        ("[3, 7)", "\\left[3,7\\right)"),
+        ("x^2+2x+1", "(x^2 + 2x + 1)"),
+        ("2\\sqrt{3}", "2 \\sqrt{3}"),
+        ("\\frac{\\pi}{2}", "$\\frac{\\pi}{2}$"),
+    ],
+)
 def test_equivalent_forms_are_right_without_sympy(reference: str, answer: str) -> None:
     decided = symbolic.math_prescreen(f"{REASONING}\\boxed{{{answer}}}", {"answer": reference}, PARAMS)
     assert decided is not None and decided.score == 1, decided
 
 
-@pytest.mark.parametrize(("reference", "answer"), [
-    ("42", "43"), ("42", "-42"), ("\\frac{7}{2}", "\\frac{2}{7}"), ("3.25", "3.52"), ("x=5", "x=6"),
-    ("25\\%", "26\\%"), ("(1, -2)", "(-2, 1)"), ("[3, 7)", "[3, 7]"), ("x^2+2x+1", "(x-1)^2"),
-    ("2\\sqrt{3}", "3\\sqrt{2}"), ("\\frac{\\pi}{4}", "\\frac{\\pi}{5}"),
-])
+@pytest.mark.parametrize(
+    ("reference", "answer"),
+    [
+        ("42", "43"),
+        ("42", "-42"),
+        ("\\frac{7}{2}", "\\frac{2}{7}"),
+        ("3.25", "3.52"),
+        ("x=5", "x=6"),
+        ("25\\%", "26\\%"),
+        ("(1, -2)", "(-2, 1)"),
+        ("[3, 7)", "[3, 7]"),
+        ("x^2+2x+1", "(x-1)^2"),
+        ("2\\sqrt{3}", "3\\sqrt{2}"),
+        ("\\frac{\\pi}{4}", "\\frac{\\pi}{5}"),
+    ],
+)
 def test_wrong_answers_are_wrong_without_sympy(reference: str, answer: str) -> None:
     decided = symbolic.math_prescreen(f"{REASONING}\\boxed{{{answer}}}", {"answer": reference}, PARAMS)
     assert decided is not None and decided.score == 0, decided
@@ -107,21 +144,59 @@ def test_wrong_answers_are_wrong_without_sympy(reference: str, answer: str) -> N
 
 AGREEMENT = [
     # numbers: exact for integers and fractions, math-verify's rounding for decimals
-    ("2", "2.0000001"), ("2", "2.000001"), ("\\frac{1}{3}", "0.333333"), ("\\frac{1}{3}", "0.3333"),
-    ("\\frac{2}{3}", "0.67"), ("12345678901234567.5", "12345678901234567.6"), ("0.5", "\\frac{1}{2}"),
-    ("42", "007"), ("42", "+42"), ("42", "42."), ("0", "-0"), ("1.5\\%", "1.5"), ("50\\%", "0.5"),
-    ("x=5", "y=5"), ("5", "y=5"), ("y=2x+1", "2x+1"), ("1000", "1,000"), ("5", "5\\text{ cm}"),
+    ("2", "2.0000001"),
+    ("2", "2.000001"),
+    ("\\frac{1}{3}", "0.333333"),
+    ("\\frac{1}{3}", "0.3333"),
+    ("\\frac{2}{3}", "0.67"),
+    ("12345678901234567.5", "12345678901234567.6"),
+    ("0.5", "\\frac{1}{2}"),
+    ("42", "007"),
+    ("42", "+42"),
+    ("42", "42."),
+    ("0", "-0"),
+    ("1.5\\%", "1.5"),
+    ("50\\%", "0.5"),
+    ("x=5", "y=5"),
+    ("5", "y=5"),
+    ("y=2x+1", "2x+1"),
+    ("1000", "1,000"),
+    ("5", "5\\text{ cm}"),
     # what latex2sympy reads its own way: mixed numbers, digits after ^, quotients, units
-    ("6", "(2)(3)"), ("5", "(2)(3)"), ("\\frac{5}{2}", "2\\frac{1}{2}"), ("1", "2\\frac{1}{2}"),
-    ("x^{23}", "x^23"), ("\\frac{x}{2y}", "x/2y"), ("5", "2 3"), ("6", "2 3"), ("2", "2t"), ("2x", "2xy"),
-    ("2", "2m"), ("x", "x \\cdot 1"),
+    ("6", "(2)(3)"),
+    ("5", "(2)(3)"),
+    ("\\frac{5}{2}", "2\\frac{1}{2}"),
+    ("1", "2\\frac{1}{2}"),
+    ("x^{23}", "x^23"),
+    ("\\frac{x}{2y}", "x/2y"),
+    ("5", "2 3"),
+    ("6", "2 3"),
+    ("2", "2t"),
+    ("2x", "2xy"),
+    ("2", "2m"),
+    ("x", "x \\cdot 1"),
     # expressions
-    ("x^2+2x+1", "(x+1)^2"), ("x^2+2x+1", "(x+1)^3"), ("2\\sqrt{3}", "\\sqrt{12}"), ("2\\sqrt{3}", "3.464102"),
-    ("2\\sqrt{3}", "3.46"), ("\\frac{\\pi}{2}", "\\pi/2"), ("\\frac{\\pi}{2}", "1.5708"), ("\\sqrt[3]{8}", "2"),
-    ("\\frac{1}{x}", "x^{-1}"), ("\\frac{1}{x}", "x^{-2}"), ("\\pi r^2", "\\pi r^{2}"), ("\\pi r^2", "2\\pi r"),
+    ("x^2+2x+1", "(x+1)^2"),
+    ("x^2+2x+1", "(x+1)^3"),
+    ("2\\sqrt{3}", "\\sqrt{12}"),
+    ("2\\sqrt{3}", "3.464102"),
+    ("2\\sqrt{3}", "3.46"),
+    ("\\frac{\\pi}{2}", "\\pi/2"),
+    ("\\frac{\\pi}{2}", "1.5708"),
+    ("\\sqrt[3]{8}", "2"),
+    ("\\frac{1}{x}", "x^{-1}"),
+    ("\\frac{1}{x}", "x^{-2}"),
+    ("\\pi r^2", "\\pi r^{2}"),
+    ("\\pi r^2", "2\\pi r"),
     # tuples and intervals
-    ("(6, -8)", "(-8, 6)"), ("(6, -8)", "(6.0, -8)"), ("(1, 2)", "(2, 1)"), ("[1, 2]", "[2, 1]"),
-    ("(1, 2, 3)", "(1, 2)"), ("[3, 7)", "(3, 7)"), ("(1, 2)", "\\{1, 2\\}"), ("(1, 2)", "[1, 2]"),
+    ("(6, -8)", "(-8, 6)"),
+    ("(6, -8)", "(6.0, -8)"),
+    ("(1, 2)", "(2, 1)"),
+    ("[1, 2]", "[2, 1]"),
+    ("(1, 2, 3)", "(1, 2)"),
+    ("[3, 7)", "(3, 7)"),
+    ("(1, 2)", "\\{1, 2\\}"),
+    ("(1, 2)", "[1, 2]"),
 ]
 
 
@@ -144,6 +219,7 @@ def test_canonical_keeps_what_changes_a_value() -> None:
 
 
 # -- through the engine ---------------------------------------------------------------------------------
+
 
 def test_the_engine_grades_decided_answers_without_a_worker_and_the_rest_in_one() -> None:
     verifier = math_verifier()

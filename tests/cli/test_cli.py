@@ -13,13 +13,40 @@ import pytest
 from conftest import REPO, MakeEnv
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
-COMMANDS = ["schema", "validate", "grade", "init", "checks", "envs", "eval", "push", "install", "search", "info",
-            "models", "models tiny", "sandbox", "sandbox run", "login", "hub", "hub serve", "hub token create", "hub org add"]
+COMMANDS = [
+    "schema",
+    "validate",
+    "grade",
+    "init",
+    "checks",
+    "envs",
+    "eval",
+    "push",
+    "install",
+    "search",
+    "info",
+    "models",
+    "models tiny",
+    "sandbox",
+    "sandbox run",
+    "login",
+    "hub",
+    "hub serve",
+    "hub token create",
+    "hub org add",
+]
 
 
 def run(*args: str, cwd: Path = REPO, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VERIHUB, *args], cwd=cwd, capture_output=True, text=True, input=stdin, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [VERIHUB, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])
@@ -94,7 +121,9 @@ def test_grade_command() -> None:
     import verihub
 
     task = verihub.load_env(str(REPO / "envs/arithmetic")).dataset("eval")[0]
-    right = run("grade", "envs/arithmetic", "--task", task["id"], "--completion", f"\\boxed{{{task['answer']}}}", "--json")
+    right = run(
+        "grade", "envs/arithmetic", "--task", task["id"], "--completion", f"\\boxed{{{task['answer']}}}", "--json"
+    )
     assert right.returncode == 0, right.stderr
     assert json.loads(right.stdout)["status"] == "ok"
     wrong = run("grade", "envs/arithmetic", "--completion", "-", "--json", stdin="\\boxed{999999}")
@@ -122,7 +151,8 @@ import verihub, verihub.hub, verihub.trainers
 from typer.testing import CliRunner
 from verihub.cli import app
 runner = CliRunner()
-for args in (["schema"], ["checks"], ["envs"], ["validate", "envs/json-extract"], ["grade", "envs/arithmetic", "--completion", "1"]):
+for args in (["schema"], ["checks"], ["envs"], ["validate", "envs/json-extract"],
+             ["grade", "envs/arithmetic", "--completion", "1"]):
     result = runner.invoke(app, args)
     assert result.exit_code in (0, 1), (args, result.output)
 heavy = sorted(m for m in ("torch", "transformers", "trl", "peft", "vllm") if m in sys.modules)
@@ -147,9 +177,11 @@ def test_init_template_validates_and_pip_installs(template: str, tmp_path: Path)
     try:
         # The reference passes every layer; a judge layer with no judge configured is a fault, not a pass.
         expected = ("env_error", "passed", "no judge configured") if template == "judge" else ("ok", "passed", "")
-        code = f"import verihub; env = verihub.load_env({name!r}); t = env.dataset('train')[0]; " \
-               f"g = env.grade(t, env.reference(t)); rules = {{l.status for l in g.layers if l.layer == 'rule'}}; " \
-               f"assert (g.status, *rules) == {expected[:2]!r} and {expected[2]!r} in g.reason, g; print(env.root)"
+        code = (
+            f"import verihub; env = verihub.load_env({name!r}); t = env.dataset('train')[0]; "
+            f"g = env.grade(t, env.reference(t)); rules = {{l.status for l in g.layers if l.layer == 'rule'}}; "
+            f"assert (g.status, *rules) == {expected[:2]!r} and {expected[2]!r} in g.reason, g; print(env.root)"
+        )
         loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
         assert loaded.returncode == 0, loaded.stderr
         assert "site-packages" in loaded.stdout

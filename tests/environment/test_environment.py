@@ -55,8 +55,17 @@ def test_a_split_that_comes_out_empty_is_a_spec_error_naming_it(make_env: MakeEn
 
 
 def test_group_by_keeps_equivalent_tasks_in_one_split(make_env: MakeEnv) -> None:
-    rows = [{"id": f"t{a}-{b}", "question": f"{a} + {b}", "answer": str(a + b), "wrong": "0", "pair": f"{min(a, b)}+{max(a, b)}"}
-            for a in range(6) for b in range(6)]
+    rows = [
+        {
+            "id": f"t{a}-{b}",
+            "question": f"{a} + {b}",
+            "answer": str(a + b),
+            "wrong": "0",
+            "pair": f"{min(a, b)}+{max(a, b)}",
+        }
+        for a in range(6)
+        for b in range(6)
+    ]
     grouped = BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{train: 0.75, eval: 0.25}\n  group_by: pair")
     env = verihub.load_env(make_env(grouped, rows=rows))
     pairs = {split: set(env.dataset(split)["pair"]) for split in ("train", "eval")}
@@ -69,7 +78,9 @@ def test_group_by_keeps_equivalent_tasks_in_one_split(make_env: MakeEnv) -> None
 
 def test_group_by_names_a_missing_column(make_env: MakeEnv) -> None:
     root = make_env(BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{train: 0.5, eval: 0.5}\n  group_by: pairs"))
-    with pytest.raises(SpecError, match=r"environment.yaml:\d+: dataset\.group_by: group_by column 'pairs' is not a dataset column"):
+    with pytest.raises(
+        SpecError, match=r"environment.yaml:\d+: dataset\.group_by: group_by column 'pairs' is not a dataset column"
+    ):
         verihub.load_env(root)
 
 
@@ -86,7 +97,9 @@ def test_generator_source_is_seeded(make_env: MakeEnv) -> None:
     a = list(verihub.load_env(root).dataset("train")["question"])
     b = list(verihub.load_env(root).dataset("train")["question"])
     assert a == b and len(a) == 24
-    other_seed = verihub.load_env(make_env(spec.replace("size: 600", "size: 30").replace("seed: 7", "seed: 8"), name="b"))
+    other_seed = verihub.load_env(
+        make_env(spec.replace("size: 600", "size: 30").replace("seed: 7", "seed: 8"), name="b")
+    )
     assert list(other_seed.dataset("train")["question"]) != a
 
 

@@ -40,8 +40,16 @@ def answered(completion, task):
 
 def bash(command: str, call_id: str = "c1") -> dict[str, Any]:
     """An assistant turn with one bash call, in the OpenAI form a backend returns."""
-    return {"content": "", "tool_calls": [{"id": call_id, "type": "function",
-                                           "function": {"name": "bash", "arguments": json.dumps({"command": command})}}]}
+    return {
+        "content": "",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+            }
+        ],
+    }
 
 
 @pytest.fixture
@@ -101,8 +109,9 @@ def test_malformed_actions_are_refused_not_graded(sums: verihub.Environment) -> 
 
 
 @pytest.mark.nsjail
-def test_a_tool_session_steps_through_the_sandbox_and_grades_the_final_state(files_env: verihub.Environment,
-                                                                               nsjail_path: str) -> None:
+def test_a_tool_session_steps_through_the_sandbox_and_grades_the_final_state(
+    files_env: verihub.Environment, nsjail_path: str
+) -> None:
     task = task_of(files_env, "f2")
     session = files_env.session(task)
     observation = session.reset()
@@ -134,9 +143,11 @@ def test_the_last_turn_allowed_ends_the_session_and_grades_it(files_env: verihub
 def test_the_models_tool_mistakes_go_back_to_it(files_env: verihub.Environment, nsjail_path: str) -> None:
     session = files_env.session(task_of(files_env, "f1"))
     session.reset()
-    calls = [{"id": "a", "function": {"name": "rm_rf", "arguments": "{}"}},
-             {"id": "b", "function": {"name": "bash", "arguments": "not json"}},
-             {"id": "c", "name": "bash", "arguments": {"cmd": "ls"}}]  # the flat form, a wrong argument name
+    calls = [
+        {"id": "a", "function": {"name": "rm_rf", "arguments": "{}"}},
+        {"id": "b", "function": {"name": "bash", "arguments": "not json"}},
+        {"id": "c", "name": "bash", "arguments": {"cmd": "ls"}},
+    ]  # the flat form, a wrong argument name
     observation, reward, done, _ = session.step({"content": "", "tool_calls": calls})
     shown = [message["content"] for message in observation["messages"]]
     assert [message["tool_call_id"] for message in observation["messages"]] == ["a", "b", "c"]
@@ -187,7 +198,9 @@ def test_faults_end_the_session_with_no_reward(files_env: verihub.Environment) -
     assert (reward, done, info["status"]) == (None, True, "env_error") and info["reason"].startswith("tool failed")
 
 
-def test_no_sandbox_here_is_a_fault_not_a_crash(files_env: verihub.Environment, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_sandbox_here_is_a_fault_not_a_crash(
+    files_env: verihub.Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from verihub.errors import SandboxUnavailable
 
     def unavailable() -> None:

@@ -94,8 +94,9 @@ def test_an_answer_without_one_python_block_is_stopped_at_the_gate(env: verihub.
 
 
 @pytest.mark.nsjail
-def test_reference_passes_and_buggy_and_wrong_fix_fail(env: verihub.Environment, rows: list[dict[str, Any]],
-                                                        nsjail_path: str) -> None:
+def test_reference_passes_and_buggy_and_wrong_fix_fail(
+    env: verihub.Environment, rows: list[dict[str, Any]], nsjail_path: str
+) -> None:
     for task in sample(rows):
         reference = env.grade(task, env.reference(task))
         assert reference.status is GradeStatus.OK and reference.reward == 1.0, (task["id"], reference.reason)
@@ -106,19 +107,23 @@ def test_reference_passes_and_buggy_and_wrong_fix_fail(env: verihub.Environment,
 
 
 @pytest.mark.nsjail
-def test_buggy_code_gets_no_partial_credit(env: verihub.Environment, rows: list[dict[str, Any]],
-                                           nsjail_path: str) -> None:
+def test_buggy_code_gets_no_partial_credit(
+    env: verihub.Environment, rows: list[dict[str, Any]], nsjail_path: str
+) -> None:
     task = next(row for row in rows if row["function"] == "count_vowels")  # its bug breaks 1 test of 3
     grade = env.grade(task, block(task["buggy_code"]))
     assert grade.layers[-1].detail.startswith("2/3 tests passed") and grade.reward == 0.0
 
 
 @pytest.mark.nsjail
-def test_an_object_equal_to_everything_does_not_pass(env: verihub.Environment, rows: list[dict[str, Any]],
-                                                     nsjail_path: str) -> None:
+def test_an_object_equal_to_everything_does_not_pass(
+    env: verihub.Environment, rows: list[dict[str, Any]], nsjail_path: str
+) -> None:
     task = next(row for row in rows if row["function"] == "sum_to_n")
-    hack = ("class Anything:\n    def __eq__(self, other):\n        return True\n\n\n"
-            "def sum_to_n(n):\n    return Anything()\n")
+    hack = (
+        "class Anything:\n    def __eq__(self, other):\n        return True\n\n\n"
+        "def sum_to_n(n):\n    return Anything()\n"
+    )
     grade = env.grade(task, block(hack))
     assert grade.status is GradeStatus.WRONG and "not a plain value" in grade.layers[-1].detail
 
@@ -159,12 +164,15 @@ def test_installed_package_loads_by_name(tmp_path: Path) -> None:
     which the name would import the source tree's package, which has no environment.yaml beside it."""
     if not importlib.metadata.entry_points(group="verihub.environments", name="code-repair"):
         pytest.skip("envs/code-repair is not pip-installed here")
-    code = ("import json, verihub\n"
-            "env = verihub.load_env('code-repair')\n"
-            "print(json.dumps([env.id, env.version, env.spec.domain, str(env.root),"
-            " len(env.dataset('train')) + len(env.dataset('eval'))]))\n")
-    done = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import json, verihub\n"
+        "env = verihub.load_env('code-repair')\n"
+        "print(json.dumps([env.id, env.version, env.spec.domain, str(env.root),"
+        " len(env.dataset('train')) + len(env.dataset('eval'))]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     env_id, version, domain, root, size = json.loads(done.stdout.strip().splitlines()[-1])
     assert (env_id, version, domain) == ("code-repair", "1.0.0", "code")
@@ -184,7 +192,12 @@ def test_every_reference_passes_and_every_negative_fails(env: verihub.Environmen
 
 @pytest.mark.slow
 def test_make_data_check_passes() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_data.py"), "--check"], check=False,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_data.py"), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "tasks OK" in done.stdout

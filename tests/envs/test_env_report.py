@@ -35,8 +35,15 @@ def env() -> verihub.Environment:
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VERIHUB, "validate", str(ROOT), *args], check=False, capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [VERIHUB, "validate", str(ROOT), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 # -- a scripted judge that grades the way rubric.md asks a careful human to ---------------------------------------
@@ -73,12 +80,17 @@ def careful_judge(request: dict[str, Any]) -> list[dict[str, Any]]:
     conversation, fenced = prompt.split("\n\nRESPONSE:\n", 1)
     answer = fenced.split("\n", 1)[1].rsplit("\n", 1)[0]  # between the <response-ID> fence lines
     source = conversation.split("[user]\nDocument: ", 1)[1].split("\n\nTask: ", 1)[0]  # title and document
-    (task,) = [row for row in ROWS.values()
-               if f"Document: {row['title']}\n" in conversation and f"Task: {row['instruction']}\n" in conversation]
+    (task,) = [
+        row
+        for row in ROWS.values()
+        if f"Document: {row['title']}\n" in conversation and f"Task: {row['instruction']}\n" in conversation
+    ]
     covered = sum(bool(re.search(pattern, answer, re.IGNORECASE)) for pattern in task["fact_patterns"])
     numbers = {n for n in _NUMBER.findall(_MARKER.sub("", answer)) if not n.isdigit() or int(n) > 12}
-    invented = (numbers - set(_NUMBER.findall(source))  # small counts are checked by counting, not by lookup
-                | {f"{day} {month}" for day, month in _dates(answer) - _dates(source)})
+    invented = (
+        numbers - set(_NUMBER.findall(source))  # small counts are checked by counting, not by lookup
+        | {f"{day} {month}" for day, month in _dates(answer) - _dates(source)}
+    )
     if not covered:
         verdict = {"score": 0.0, "reason": "states none of the key facts"}
     elif invented:
@@ -117,8 +129,13 @@ def test_documents_and_tasks() -> None:
 
 
 def test_the_data_files_are_what_the_script_writes() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_data.py"), "--check"], check=False,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_data.py"), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -167,20 +184,29 @@ def test_calibration_set(env: verihub.Environment) -> None:
 # -- rule gates ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("task_id", "answer", "layer", "why"), [
-    ("sm-1", "", "length", "0 words"),
-    ("sm-1", "Revenue was up.", "length", "3 words"),
-    ("sm-1", "# Q2 summary\n\nEMEA revenue reached €4.2 million, up 12% on Q1.", "no-markup", "forbidden"),
-    ("sm-1", "As an AI language model, I think revenue reached €4.2 million in Q2.", "no-markup", "forbidden"),
-    ("sm-1", "- Revenue €4.2 million.\n- Up 12% on Q1.", "constraints", "a list where one paragraph"),
-    ("sm-1", "EMEA revenue reached €4.2 million in Q2. " * 12, "constraints", "at most 80 allowed"),
-    ("sm-2", "- Renewals at risk.\n- SMB churn rising.", "constraints", "exactly 3 asked for"),
-    ("sm-2", "The three main risks are:\n- Renewals.\n- Churn.\n- France.", "constraints", "only of bullet points"),
-    ("sm-4", "1. Hire in France.\n3. Sponsor renewals.\n2. Retention offer.", "constraints", "only of numbered items"),
-    ("st-1", "The Safari 17 login loop is top. It has five tickets.", "constraints", "more than one sentence"),
-])
-def test_rule_gates_reject_before_the_judge(env: verihub.Environment, task_id: str, answer: str, layer: str,
-                                            why: str) -> None:
+@pytest.mark.parametrize(
+    ("task_id", "answer", "layer", "why"),
+    [
+        ("sm-1", "", "length", "0 words"),
+        ("sm-1", "Revenue was up.", "length", "3 words"),
+        ("sm-1", "# Q2 summary\n\nEMEA revenue reached €4.2 million, up 12% on Q1.", "no-markup", "forbidden"),
+        ("sm-1", "As an AI language model, I think revenue reached €4.2 million in Q2.", "no-markup", "forbidden"),
+        ("sm-1", "- Revenue €4.2 million.\n- Up 12% on Q1.", "constraints", "a list where one paragraph"),
+        ("sm-1", "EMEA revenue reached €4.2 million in Q2. " * 12, "constraints", "at most 80 allowed"),
+        ("sm-2", "- Renewals at risk.\n- SMB churn rising.", "constraints", "exactly 3 asked for"),
+        ("sm-2", "The three main risks are:\n- Renewals.\n- Churn.\n- France.", "constraints", "only of bullet points"),
+        (
+            "sm-4",
+            "1. Hire in France.\n3. Sponsor renewals.\n2. Retention offer.",
+            "constraints",
+            "only of numbered items",
+        ),
+        ("st-1", "The Safari 17 login loop is top. It has five tickets.", "constraints", "more than one sentence"),
+    ],
+)
+def test_rule_gates_reject_before_the_judge(
+    env: verihub.Environment, task_id: str, answer: str, layer: str, why: str
+) -> None:
     grade = env.grade(ROWS[task_id], answer)
     assert grade.status == "wrong" and grade.layer(layer).status == "failed", [(r.name, r.detail) for r in grade.layers]
     assert why in grade.layer(layer).detail
@@ -308,22 +334,57 @@ def test_without_a_judge_model_grading_a_judge_layer_is_an_environment_fault() -
 
 @pytest.mark.slow
 def test_the_wheel_carries_everything_and_installs(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(tmp_path), str(ROOT)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=300,
+    )
     (wheel,) = tmp_path.glob("verihub_env_report-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"report_env/data/documents/{path.name}" for path in DOCUMENTS}
-    expected |= {f"report_env/{name}" for name in ("environment.yaml", "README.md", "rubric.md", "calibration.jsonl",
-                                                   "data/tasks.jsonl", "checks.py", "__init__.py")}
+    expected |= {
+        f"report_env/{name}"
+        for name in (
+            "environment.yaml",
+            "README.md",
+            "rubric.md",
+            "calibration.jsonl",
+            "data/tasks.jsonl",
+            "checks.py",
+            "__init__.py",
+        )
+    }
     assert expected <= names, expected - names
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, timeout=300)
-    code = ("import verihub; env = verihub.load_env('report', on_missing_judge='skip'); "
-            "task = env.dataset('eval')[0]; print(env.root); print(env.grade(task, task['reference']).status)")
-    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
-                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(target)})
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        timeout=300,
+    )
+    code = (
+        "import verihub; env = verihub.load_env('report', on_missing_judge='skip'); "
+        "task = env.dataset('eval')[0]; print(env.root); print(env.grade(task, task['reference']).status)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
     assert result.returncode == 0, result.stderr
     root, status = result.stdout.split()
     assert Path(root) == target / "report_env" and status == "ok"
-

@@ -86,8 +86,14 @@ def test_splits_are_disjoint_and_cover_the_data(env: verihub.Environment, rows: 
 
 def test_the_data_is_what_the_script_writes() -> None:
     # -m from the environment's directory imports the source tree's sql_env, not an installed copy
-    done = subprocess.run([sys.executable, "-m", "sql_env.make_data", "--check"], check=False, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "sql_env.make_data", "--check"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "up to date (64 tasks)" in done.stdout
 
@@ -141,8 +147,15 @@ def test_statement_screening() -> None:
     assert extract_sql("```python\nprint(1)\n```") is None
     assert statement_problem("  -- the answer\n/* ok */ select 1") is None
     assert statement_problem("WITH x AS (SELECT 1) SELECT * FROM x") is None
-    for text in ("DELETE FROM orders", "update books set pages = 1", "DROP TABLE loans", "PRAGMA query_only = 0",
-                 "ATTACH DATABASE 'x' AS y", "-- only a comment", ""):
+    for text in (
+        "DELETE FROM orders",
+        "update books set pages = 1",
+        "DROP TABLE loans",
+        "PRAGMA query_only = 0",
+        "ATTACH DATABASE 'x' AS y",
+        "-- only a comment",
+        "",
+    ):
         assert statement_problem(text) is not None, text
     assert "starts with 'DELETE'" in (statement_problem("delete from orders") or "")
 
@@ -159,8 +172,9 @@ def sample(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.nsjail
-def test_reference_passes_and_wrong_query_fails(jailed: None, env: verihub.Environment,
-                                                rows: list[dict[str, Any]]) -> None:
+def test_reference_passes_and_wrong_query_fails(
+    jailed: None, env: verihub.Environment, rows: list[dict[str, Any]]
+) -> None:
     tasks = sample(rows)
     assert len(tasks) == 12
     references = env.verifier.grade_many(tasks, [env.reference(task) for task in tasks])
@@ -172,8 +186,9 @@ def test_reference_passes_and_wrong_query_fails(jailed: None, env: verihub.Envir
 
 
 @pytest.mark.nsjail
-def test_row_order_counts_only_when_the_question_asks_for_one(jailed: None, env: verihub.Environment,
-                                                              by_id: dict[str, dict[str, Any]]) -> None:
+def test_row_order_counts_only_when_the_question_asks_for_one(
+    jailed: None, env: verihub.Environment, by_id: dict[str, dict[str, Any]]
+) -> None:
     unordered = by_id["sql-shop-12"]  # customers who never ordered
     assert not unordered["ordered"]
     reordered = f"SELECT * FROM ({unordered['query']}) ORDER BY 1 DESC"
@@ -194,8 +209,9 @@ def test_row_order_counts_only_when_the_question_asks_for_one(jailed: None, env:
 
 
 @pytest.mark.nsjail
-def test_a_syntax_error_is_a_wrong_answer(jailed: None, env: verihub.Environment,
-                                          by_id: dict[str, dict[str, Any]]) -> None:
+def test_a_syntax_error_is_a_wrong_answer(
+    jailed: None, env: verihub.Environment, by_id: dict[str, dict[str, Any]]
+) -> None:
     grade = env.grade(by_id["sql-shop-02"], sql("SELECT COUNT(*) FROM customers WHERE country = = 'Estria'"))
     assert grade.status is GradeStatus.WRONG and grade.reward == 0.0
     assert "syntax error" in result_layer(grade).detail
@@ -216,16 +232,18 @@ def test_a_syntax_error_is_a_wrong_answer(jailed: None, env: verihub.Environment
         ("SELECT * FROM pragma_table_info('customers')", "tries to do more than read"),
     ],
 )
-def test_writes_are_refused(jailed: None, env: verihub.Environment, by_id: dict[str, dict[str, Any]],
-                            statement: str, detail: str) -> None:
+def test_writes_are_refused(
+    jailed: None, env: verihub.Environment, by_id: dict[str, dict[str, Any]], statement: str, detail: str
+) -> None:
     grade = env.grade(by_id["sql-shop-02"], sql(statement))
     assert grade.status is GradeStatus.WRONG and grade.reward == 0.0
     assert detail in result_layer(grade).detail
 
 
 @pytest.mark.nsjail
-def test_numbers_match_within_a_small_tolerance(jailed: None, env: verihub.Environment,
-                                                by_id: dict[str, dict[str, Any]]) -> None:
+def test_numbers_match_within_a_small_tolerance(
+    jailed: None, env: verihub.Environment, by_id: dict[str, dict[str, Any]]
+) -> None:
     task = by_id["sql-shop-05"]  # an average rounded to 2 decimals
     close = "SELECT ROUND(AVG(price), 2) + 0.0000000001 FROM products WHERE category = 'Electronics'"
     assert env.grade(task, sql(close)).status is GradeStatus.OK
@@ -236,8 +254,7 @@ def test_numbers_match_within_a_small_tolerance(jailed: None, env: verihub.Envir
 
 
 @pytest.mark.nsjail
-def test_a_runaway_query_scores_zero(jailed: None, env: verihub.Environment,
-                                     by_id: dict[str, dict[str, Any]]) -> None:
+def test_a_runaway_query_scores_zero(jailed: None, env: verihub.Environment, by_id: dict[str, dict[str, Any]]) -> None:
     forever = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) FROM n"
     grade = env.grade(by_id["sql-shop-02"], sql(forever))
     assert grade.status is GradeStatus.WRONG and "took too long" in result_layer(grade).detail
@@ -246,8 +263,7 @@ def test_a_runaway_query_scores_zero(jailed: None, env: verihub.Environment,
     assert grade.status is GradeStatus.WRONG and "too many rows" in result_layer(grade).detail
 
 
-def test_answers_without_a_sql_block_fail_the_gate(env: verihub.Environment,
-                                                   by_id: dict[str, dict[str, Any]]) -> None:
+def test_answers_without_a_sql_block_fail_the_gate(env: verihub.Environment, by_id: dict[str, dict[str, Any]]) -> None:
     task = by_id["sql-shop-02"]
     for text in (task["query"], f"```python\n{task['query']}\n```", sql("SELECT 1") + "\n" + sql("SELECT 2")):
         grade = env.grade(task, text)
@@ -255,8 +271,9 @@ def test_answers_without_a_sql_block_fail_the_gate(env: verihub.Environment,
         assert result_layer(grade).status == "skipped"
 
 
-def test_a_sandbox_fault_is_an_environment_error(env: verihub.Environment, by_id: dict[str, dict[str, Any]],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sandbox_fault_is_an_environment_error(
+    env: verihub.Environment, by_id: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(*args: Any, **kwargs: Any) -> sandbox.Result:
         return sandbox.Result(sandbox.RunStatus.INFRA_ERROR, None, "", "", 0.0, reason="nsjail did not start")
 
@@ -268,8 +285,9 @@ def test_a_sandbox_fault_is_an_environment_error(env: verihub.Environment, by_id
 
 
 @pytest.mark.nsjail
-def test_a_broken_reference_is_an_environment_error(jailed: None, env: verihub.Environment,
-                                                    by_id: dict[str, dict[str, Any]]) -> None:
+def test_a_broken_reference_is_an_environment_error(
+    jailed: None, env: verihub.Environment, by_id: dict[str, dict[str, Any]]
+) -> None:
     task = dict(by_id["sql-shop-02"], id="sql-shop-02-broken", query="SELECT COUNT(*) FROM no_such_table")
     grade = env.grade(task, sql("SELECT 1"))
     assert grade.status is GradeStatus.ENV_ERROR and grade.reward is None
@@ -291,8 +309,22 @@ def test_gold_self_check(jailed: None, env: verihub.Environment) -> None:
 
 @pytest.mark.slow
 def test_the_wheel_carries_the_data(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(tmp_path), str(ROOT)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=300,
+    )
     (wheel,) = tmp_path.glob("verihub_env_sql-1.0.0-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"sql_env/data/{path.name}" for path in (ROOT / "data").iterdir()}

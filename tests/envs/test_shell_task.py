@@ -88,16 +88,20 @@ def test_shell_task_validates_with_at_least_30_tasks(env: verihub.Environment, n
     assert report.reference_pass_rate == 1.0
 
 
-def test_the_initial_state_fails_and_the_solved_state_passes_every_checker(env: verihub.Environment,
-                                                                          nsjail_path: str) -> None:
+def test_the_initial_state_fails_and_the_solved_state_passes_every_checker(
+    env: verihub.Environment, nsjail_path: str
+) -> None:
     """What the rollout path grades: the final work dir, whatever the last message says."""
     tasks = all_tasks(env)
     claim = "All done: every file is in place and I checked it."
-    untouched = env.verifier.grade_many([with_workdir(t, Snapshot.of(task_files(t))) for t in tasks], [claim] * len(tasks))
+    untouched = env.verifier.grade_many(
+        [with_workdir(t, Snapshot.of(task_files(t))) for t in tasks], [claim] * len(tasks)
+    )
     assert [grade.status for grade in untouched] == ["wrong"] * len(tasks)
     # a work dir rules out the text path: the solution's commands in the last message are not run
-    ignored = env.verifier.grade_many([with_workdir(t, Snapshot.of(task_files(t))) for t in tasks],
-                                      [env.reference(t) for t in tasks])
+    ignored = env.verifier.grade_many(
+        [with_workdir(t, Snapshot.of(task_files(t))) for t in tasks], [env.reference(t) for t in tasks]
+    )
     assert [grade.status for grade in ignored] == ["wrong"] * len(tasks)
     solved = env.verifier.grade_many([with_workdir(t, solved_state(t)) for t in tasks[::4]], [claim] * len(tasks[::4]))
     assert [grade.status for grade in solved] == ["ok"] * len(tasks[::4])
@@ -105,7 +109,9 @@ def test_the_initial_state_fails_and_the_solved_state_passes_every_checker(env: 
 
 def test_checker_cannot_be_shadowed_by_the_models_files(env: verihub.Environment, nsjail_path: str) -> None:
     task = next(t for t in all_tasks(env) if t["category"] == "csv-json")
-    planted = Snapshot.of(task_files(task)).adding({"json.py": "import sys\nsys.exit(0)\n", "os.py": "raise SystemExit(0)\n"})
+    planted = Snapshot.of(task_files(task)).adding(
+        {"json.py": "import sys\nsys.exit(0)\n", "os.py": "raise SystemExit(0)\n"}
+    )
     assert env.grade(with_workdir(task, planted), "done").status == "wrong"
 
 
@@ -133,8 +139,9 @@ def test_rollout_that_does_the_work_with_bash_is_ok(env: verihub.Environment, ns
 
     with ScriptedChatServer(agent) as server:
         report = evaluate(env, f"openai:agent@{server.url}", n=6, k=1, split="eval", sampling=Sampling(temperature=0))
-    assert len(report.rollouts) == 6 and {r.status for r in report.rollouts} == {"ok"}, \
-        [(r.task_id, r.status, r.reason) for r in report.rollouts]
+    assert len(report.rollouts) == 6 and {r.status for r in report.rollouts} == {"ok"}, [
+        (r.task_id, r.status, r.reason) for r in report.rollouts
+    ]
     for rollout in report.rollouts:
         assert rollout.turns == 3 and rollout.completion == "done"
         task = next(t for t in tasks.values() if t["id"] == rollout.task_id)
@@ -182,9 +189,16 @@ def test_env_reward_grades_the_tool_environments_final_work_dir(env: verihub.Env
     reward = EnvReward(item, GradeLedger())
     rows = [worker, idle, sloppy]
     done = [[{"role": "assistant", "content": "done"}]] * len(rows)
-    scores = asyncio.run(reward(prompts=[[]] * len(rows), completions=done, environment=["shell-task"] * len(rows),
-                                task=[row] * len(rows), difficulty=[str(task["difficulty"])] * len(rows),
-                                environments=rows))
+    scores = asyncio.run(
+        reward(
+            prompts=[[]] * len(rows),
+            completions=done,
+            environment=["shell-task"] * len(rows),
+            task=[row] * len(rows),
+            difficulty=[str(task["difficulty"])] * len(rows),
+            environments=rows,
+        )
+    )
     assert scores == [1.0, 0.0, 0.0]
     assert idle._sandbox is None  # grading the untouched state started no session of its own
 
@@ -193,9 +207,16 @@ def test_env_reward_grades_the_tool_environments_final_work_dir(env: verihub.Env
 def test_grpo_trains_on_shell_task_and_arithmetic(tiny_model: Path, tmp_path: Path, nsjail_path: str) -> None:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), {str(SHELL_TASK): 3, "envs/arithmetic": 1}, lora=True, max_steps=1,
-                          num_generations=4, per_device_train_batch_size=8, max_completion_length=12,
-                          output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        {str(SHELL_TASK): 3, "envs/arithmetic": 1},
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=12,
+        output_dir=tmp_path / "run",
+    )
     trl_trainer = trainer.trl
     assert set(trl_trainer.environment_factories) == {"shell-task", "arithmetic"}
     assert [tool.__name__ for tool in trl_trainer._env_tools["shell-task"]] == ["bash"]

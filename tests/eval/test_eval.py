@@ -40,12 +40,18 @@ def test_pass_at_k() -> None:
     assert pass_at_k(2, 1, 5) == 1.0  # fewer samples than k: as many as there are
 
 
-
 def test_the_scripted_endpoint_streams_to_clients_that_ask() -> None:
-    request = {"model": "m", "messages": [{"role": "user", "content": "What is 2 + 3?"}], "n": 2, "stream": True,
-               "stream_options": {"include_usage": True}}
-    with ScriptedChatServer(arithmetic_model) as server, \
-            httpx2.stream("POST", f"{server.url}/chat/completions", json=request) as response:
+    request = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "What is 2 + 3?"}],
+        "n": 2,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with (
+        ScriptedChatServer(arithmetic_model) as server,
+        httpx2.stream("POST", f"{server.url}/chat/completions", json=request) as response,
+    ):
         assert response.headers["content-type"] == "text/event-stream"
         events = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
@@ -53,15 +59,37 @@ def test_the_scripted_endpoint_streams_to_clients_that_ask() -> None:
     assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
     deltas = {choice["index"]: choice for chunk in chunks for choice in chunk["choices"]}
     assert {index: choice["delta"]["content"] for index, choice in deltas.items()} == {
-        0: "Working... \\boxed{5}", 1: "Working... \\boxed{6}"}
+        0: "Working... \\boxed{5}",
+        1: "Working... \\boxed{6}",
+    }
     assert {choice["finish_reason"] for choice in deltas.values()} == {"stop"}
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
 
+
 def test_eval_cli_end_to_end(tmp_path: Path) -> None:
     with ScriptedChatServer(arithmetic_model) as server:
-        result = subprocess.run([VERIHUB, "eval", "envs/arithmetic", "--model", f"openai:scripted@{server.url}",
-                                 "-n", "8", "-k", "2", "--seed", "3", "--out", str(tmp_path)],
-                                cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+        result = subprocess.run(
+            [
+                VERIHUB,
+                "eval",
+                "envs/arithmetic",
+                "--model",
+                f"openai:scripted@{server.url}",
+                "-n",
+                "8",
+                "-k",
+                "2",
+                "--seed",
+                "3",
+                "--out",
+                str(tmp_path),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         assert result.returncode == 0, result.stderr
         assert len(server.requests) == 8  # the k samples of a task share one request
         assert {r["n"] for r in server.requests} == {2} and {r["seed"] for r in server.requests} == {3}
@@ -106,7 +134,6 @@ def test_endpoint_errors_are_retried_then_env_error_never_wrong(tmp_path: Path) 
     assert resumed.rerun == 4 and resumed.metrics["env_error_rate"] == 0.0
 
 
-
 MALFORMED = {  # task -> what a broken endpoint answers its request with
     "t1": b"[1, 2]",
     "t2": b'{"choices": [{"message": "hi"}]}',
@@ -134,7 +161,9 @@ def test_a_malformed_endpoint_answer_is_retried_then_env_error_never_a_crash(mak
 
 
 def test_concurrency_is_the_number_of_requests_in_flight_even_past_256(make_env: Any) -> None:
-    rows = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(300)]
+    rows = [
+        {"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i), "wrong": str(2 * i + 1)} for i in range(300)
+    ]
     env = verihub.load_env(make_env(BASE_SPEC.replace("{train: 0.5, eval: 0.5}", "{eval: 1.0}"), rows=rows))
     answered: list[float] = []
 
@@ -147,10 +176,24 @@ def test_concurrency_is_the_number_of_requests_in_flight_even_past_256(make_env:
     assert report.metrics["env_error_rate"] == 0.0 and len(answered) == 300
     assert max(answered) - min(answered) < 1.5  # a pool of fewer connections answers in two waves, 2 s apart
 
+
 def test_resume_after_a_killed_run(tmp_path: Path) -> None:
     with ScriptedChatServer(arithmetic_model, latency_s=0.25) as server:
-        command = [VERIHUB, "eval", "envs/arithmetic", "--model", f"openai:slow@{server.url}", "-n", "24", "-k", "1",
-                   "--concurrency", "2", "--out", str(tmp_path)]
+        command = [
+            VERIHUB,
+            "eval",
+            "envs/arithmetic",
+            "--model",
+            f"openai:slow@{server.url}",
+            "-n",
+            "24",
+            "-k",
+            "1",
+            "--concurrency",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         log = tmp_path / "rollouts.jsonl"
         deadline = time.time() + 60
@@ -158,8 +201,9 @@ def test_resume_after_a_killed_run(tmp_path: Path) -> None:
             time.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait()
-        done_before = len({json.loads(line)["task_id"] for line in log.read_text().splitlines(keepends=True)
-                           if line.endswith("\n")})  # a line the kill cut short is rerun
+        done_before = len(
+            {json.loads(line)["task_id"] for line in log.read_text().splitlines(keepends=True) if line.endswith("\n")}
+        )  # a line the kill cut short is rerun
         assert 4 <= done_before < 24
         metadata = json.loads((tmp_path / "metadata.json").read_text())  # written when the run started
         assert metadata["complete"] is False and metadata["model"] == "slow" and "metrics" not in metadata
@@ -187,7 +231,11 @@ def test_verifier_faults_are_env_error(make_env: Any) -> None:
         report = evaluate(env, f"openai:m@{server.url}", n=2, k=1, split="train")
     assert {r.status for r in report.rollouts} == {"env_error"}
     metrics = report.metrics  # nothing graded: no rate can be claimed, and every task is lost
-    assert metrics["pass@1"] == 0.0 and metrics["mean_reward"] == 0.0 and metrics["pass@1_graded"] != metrics["pass@1_graded"]
+    assert (
+        metrics["pass@1"] == 0.0
+        and metrics["mean_reward"] == 0.0
+        and metrics["pass@1_graded"] != metrics["pass@1_graded"]
+    )
     assert (metrics["rollouts_faulted"], metrics["tasks_lost"]) == (2, 2)
 
 
@@ -207,7 +255,9 @@ def test_a_fault_scores_as_a_failure_and_is_counted_next_to_every_rate(flaky_env
 
     # The same model, wrong exactly where the check faulted, on a check that never does: the same headline.
     rows = [{**row, "broken": ""} for row in FLAKY_ROWS]
-    honest = verihub.load_env(make_env(FLAKY_SPEC, rows=rows, files={"flaky_eval_check.py": FLAKY_CHECK}, name="honest"))
+    honest = verihub.load_env(
+        make_env(FLAKY_SPEC, rows=rows, files={"flaky_eval_check.py": FLAKY_CHECK}, name="honest")
+    )
 
     def wrong_where_it_faulted(request: dict[str, Any]) -> list[dict[str, Any]]:
         choices = hedging_model(request)
@@ -231,7 +281,9 @@ def test_samples_a_backend_never_returned_are_faults_not_a_smaller_k() -> None:
 
         model = "one-sample"
 
-        async def generate(self, messages: list[dict[str, Any]], sampling: Sampling, tools: Any = None) -> list[Generation]:
+        async def generate(
+            self, messages: list[dict[str, Any]], sampling: Sampling, tools: Any = None
+        ) -> list[Generation]:
             return [Generation(arithmetic_model({"messages": messages, "n": 1})[0]["content"])]
 
         async def aclose(self) -> None:
@@ -262,10 +314,22 @@ def test_eval_tables_and_metadata_show_what_faults_took_out(flaky_env: Path, tmp
     model = ["--model"]
     with ScriptedChatServer(hedging_model) as server:
         model.append(f"openai:m@{server.url}")
-        single = subprocess.run([VERIHUB, "eval", str(flaky_env), *model, "-n", "8", "-k", "2", "--out", str(tmp_path / "one")],
-                                cwd=REPO, capture_output=True, text=True, timeout=300, env=wide)
-        several = subprocess.run([VERIHUB, "eval", str(flaky_env), "envs/arithmetic", *model, "-n", "8", "-k", "2"],
-                                 cwd=REPO, capture_output=True, text=True, timeout=300, env=wide)
+        single = subprocess.run(
+            [VERIHUB, "eval", str(flaky_env), *model, "-n", "8", "-k", "2", "--out", str(tmp_path / "one")],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=wide,
+        )
+        several = subprocess.run(
+            [VERIHUB, "eval", str(flaky_env), "envs/arithmetic", *model, "-n", "8", "-k", "2"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=wide,
+        )
     assert single.returncode == 0, single.stderr
     rows = _table_rows(single.stdout)
     lost = "3/16 rollouts, 1/8 tasks"  # faulted rollouts; tasks with no rollout graded
@@ -275,12 +339,15 @@ def test_eval_tables_and_metadata_show_what_faults_took_out(flaky_env: Path, tmp
     assert rows["faulted rollouts"][0] == "3" and rows["tasks with a fault"][0] == "2"
     metadata = json.loads((tmp_path / "one" / "metadata.json").read_text())
     assert metadata["complete"] is True and metadata["metrics"]["pass@1"] == 0.8125
-    assert {key: metadata["metrics"][key] for key in ("rollouts", "rollouts_faulted", "tasks_lost", "pass@1_graded")} \
-        == {"rollouts": 16, "rollouts_faulted": 3, "tasks_lost": 1, "pass@1_graded": 1.0}
+    assert {
+        key: metadata["metrics"][key] for key in ("rollouts", "rollouts_faulted", "tasks_lost", "pass@1_graded")
+    } == {"rollouts": 16, "rollouts_faulted": 3, "tasks_lost": 1, "pass@1_graded": 1.0}
 
     assert several.returncode == 0, several.stderr
-    by_env = _table_rows(several.stdout[several.stdout.index("every environment, by domain"):])
-    assert by_env["math"][:6] == ["flaky@0.1.0", "8 x 2", "0.812", "1.000", "0.812", "3/16"] and by_env["math"][6] == "1/8"
+    by_env = _table_rows(several.stdout[several.stdout.index("every environment, by domain") :])
+    assert (
+        by_env["math"][:6] == ["flaky@0.1.0", "8 x 2", "0.812", "1.000", "0.812", "3/16"] and by_env["math"][6] == "1/8"
+    )
     assert by_env["arithmetic"][4:] == ["1.000", "0/16", "0/8"]
 
 
@@ -303,8 +370,7 @@ def test_multi_turn_tool_loop_runs_tools_in_the_sandbox(tmp_path: Path, nsjail_p
         return [{"content": f"<answer>{tool_results[-1]['content'].split()[0]}</answer>"}]
 
     with ScriptedChatServer(agent) as server:
-        report = evaluate(env, f"openai:agent@{server.url}", n=6, k=1, split="train",
-                          sampling=Sampling(temperature=0))
+        report = evaluate(env, f"openai:agent@{server.url}", n=6, k=1, split="train", sampling=Sampling(temperature=0))
     assert len(report.rollouts) == 6 and {r.status for r in report.rollouts} == {"ok"}
     for rollout in report.rollouts:  # the answer the model gave came back from the sandboxed tool
         assert rollout.turns == 2
@@ -315,9 +381,27 @@ def test_multi_turn_tool_loop_runs_tools_in_the_sandbox(tmp_path: Path, nsjail_p
 
 @pytest.mark.slow
 def test_eval_with_a_local_hf_model(tiny_model: Path, tmp_path: Path) -> None:
-    result = subprocess.run([VERIHUB, "eval", "envs/arithmetic", "--model", f"hf:{tiny_model}", "-n", "8", "-k", "2",
-                             "--max-tokens", "16", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [
+            VERIHUB,
+            "eval",
+            "envs/arithmetic",
+            "--model",
+            f"hf:{tiny_model}",
+            "-n",
+            "8",
+            "-k",
+            "2",
+            "--max-tokens",
+            "16",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert len(table) == 16 and set(table["status"]) <= {"ok", "wrong"}  # a random tiny model: wrong, not faults
@@ -327,11 +411,30 @@ def test_eval_with_a_local_hf_model(tiny_model: Path, tmp_path: Path) -> None:
 def test_one_eval_across_every_installed_environment_by_domain(tiny_model: Path, tmp_path: Path) -> None:
     from verihub.environment.installed import installed_envs
 
-    result = subprocess.run([VERIHUB, "eval", "all", "--model", f"hf:{tiny_model}", "-n", "2", "-k", "1",
-                             "--max-tokens", "8", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                            timeout=900, env={**os.environ, "COLUMNS": "200"})
+    result = subprocess.run(
+        [
+            VERIHUB,
+            "eval",
+            "all",
+            "--model",
+            f"hf:{tiny_model}",
+            "-n",
+            "2",
+            "-k",
+            "1",
+            "--max-tokens",
+            "8",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = result.stdout[result.stdout.index("every environment, by domain"):]
+    summary = result.stdout[result.stdout.index("every environment, by domain") :]
     names = sorted(installed_envs())
     assert {"code-repair", "sql", "shell-task", "report", "arithmetic"} <= set(names)
     for name in names:
@@ -346,13 +449,22 @@ def test_eval_against_transformers_serve(tiny_model: Path, tmp_path: Path) -> No
     """A real OpenAI-compatible server (`transformers serve`) serving the tiny model on loopback."""
     port = free_port()
     transformers_cli = str(Path(sys.executable).with_name("transformers"))
-    server = subprocess.Popen([transformers_cli, "serve", str(tiny_model), "--host", "127.0.0.1", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [transformers_cli, "serve", str(tiny_model), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until_serving(f"http://127.0.0.1:{port}/health")
         env = verihub.load_env("envs/arithmetic")
-        report = evaluate(env, f"openai:{tiny_model}@http://127.0.0.1:{port}/v1", n=3, k=2,
-                          sampling=Sampling(max_tokens=12), out=tmp_path)
+        report = evaluate(
+            env,
+            f"openai:{tiny_model}@http://127.0.0.1:{port}/v1",
+            n=3,
+            k=2,
+            sampling=Sampling(max_tokens=12),
+            out=tmp_path,
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -384,8 +496,11 @@ def test_greedy_samples_go_one_request_each_and_sampled_ones_together() -> None:
     async def ask(url: str, temperature: float) -> int:
         backend = load_backend(f"openai:m@{url}")
         try:
-            return len(await backend.generate([{"role": "user", "content": "What is 1 + 1?"}],
-                                              Sampling(n=3, temperature=temperature)))
+            return len(
+                await backend.generate(
+                    [{"role": "user", "content": "What is 1 + 1?"}], Sampling(n=3, temperature=temperature)
+                )
+            )
         finally:
             await backend.aclose()
 

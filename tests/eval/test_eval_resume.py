@@ -33,9 +33,28 @@ def first_run(env_dir: Path, out: Path) -> None:
 def resume(env_dir: Path, out: Path, *options: str, model: str = "m") -> tuple[subprocess.CompletedProcess[str], int]:
     """``verihub eval ENV --resume`` with the first run's settings plus ``options``; also the samples asked for."""
     with ScriptedChatServer(hedging_model) as server:
-        result = subprocess.run([VERIHUB, "eval", str(env_dir), "--model", f"openai:{model}@{server.url}", "-n", "8",
-                                 "-k", "2", *options, "--out", str(out), "--resume"], cwd=REPO, capture_output=True,
-                                text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+        result = subprocess.run(
+            [
+                VERIHUB,
+                "eval",
+                str(env_dir),
+                "--model",
+                f"openai:{model}@{server.url}",
+                "-n",
+                "8",
+                "-k",
+                "2",
+                *options,
+                "--out",
+                str(out),
+                "--resume",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     return result, sum(request["n"] for request in server.requests)
 
 
@@ -66,17 +85,32 @@ MISMATCHES: dict[str, tuple[list[str], Edit | None, str]] = {
     "k": (["-k", "3"], None, "k: earlier 2, now 3"),
     "n": (["-n", "5"], None, "tasks: earlier 8, now 5"),
     "judge model": (["--judge-model", "openai:judge@http://127.0.0.1:9/v1"], None, "judge_model: earlier None"),
-    "top_p": ([], lambda env: edit(env / "environment.yaml", "gold:", "eval: {top_p: 0.5}\ngold:"),
-              "sampling.top_p: earlier 1.0, now 0.5"),
-    "environment id": ([], lambda env: edit(env / "environment.yaml", "id: flaky", "id: flaky-two"),
-                       "environment: earlier 'flaky', now 'flaky-two'"),
-    "environment version": ([], lambda env: edit(env / "environment.yaml", "version: 0.1.0", "version: 0.1.1"),
-                            "environment_version: earlier '0.1.0', now '0.1.1'"),
+    "top_p": (
+        [],
+        lambda env: edit(env / "environment.yaml", "gold:", "eval: {top_p: 0.5}\ngold:"),
+        "sampling.top_p: earlier 1.0, now 0.5",
+    ),
+    "environment id": (
+        [],
+        lambda env: edit(env / "environment.yaml", "id: flaky", "id: flaky-two"),
+        "environment: earlier 'flaky', now 'flaky-two'",
+    ),
+    "environment version": (
+        [],
+        lambda env: edit(env / "environment.yaml", "version: 0.1.0", "version: 0.1.1"),
+        "environment_version: earlier '0.1.0', now '0.1.1'",
+    ),
     # same id and version, different content: a verifier or a dataset changed without a version bump
-    "verifier": ([], lambda env: edit(env / "flaky_eval_check.py", '== "all"', '== "every"'),
-                 "environment content: file flaky_eval_check.py changed; layer correct changed"),
-    "dataset": ([], lambda env: edit(env / "data" / "tasks.jsonl", '"answer": "16"', '"answer": "61"'),
-                "environment content: file data/tasks.jsonl changed; tasks changed"),
+    "verifier": (
+        [],
+        lambda env: edit(env / "flaky_eval_check.py", '== "all"', '== "every"'),
+        "environment content: file flaky_eval_check.py changed; layer correct changed",
+    ),
+    "dataset": (
+        [],
+        lambda env: edit(env / "data" / "tasks.jsonl", '"answer": "16"', '"answer": "61"'),
+        "environment content: file data/tasks.jsonl changed; tasks changed",
+    ),
 }
 
 
@@ -99,8 +133,8 @@ def test_resume_drops_a_torn_last_line_and_appends_cleanly(cut: str, flaky_env: 
     first_run(flaky_env, tmp_path)
     log = tmp_path / "rollouts.jsonl"
     data = log.read_bytes()
-    last = data[data.rfind(b"\n", 0, -1) + 1:]
-    log.write_bytes(data[:-len(last) // 2] if cut == "torn" else data[:-1])  # killed mid-record, or before its newline
+    last = data[data.rfind(b"\n", 0, -1) + 1 :]
+    log.write_bytes(data[: -len(last) // 2] if cut == "torn" else data[:-1])  # killed mid-record, or before its newline
     kept = [json.loads(line) for line in log.read_bytes().split(b"\n")[:15]]
     kept += [json.loads(last)] if cut == "newline" else []
     result, asked = resume(flaky_env, tmp_path)
@@ -112,7 +146,8 @@ def test_resume_drops_a_torn_last_line_and_appends_cleanly(cut: str, flaky_env: 
     table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
     assert len(table) == 16 and len({(row["task_id"], row["sample"]) for row in table}) == 16
     assert json.loads((tmp_path / "metadata.json").read_text())["notes"] == (
-        [] if cut == "newline" else [next(line for line in result.stderr.splitlines() if "torn" in line)])
+        [] if cut == "newline" else [next(line for line in result.stderr.splitlines() if "torn" in line)]
+    )
 
 
 def _tear_line_3(out: Path) -> None:
@@ -130,7 +165,10 @@ def _foreign_line(out: Path) -> None:
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "a torn line in the middle": (_tear_line_3, "rollouts.jsonl:3: not JSON"),
     "a line of another run": (_foreign_line, "rollouts.jsonl:17: task 'not-a-task' sample"),
-    "rollouts but no metadata": (lambda out: (out / "metadata.json").unlink(), "has rollouts.jsonl but no metadata.json"),
+    "rollouts but no metadata": (
+        lambda out: (out / "metadata.json").unlink(),
+        "has rollouts.jsonl but no metadata.json",
+    ),
 }
 
 

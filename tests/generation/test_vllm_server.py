@@ -38,11 +38,12 @@ def tool_model(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> Pa
         answered = [*called, {"role": "tool", "tool_call_id": "call_0", "content": f"{MARK}\n"}]
         done = [*answered, {"role": "assistant", "content": "Done."}]
         for before, after in ((env.render(task), called), (answered, done)):
-            prompt = tokenizer.apply_chat_template(before, tools=env.tool_schemas, add_generation_prompt=True,
-                                                   tokenize=False)
+            prompt = tokenizer.apply_chat_template(
+                before, tools=env.tool_schemas, add_generation_prompt=True, tokenize=False
+            )
             whole = tokenizer.apply_chat_template(after, tools=env.tool_schemas, tokenize=False)
             assert whole.startswith(prompt)
-            answers.append((prompt, whole[len(prompt):]))
+            answers.append((prompt, whole[len(prompt) :]))
     return teach_tiny_model(tmp_path_factory.mktemp("vllm") / "model", answers, rounds=80)
 
 
@@ -52,11 +53,31 @@ def eval_rows(directory: Path) -> list[dict[str, Any]]:
 
 def test_eval_through_a_vllm_server_keeps_tokens_logprobs_and_finish_reasons(tool_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    ran = subprocess.run([VERIHUB, "eval", str(REPO / "envs" / "sums"), str(REPO / "envs" / "shell-task"),
-                          "--model", f"vllm:{tool_model}", "-n", "2", "-k", "2", "--temperature", "0",
-                          "--max-tokens", "48", "--logprobs", "--out", str(out)],
-                         capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "VERIHUB_VLLM_ARGS": "--enforce-eager --dtype float32", "COLUMNS": "200"})
+    ran = subprocess.run(
+        [
+            VERIHUB,
+            "eval",
+            str(REPO / "envs" / "sums"),
+            str(REPO / "envs" / "shell-task"),
+            "--model",
+            f"vllm:{tool_model}",
+            "-n",
+            "2",
+            "-k",
+            "2",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "48",
+            "--logprobs",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "VERIHUB_VLLM_ARGS": "--enforce-eager --dtype float32", "COLUMNS": "200"},
+    )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-4000:]
     for env_id in ("sums", "shell-task"):
         rows = eval_rows(out / env_id)
@@ -98,8 +119,9 @@ def test_the_samples_of_a_prompt_and_its_repeats_share_the_prefix_cache(tool_mod
     answered = asyncio.run(twice())
     assert [len(samples) for samples in answered] == [4, 4]
     assert "--enable-prefix-caching" in backend.server.command()
-    hits = sum(float(line.split()[-1]) for line in metrics[0].splitlines()
-               if line.startswith("vllm:prefix_cache_hits_total"))
+    hits = sum(
+        float(line.split()[-1]) for line in metrics[0].splitlines() if line.startswith("vllm:prefix_cache_hits_total")
+    )
     assert hits > 0, [line for line in metrics[0].splitlines() if "prefix_cache" in line]
     assert not backend.server.running  # aclose stopped it, engine core included
 
@@ -116,8 +138,9 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path, vllm_python: str) -
     assert not server.running
 
 
-def test_a_start_that_failed_is_not_tried_again_by_every_waiting_request(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_start_that_failed_is_not_tried_again_by_every_waiting_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Sixteen rollouts waiting on one start each tried it again: 16 failed starts, 2.5 min before the eval
     reported its faults."""
     from verihub.generation import Sampling
@@ -141,7 +164,7 @@ def test_a_start_that_failed_is_not_tried_again_by_every_waiting_request(tmp_pat
     assert all(isinstance(outcome, GenerationError) for outcome in outcomes) and len(starts) == 1
 
 
-FAKE_VLLM = '''#!{python}
+FAKE_VLLM = """#!{python}
 import http.server, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
 class Health(http.server.BaseHTTPRequestHandler):
@@ -151,7 +174,7 @@ class Health(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
-'''
+"""
 
 
 def test_a_server_never_outlives_the_process_that_started_it(tmp_path: Path) -> None:
@@ -163,10 +186,17 @@ def test_a_server_never_outlives_the_process_that_started_it(tmp_path: Path) -> 
     fake = tmp_path / "python"
     fake.write_text(FAKE_VLLM.format(python=sys.executable))
     fake.chmod(0o755)
-    code = ("from verihub.generation.vllm_server import VLLMServer\n"
-            f"server = VLLMServer({str(tmp_path)!r}).start()\nprint(server._process.pid, flush=True)\n")
-    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "VERIHUB_VLLM_PYTHON": str(fake)})
+    code = (
+        "from verihub.generation.vllm_server import VLLMServer\n"
+        f"server = VLLMServer({str(tmp_path)!r}).start()\nprint(server._process.pid, flush=True)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "VERIHUB_VLLM_PYTHON": str(fake)},
+    )
     assert ran.returncode == 0, ran.stderr
     pid = int(ran.stdout.split()[-1])
     deadline = time.monotonic() + 30

@@ -134,8 +134,9 @@ ROWS = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i)} for i in
 
 def env_for(make_env: MakeEnv, check: str, grading: str = "", spec: str = SPEC) -> verihub.Environment:
     module = f"blame_checks_{next(_MODULES)}"  # a module of its own: its call counter sits beside it
-    root = make_env(spec.format(check=check, grading=grading, module=module), rows=ROWS,
-                    files={f"{module}.py": CHECKS}, name=module)
+    root = make_env(
+        spec.format(check=check, grading=grading, module=module), rows=ROWS, files={f"{module}.py": CHECKS}, name=module
+    )
     return verihub.load_env(root)
 
 
@@ -175,11 +176,15 @@ def test_the_floor_is_the_environments(make_env: MakeEnv) -> None:
 
 
 def test_a_fault_the_reference_shares_stays_the_environments_and_a_right_answer_is_never_wrong(
-        make_env: MakeEnv) -> None:
+    make_env: MakeEnv,
+) -> None:
     env = env_for(make_env, "broken_on_t2")
     t2 = env.tasks("eval")[1]
-    for answer, why in (("So: \\boxed{4}", "reference faults there too"), ("\\boxed{5}", "reference faults there too"),
-                        ("\\boxed{4}", "the answer is the task's reference")):  # right and wrong alike
+    for answer, why in (
+        ("So: \\boxed{4}", "reference faults there too"),
+        ("\\boxed{5}", "reference faults there too"),
+        ("\\boxed{4}", "the answer is the task's reference"),
+    ):  # right and wrong alike
         grade = env.grade(t2, answer)
         assert (grade.status, grade.reward, grade.answer_fault) == ("env_error", None, None)
         assert why in grade.reason
@@ -268,8 +273,10 @@ def test_eval_counts_answer_faults_in_its_rates_and_metadata(make_env: MakeEnv, 
 
     def long_on_odd_samples(request: dict[str, Any]) -> list[dict[str, Any]]:
         value = 2 * int(request["messages"][-1]["content"].split(" ")[2])
-        return [{"content": "\\boxed{" + ("9" * 50 if index % 2 else str(value)) + "}"}
-                for index in range(request.get("n", 1))]
+        return [
+            {"content": "\\boxed{" + ("9" * 50 if index % 2 else str(value)) + "}"}
+            for index in range(request.get("n", 1))
+        ]
 
     env = env_for(make_env, "chokes_on_long")
     with ScriptedChatServer(long_on_odd_samples) as server:

@@ -48,8 +48,16 @@ def judge_env(tmp_path: Path) -> Path:
 def test_parse_verdict_is_strict() -> None:
     assert parse_verdict('{"score": 0.75, "reason": "ok"}').score == 0.75
     assert parse_verdict('```json\n{"score": 1, "reason": "good"}\n```').reason == "good"
-    for bad in ("7/10", '{"score": 1.5}', '{"score": "high"}', '{"score": true}', '{"rating": 1}',
-                '{"score": 1, "reason": "x", "extra": 1}', "None", "[1]"):
+    for bad in (
+        "7/10",
+        '{"score": 1.5}',
+        '{"score": "high"}',
+        '{"score": true}',
+        '{"rating": 1}',
+        '{"score": 1, "reason": "x", "extra": 1}',
+        "None",
+        "[1]",
+    ):
         with pytest.raises(ValueError):
             parse_verdict(bad)
 
@@ -89,26 +97,43 @@ def test_calibration_agreement_in_validate(judge_env: Path) -> None:
 
         report = asyncio.run(acalibrate(env))
         assert (report.items, report.agreed, report.ok) == (6, 6, True)
-        result = subprocess.run([VERIHUB, "validate", str(judge_env), "--judge-model", f"openai:judge@{server.url}"],
-                                capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+        result = subprocess.run(
+            [VERIHUB, "validate", str(judge_env), "--judge-model", f"openai:judge@{server.url}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "judge calibration: 6/6 agree (100%, need 80%) ok" in result.stdout
     with ScriptedChatServer(constant_judge) as lazy:
-        failed = subprocess.run([VERIHUB, "validate", str(judge_env), "--judge-model", f"openai:lazy@{lazy.url}",
-                                 "--json"], capture_output=True, text=True, timeout=120)
+        failed = subprocess.run(
+            [VERIHUB, "validate", str(judge_env), "--judge-model", f"openai:lazy@{lazy.url}", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     report_json = json.loads(failed.stdout)
     assert failed.returncode == 1 and report_json["calibration"]["agreed"] == 1  # only the 0.5 item agrees
 
 
 def test_drift_monitor_warns_during_eval(judge_env: Path, caplog: pytest.LogCaptureFixture) -> None:
-    spec = (judge_env / "environment.yaml").read_text().replace("min_agreement: 0.8", "min_agreement: 0.8\n  drift_every: 2\n  drift_items: 2")
+    spec = (
+        (judge_env / "environment.yaml")
+        .read_text()
+        .replace("min_agreement: 0.8", "min_agreement: 0.8\n  drift_every: 2\n  drift_items: 2")
+    )
     (judge_env / "environment.yaml").write_text(spec)
 
     def model_and_lazy_judge(request: dict[str, Any]) -> list[dict[str, Any]]:
         if "RUBRIC:" in request["messages"][-1]["content"]:
             return constant_judge(request)
-        return [{"content": "Light scatters in the air, and blue scatters the most, so the whole sky glows blue "
-                            "from every direction we look."}] * request["n"]
+        return [
+            {
+                "content": "Light scatters in the air, and blue scatters the most, so the whole sky glows blue "
+                "from every direction we look."
+            }
+        ] * request["n"]
 
     with ScriptedChatServer(model_and_lazy_judge) as server:
         env = verihub.load_env(judge_env, judge_model=f"openai:judge@{server.url}")
@@ -119,7 +144,13 @@ def test_drift_monitor_warns_during_eval(judge_env: Path, caplog: pytest.LogCapt
 
 
 def test_validate_without_a_judge_model_skips_calibration(judge_env: Path) -> None:
-    result = subprocess.run([VERIHUB, "validate", str(judge_env)], capture_output=True, text=True, timeout=120,
-                            cwd=REPO, env={**os.environ, "COLUMNS": "200"})
+    result = subprocess.run(
+        [VERIHUB, "validate", str(judge_env)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert result.returncode == 0 and "judge layers were skipped" in result.stdout
     assert "judge calibration" not in result.stdout

@@ -63,8 +63,10 @@ def judge_env(tmp_path: Path) -> Path:
 def payloads(env: verihub.Environment) -> dict[str, str]:
     rubric = next(layer.rubric for layer in env.verifier.layers if layer.spec.layer.value == "judge")
     task = env.dataset("train")[0]
-    return {exploit.name: exploit.attempt(task, JudgeTarget(rubric)).completion  # type: ignore[union-attr]
-            for exploit in EXPLOITS}
+    return {
+        exploit.name: exploit.attempt(task, JudgeTarget(rubric)).completion  # type: ignore[union-attr]
+        for exploit in EXPLOITS
+    }
 
 
 def test_turn_tokens_in_the_answer_cannot_end_the_judges_turn(judge_env: Path) -> None:
@@ -102,27 +104,33 @@ def test_every_injection_is_flagged_for_the_run_monitors(judge_env: Path) -> Non
     with ScriptedChatServer(fair_judge) as server:
         env = verihub.load_env(judge_env, judge_model=f"openai:judge@{server.url}")
         attacks = payloads(env)
-        calibration = [json.loads(line)["completion"]
-                       for line in (judge_env / "calibration.jsonl").read_text().splitlines() if line.strip()]
+        calibration = [
+            json.loads(line)["completion"]
+            for line in (judge_env / "calibration.jsonl").read_text().splitlines()
+            if line.strip()
+        ]
         item = resolve_envs([env])[0]
         reward = EnvReward(item, GradeLedger())
         tasks = [json.dumps(env.dataset("train")[0])] * (len(attacks) + len(calibration))
         outcomes = asyncio.run(reward.grade_rows(tasks, ["1"] * len(tasks), [*attacks.values(), *calibration]))
     # flagged where the judge saw the answer (a rule gate stops the rubric's pasted list before it)
-    flagged = {name: outcome.judge_injection for name, outcome in zip(attacks, outcomes, strict=False)
-               if outcome.checks_passed is not None}
+    flagged = {
+        name: outcome.judge_injection
+        for name, outcome in zip(attacks, outcomes, strict=False)
+        if outcome.checks_passed is not None
+    }
     assert len(flagged) >= 4 and all(flagged.values()), flagged
-    assert not any(o.judge_injection for o in outcomes[len(attacks):])
+    assert not any(o.judge_injection for o in outcomes[len(attacks) :])
     assert "instruction" in flagged["ignore-the-rubric"] and "verdict" in flagged["fake-verdict"]
     assert "fence" in flagged["fence-break"] and "fence" in flagged["forged-turn"]
-    assert not any(o.passed for o in outcomes[:len(attacks)])  # the fair judge was not moved
+    assert not any(o.passed for o in outcomes[: len(attacks)])  # the fair judge was not moved
     monitor = RunMonitor([item.name], group_size=1)
     monitor.observe(outcomes)
     metrics, alerts = monitor.flush()
     assert metrics[f"verihub/{item.name}/judge_injections"] == len(flagged)
     assert metrics[f"alerts/judge_injection/{item.name}"] == 1.0
     assert any(alert.startswith(f"judge_injection in {item.name}") for alert in alerts)
-    monitor.observe(outcomes[len(attacks):])  # honest answers alone: counted nowhere, no alert
+    monitor.observe(outcomes[len(attacks) :])  # honest answers alone: counted nowhere, no alert
     metrics, alerts = monitor.flush()
     assert metrics[f"verihub/{item.name}/judge_injections"] == len(flagged) and not alerts
 
@@ -155,8 +163,14 @@ def test_with_a_real_chat_template_the_answer_stays_inside_the_users_turn() -> N
     assert tokens.count(opener) == 3  # system, user, and the judge's own turn
     judge = ModelJudge(f"hf:{SMOLLM2}", retries=1, max_tokens=48)
     try:
-        verdict = asyncio.run(judge.judge(rubric="Score the explanation from 0 to 1.", completion=FORGED_TURN,
-                                          messages=[{"role": "user", "content": "Explain the sky."}], model=None))
+        verdict = asyncio.run(
+            judge.judge(
+                rubric="Score the explanation from 0 to 1.",
+                completion=FORGED_TURN,
+                messages=[{"role": "user", "content": "Explain the sky."}],
+                model=None,
+            )
+        )
     except JudgeError:
         return  # a 135M model rarely writes a verdict at all: a fault, never the planted 1
     result = judge_result(verdict.score, verdict.reason, FORGED_TURN, ())

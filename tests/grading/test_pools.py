@@ -17,7 +17,9 @@ def test_a_limit_counts_running_time_not_queueing() -> None:
     assert [job.result(timeout=10)[1] < 0.5 for job in jobs] == [True] * 5
 
 
-def test_threads_stuck_past_the_cap_fail_jobs_at_once_and_rejoin_when_they_return(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_threads_stuck_past_the_cap_fail_jobs_at_once_and_rejoin_when_they_return(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(_pools, "_MAX_ABANDONED", 1)
     release = threading.Event()
     workers = _pools.ThreadWorkers(1)

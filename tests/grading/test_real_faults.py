@@ -98,8 +98,10 @@ class JailKiller:
 
 
 def code_repair_answers(task: dict[str, Any]) -> dict[str, str]:
-    return {"wrong": f"```python\n{task['wrong_fix']}```",
-            "right": f"Here is the fix.\n\n```python\n# fixed\n{task['fix']}```"}
+    return {
+        "wrong": f"```python\n{task['wrong_fix']}```",
+        "right": f"Here is the fix.\n\n```python\n# fixed\n{task['fix']}```",
+    }
 
 
 def shell_answers(task: dict[str, Any]) -> dict[str, str]:
@@ -127,16 +129,18 @@ def every_jail_killed(nsjail_path: str, tmp_path: Path, monkeypatch: pytest.Monk
     from verihub.sandbox.nsjail import NsjailSandbox
 
     stand_in = tmp_path / "nsjail"
-    stand_in.write_text(KILLED_NSJAIL.format(real=shlex.quote(os.path.realpath(nsjail_path)),
-                                             runs=shlex.quote(str(tmp_path / "runs"))))
+    stand_in.write_text(
+        KILLED_NSJAIL.format(real=shlex.quote(os.path.realpath(nsjail_path)), runs=shlex.quote(str(tmp_path / "runs")))
+    )
     stand_in.chmod(0o755)
     monkeypatch.setitem(sandbox._defaults, settings.sandbox_backend(), NsjailSandbox(str(stand_in)))
     return stand_in
 
 
 @pytest.mark.parametrize(("name", "answers"), [("code-repair", code_repair_answers), ("shell-task", shell_answers)])
-def test_a_jail_killed_from_outside_mid_run_is_env_error_never_wrong(every_jail_killed: Path, name: str,
-                                                                     answers: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_jail_killed_from_outside_mid_run_is_env_error_never_wrong(
+    every_jail_killed: Path, name: str, answers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before the fix nsjail's own SIGKILL read as the program's ("killed by SIGKILL"): python_tests then
     found no test results and graded both answers, the right one too, ``wrong``."""
     env = verihub.load_env(REPO / "envs" / name)
@@ -148,8 +152,10 @@ def test_a_jail_killed_from_outside_mid_run_is_env_error_never_wrong(every_jail_
         assert len(runs.read_text().splitlines()) - before >= 3  # the answer, its retry and the reference
     monkeypatch.undo()  # the jail back; nothing remembered from the outage
     env = verihub.load_env(REPO / "envs" / name)
-    assert {kind: env.grade(task, text).status for kind, text in answers(task).items()} == {"wrong": "wrong",
-                                                                                           "right": "ok"}
+    assert {kind: env.grade(task, text).status for kind, text in answers(task).items()} == {
+        "wrong": "wrong",
+        "right": "ok",
+    }
 
 
 def test_nsjail_killed_from_outside_is_an_infra_error_and_the_programs_own_sigkill_is_not(nsjail_path: str) -> None:
@@ -172,8 +178,9 @@ def test_a_warm_pool_worker_killed_mid_run_is_an_infra_error(nsjail_path: str) -
     with WarmPool(1, nsjail_path=nsjail_path) as pool:
         assert sandbox.run_python("print(1)", sandbox=pool).ok
         with JailKiller(nsjail_path, 3):  # the worker, the run it forked, and that run's child
-            result = sandbox.run_python("import subprocess; subprocess.run(['sleep', '5'])", sandbox=pool,
-                                        limits=sandbox.Limits(wall_s=10))
+            result = sandbox.run_python(
+                "import subprocess; subprocess.run(['sleep', '5'])", sandbox=pool, limits=sandbox.Limits(wall_s=10)
+            )
     assert result.status is sandbox.RunStatus.INFRA_ERROR and "worker exited (code -9)" in result.reason
 
 
@@ -222,28 +229,50 @@ def test_a_full_temp_disk_is_env_error_or_no_fault_at_all(nsjail_path: str, tmp_
     infra_error and both answers env_error. Full once grading runs, nothing is written: verdicts as usual."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare to mount a full tmpfs in a private mount namespace")
-    hidden = [path for path in (Path(sys.executable), REPO) for temp in ("/tmp", "/var/tmp")
-              if path.resolve().is_relative_to(temp)]
+    hidden = [
+        path
+        for path in (Path(sys.executable), REPO)
+        for temp in ("/tmp", "/var/tmp")
+        if path.resolve().is_relative_to(temp)
+    ]
     if hidden:
         pytest.skip(f"{hidden[0]} lies under the temp dirs the test replaces with a full tmpfs")
     env = verihub.load_env(REPO / "envs" / "code-repair")
     answers = code_repair_answers(env.tasks("eval")[0])
     script = tmp_path / "grade.py"
     script.write_text(_DISK_GRADE)
-    mount = ("mount -t tmpfs -o size=64k,nr_inodes=64 tmpfs /tmp && mount -t tmpfs -o size=64k,nr_inodes=64 "
-             'tmpfs /var/tmp && cd /tmp && exec "$@"')
+    mount = (
+        "mount -t tmpfs -o size=64k,nr_inodes=64 tmpfs /tmp && mount -t tmpfs -o size=64k,nr_inodes=64 "
+        'tmpfs /var/tmp && cd /tmp && exec "$@"'
+    )
     # the script is read before /tmp is replaced: python gets it on its stdin
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh", sys.executable, "-",
-            str(REPO / "envs" / "code-repair"), when, json.dumps(answers)]
-    done = subprocess.run(argv, stdin=script.open(), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TMPDIR": "/tmp"})
+    argv = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        mount,
+        "sh",
+        sys.executable,
+        "-",
+        str(REPO / "envs" / "code-repair"),
+        when,
+        json.dumps(answers),
+    ]
+    done = subprocess.run(
+        argv, stdin=script.open(), capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": "/tmp"}
+    )
     if done.returncode and "mount" in done.stderr and "permission" in done.stderr.lower():
         pytest.skip(f"cannot mount here: {done.stderr[-300:]}")
     assert done.returncode == 0, done.stderr[-3000:]
     grades = json.loads(done.stdout.strip().splitlines()[-1])
     if when == "later":
-        assert {kind: grade[:3] for kind, grade in grades.items()} == {"wrong": ["wrong", 0.0, False],
-                                                                        "right": ["ok", 1.0, False]}
+        assert {kind: grade[:3] for kind, grade in grades.items()} == {
+            "wrong": ["wrong", 0.0, False],
+            "right": ["ok", 1.0, False],
+        }
         return
     for status, reward, blamed, reason in grades.values():
         assert (status, reward, blamed) == ("env_error", None, False), reason
@@ -262,14 +291,17 @@ def judge_env(tmp_path: Path) -> Path:
 
 def judge_answers(env: verihub.Environment, task: Any) -> dict[str, str]:
     # wrong, yet past the rule gates (15 to 120 words, no lists): only the judge can say it is wrong
-    return {"wrong": "It just happens that way, as far as anyone can tell; nobody has ever found out why, and "
-                     "nobody ever will, because it is simply how things are.",
-            "right": "In short: " + env.reference(task)}
+    return {
+        "wrong": "It just happens that way, as far as anyone can tell; nobody has ever found out why, and "
+        "nobody ever will, because it is simply how things are.",
+        "right": "In short: " + env.reference(task),
+    }
 
 
 @pytest.mark.parametrize("outage", ["503 on every request", "nothing listening"])
-def test_a_judge_failing_on_every_request_is_env_error_for_wrong_and_right_answers(judge_env: Path,
-                                                                                  outage: str) -> None:
+def test_a_judge_failing_on_every_request_is_env_error_for_wrong_and_right_answers(
+    judge_env: Path, outage: str
+) -> None:
     def judge(request: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"content": '{"score": 1, "reason": "fine"}'}]
 
@@ -319,10 +351,15 @@ ROWS = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i)} for i in
 
 
 @pytest.mark.parametrize("check", ["raises", "kills_its_process"])
-def test_a_check_that_faults_on_every_answer_is_env_error_for_wrong_and_right_answers(make_env: MakeEnv,
-                                                                                     check: str) -> None:
-    root = make_env(RAISING_SPEC.format(check=check), rows=ROWS, files={"raising_checks.py": RAISING_CHECKS},
-                    name=f"raising-{check}")
+def test_a_check_that_faults_on_every_answer_is_env_error_for_wrong_and_right_answers(
+    make_env: MakeEnv, check: str
+) -> None:
+    root = make_env(
+        RAISING_SPEC.format(check=check),
+        rows=ROWS,
+        files={"raising_checks.py": RAISING_CHECKS},
+        name=f"raising-{check}",
+    )
     env = verihub.load_env(root)
     task = env.tasks("eval")[0]
     for text in (f"\\boxed{{{int(task['answer']) + 1}}}", f"So it is \\boxed{{{task['answer']}}}."):
@@ -342,14 +379,18 @@ def arithmetic_server() -> Iterator[tuple[subprocess.Popen[str], str]]:
 
 
 def test_the_only_grader_server_killed_mid_batch_leaves_env_error_never_wrong(
-        arithmetic_server: tuple[subprocess.Popen[str], str], monkeypatch: pytest.MonkeyPatch) -> None:
+    arithmetic_server: tuple[subprocess.Popen[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from verihub.serve.graders import GraderPool
 
     server, url = arithmetic_server
     env = verihub.load_env(REPO / "envs" / "arithmetic")
     tasks = list(env.dataset("eval"))[:40]
-    pairs = [(task, kind, text) for task in tasks
-             for kind, text in (("wrong", f"\\boxed{{{task['wrong']}}}"), ("right", f"So it is \\boxed{{{task['answer']}}}"))]
+    pairs = [
+        (task, kind, text)
+        for task in tasks
+        for kind, text in (("wrong", f"\\boxed{{{task['wrong']}}}"), ("right", f"So it is \\boxed{{{task['answer']}}}"))
+    ]
     with GraderPool([url], timeout_s=20) as pool:
         # The kill lands between batches, deterministically: the first POST /grade is answered, the
         # server is killed, and only then do the other batches go out (a timed killer raced a fast server).

@@ -64,11 +64,13 @@ TASK = {"id": "t1", "answer": "42"}
 
 
 def test_layers_run_cheapest_first_and_rewards_are_weighted() -> None:
-    verifier = Verifier([
-        layer("correct", "check", "numeric", weight=2.0),
-        layer("format", "rule", "boxed", gate=True),
-        layer("short", "rule", "length", args={"max_chars": 100}, weight=0.5),
-    ])
+    verifier = Verifier(
+        [
+            layer("correct", "check", "numeric", weight=2.0),
+            layer("format", "rule", "boxed", gate=True),
+            layer("short", "rule", "length", args={"max_chars": 100}, weight=0.5),
+        ]
+    )
     assert [stage[0].spec.name for stage in verifier.stages] == ["format", "short", "correct"]
     grade = verifier.grade(TASK, "\\boxed{42}")
     assert grade.status is GradeStatus.OK and grade.reward == pytest.approx(2.5)
@@ -89,7 +91,11 @@ def test_failed_gate_skips_later_layers() -> None:
 
 @pytest.mark.parametrize(
     ("check_name", "reason"),
-    [("crashes", "RuntimeError: database is down"), ("returns_garbage", "returned str"), ("out_of_range", "outside [0, 1]")],
+    [
+        ("crashes", "RuntimeError: database is down"),
+        ("returns_garbage", "returned str"),
+        ("out_of_range", "outside [0, 1]"),
+    ],
 )
 def test_a_faulty_check_is_env_error_with_reward_none(check_name: str, reason: str) -> None:
     verifier = Verifier([layer("format", "rule", "boxed"), layer("broken", "check", here(check_name))])
@@ -156,11 +162,13 @@ async def test_a_slow_check_does_not_block_the_event_loop() -> None:
 
 
 async def test_async_checks_and_math_in_the_process_pool() -> None:
-    verifier = Verifier([
-        layer("format", "rule", "boxed", gate=True),
-        layer("math", "check", "math", timeout_s=60),
-        layer("half", "check", here("async_half"), weight=0.2),
-    ])
+    verifier = Verifier(
+        [
+            layer("format", "rule", "boxed", gate=True),
+            layer("math", "check", "math", timeout_s=60),
+            layer("half", "check", here("async_half"), weight=0.2),
+        ]
+    )
     assert as_check(async_half).mode == "async"
     tasks = [{"id": f"m{i}", "answer": f"\\frac{{{i}}}{{2}}"} for i in range(1, 7)]
     completions = [f"\\boxed{{{i / 2}}}" for i in range(1, 7)]
@@ -174,7 +182,9 @@ class FakeJudge:
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
 
-    async def judge(self, *, rubric: str, messages: list[dict[str, str]], completion: str, model: str | None) -> JudgeVerdict:
+    async def judge(
+        self, *, rubric: str, messages: list[dict[str, str]], completion: str, model: str | None
+    ) -> JudgeVerdict:
         self.seen.append({"rubric": rubric, "messages": messages, "model": model})
         return JudgeVerdict(0.8 if "good" in completion else 0.1, "looked at it")
 
@@ -188,8 +198,11 @@ def judge_layer(tmp_path: Path) -> BoundLayer:
 def test_judge_layer_uses_the_judge_and_missing_judge_is_a_fault(tmp_path: Path) -> None:
     judge = FakeJudge()
     render = lambda task: [{"role": "user", "content": task["answer"]}]  # noqa: E731
-    verifier = Verifier([layer("format", "rule", "length", args={"min_chars": 1}, gate=True), judge_layer(tmp_path)],
-                        judge=judge, render=render)
+    verifier = Verifier(
+        [layer("format", "rule", "length", args={"min_chars": 1}, gate=True), judge_layer(tmp_path)],
+        judge=judge,
+        render=render,
+    )
     grade = verifier.grade(TASK, "a good answer")
     assert grade.reward == pytest.approx(0.8) and grade.layer("style").detail == "looked at it"
     assert judge.seen == [{"rubric": "Be good.", "messages": [{"role": "user", "content": "42"}], "model": "m1"}]
@@ -285,7 +298,9 @@ def test_an_inline_check_past_its_limit_is_a_timeout_on_both_paths() -> None:
     assert fast_path.all_inline
     grade = fast_path.grade(TASK, "x")
     assert grade.status is GradeStatus.TIMEOUT and grade.reward is None and "ran past 0.05s" in grade.reason
-    general = Verifier([layer("slow", "check", here("slow_inline"), timeout_s=0.05), layer("q", "check", here("quick"))])
+    general = Verifier(
+        [layer("slow", "check", here("slow_inline"), timeout_s=0.05), layer("q", "check", here("quick"))]
+    )
     assert not general.all_inline
     assert general.grade(TASK, "x").status is GradeStatus.TIMEOUT
 
@@ -346,9 +361,12 @@ def test_math_on_runaway_expressions_is_bounded_by_the_layers_limit(answer: str)
 
 # -- numeric abuse through a real environment ------------------------------------------------------
 
+
 @pytest.mark.parametrize("env_dir", ["envs/sums", "envs/compare"])
-@pytest.mark.parametrize("answer", ["1e400", "-1e400", "1e20000000", "9" * 10_000, "inf", "nan", "1e-400",
-                                    "1e" + "9" * 10_000, "1 " * 200_000])
+@pytest.mark.parametrize(
+    "answer",
+    ["1e400", "-1e400", "1e20000000", "9" * 10_000, "inf", "nan", "1e-400", "1e" + "9" * 10_000, "1 " * 200_000],
+)
 def test_numeric_abuse_in_bundled_environments_is_wrong_and_cheap(env_dir: str, answer: str) -> None:
     env = load_env(REPO / env_dir)
     task = env.dataset("eval")[0]
@@ -359,6 +377,7 @@ def test_numeric_abuse_in_bundled_environments_is_wrong_and_cheap(env_dir: str, 
 
 
 # -- the cache keys on the task's content ---------------------------------------------------------
+
 
 def test_the_cache_keys_on_task_content_not_on_the_id() -> None:
     env = load_env(REPO / "envs/sums")
@@ -431,8 +450,12 @@ class RecordingTask(dict):  # type: ignore[type-arg]
 
 
 BUILTIN_ARGS: dict[str, dict[str, Any]] = {
-    "regex": {"pattern": r"\d+"}, "json_schema": {"schema": {"type": "object"}}, "xml_tags": {"tags": ["answer"]},
-    "length": {"max_words": 50}, "contains": {"patterns": ["a"]}, "forbidden": {"patterns": ["b"]},
+    "regex": {"pattern": r"\d+"},
+    "json_schema": {"schema": {"type": "object"}},
+    "xml_tags": {"tags": ["answer"]},
+    "length": {"max_words": 50},
+    "contains": {"patterns": ["a"]},
+    "forbidden": {"patterns": ["b"]},
     "code_block": {"language": "python"},
 }
 

@@ -31,8 +31,9 @@ def test_push_install_load_grade(name: str, tmp_path: Path, fresh_python: str) -
     assert published.created and published.version == expected
     repo, version = hub.install(f"ci/{name}@^1.0", python=fresh_python)
     assert (str(repo), version) == (f"ci/{name}", expected)
-    loaded = subprocess.run([fresh_python, "-c", GRADE_FIRST_TASK, f"ci/{name}"], capture_output=True, text=True,
-                            timeout=300)
+    loaded = subprocess.run(
+        [fresh_python, "-c", GRADE_FIRST_TASK, f"ci/{name}"], capture_output=True, text=True, timeout=300
+    )
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     root, status = loaded.stdout.split()
     assert str(tmp_path) in root  # the installed copy in the fresh venv, not the source tree

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.slow
 GIB = 1 << 30
 
 
-def member(name: str, kind: bytes = tarfile.REGTYPE, *, mode: int = 0o644, link: str = "", data: bytes = b"",
-           **fields: int) -> tuple[tarfile.TarInfo, bytes]:
+def member(
+    name: str, kind: bytes = tarfile.REGTYPE, *, mode: int = 0o644, link: str = "", data: bytes = b"", **fields: int
+) -> tuple[tarfile.TarInfo, bytes]:
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.linkname, info.size = kind, mode, link, len(data) if kind == tarfile.REGTYPE else 0
     for key, value in fields.items():
@@ -69,15 +70,24 @@ def publish(server: HubServer, name: str, files: dict[str, bytes], *, tag: bool 
     headers = {"Authorization": f"Bearer {server.tokens['alice']}"}
     assert httpx.post(f"{server.url}/api/repos/create", json={"name": name}, headers=headers).status_code == 200
     lines = [{"key": "header", "value": {"summary": "release"}}] + [
-        {"key": "file", "value": {"path": f"dist/{path}", "content": base64.b64encode(data).decode(),
-                                  "encoding": "base64"}} for path, data in files.items()]
-    committed = httpx.post(f"{server.url}/api/models/alice/{name}/commit/main", headers=headers, timeout=120,
-                           content="\n".join(json.dumps(line) for line in lines).encode())
+        {
+            "key": "file",
+            "value": {"path": f"dist/{path}", "content": base64.b64encode(data).decode(), "encoding": "base64"},
+        }
+        for path, data in files.items()
+    ]
+    committed = httpx.post(
+        f"{server.url}/api/models/alice/{name}/commit/main",
+        headers=headers,
+        timeout=120,
+        content="\n".join(json.dumps(line) for line in lines).encode(),
+    )
     assert committed.status_code == 200, committed.text
     if not tag:
         return committed
-    return httpx.post(f"{server.url}/api/models/alice/{name}/tag/main", json={"tag": "v1.0.0"}, headers=headers,
-                      timeout=300)
+    return httpx.post(
+        f"{server.url}/api/models/alice/{name}/tag/main", json={"tag": "v1.0.0"}, headers=headers, timeout=300
+    )
 
 
 def assert_refused(server: HubServer, name: str, response: httpx.Response, code: ErrorCode, *names: str) -> None:
@@ -102,10 +112,14 @@ HOSTILE_TAR = {
     "hardlink-escaping": [member("pkg/shadow", tarfile.LNKTYPE, link="../etc/shadow")],
     "hardlink-absolute": [member("pkg/shadow", tarfile.LNKTYPE, link="/etc/shadow")],
     # each link stays inside on paper, but pkg/here is pkg itself, so pkg/here/up is pkg/up: ../.. from it leaves
-    "link-through-a-link": [member("pkg/here", tarfile.SYMTYPE, link="."),
-                            member("pkg/here/up", tarfile.SYMTYPE, link="../..")],
-    "file-through-a-link": [member("pkg/etc", tarfile.SYMTYPE, link="."),
-                            member("pkg/etc/cron", data=b"* * * * * root true\n")],
+    "link-through-a-link": [
+        member("pkg/here", tarfile.SYMTYPE, link="."),
+        member("pkg/here/up", tarfile.SYMTYPE, link="../.."),
+    ],
+    "file-through-a-link": [
+        member("pkg/etc", tarfile.SYMTYPE, link="."),
+        member("pkg/etc/cron", data=b"* * * * * root true\n"),
+    ],
 }
 
 
@@ -134,19 +148,29 @@ def test_hostile_wheel_members_are_refused(hub_server: HubServer, case: str) -> 
 
 
 def test_regular_files_directories_and_links_inside_are_published(hub_server: HubServer) -> None:
-    tar = sdist(member("alice_ar_fine-1.0.0", tarfile.DIRTYPE, mode=0o755),
-                member("alice_ar_fine-1.0.0/a.py", data=b"A = 1\n"),
-                member("alice_ar_fine-1.0.0/sub", tarfile.DIRTYPE, mode=0o755),
-                member("alice_ar_fine-1.0.0/sub/a.py", tarfile.SYMTYPE, link="../a.py"),
-                member("alice_ar_fine-1.0.0/b.py", tarfile.LNKTYPE, link="alice_ar_fine-1.0.0/a.py"))
-    zip_ = wheel(("alice_ar_fine/__init__.py", stat.S_IFREG | 0o644, b""), ("alice_ar_fine/", stat.S_IFDIR | 0o755, b""),
-                 ("alice_ar_fine/legacy.py", 0, b""))  # no mode at all, as some zip tools write
-    response = publish(hub_server, "ar-fine", {"alice_ar_fine-1.0.0.tar.gz": tar,
-                                               "alice_ar_fine-1.0.0-py3-none-any.whl": zip_})
+    tar = sdist(
+        member("alice_ar_fine-1.0.0", tarfile.DIRTYPE, mode=0o755),
+        member("alice_ar_fine-1.0.0/a.py", data=b"A = 1\n"),
+        member("alice_ar_fine-1.0.0/sub", tarfile.DIRTYPE, mode=0o755),
+        member("alice_ar_fine-1.0.0/sub/a.py", tarfile.SYMTYPE, link="../a.py"),
+        member("alice_ar_fine-1.0.0/b.py", tarfile.LNKTYPE, link="alice_ar_fine-1.0.0/a.py"),
+    )
+    zip_ = wheel(
+        ("alice_ar_fine/__init__.py", stat.S_IFREG | 0o644, b""),
+        ("alice_ar_fine/", stat.S_IFDIR | 0o755, b""),
+        ("alice_ar_fine/legacy.py", 0, b""),
+    )  # no mode at all, as some zip tools write
+    response = publish(
+        hub_server, "ar-fine", {"alice_ar_fine-1.0.0.tar.gz": tar, "alice_ar_fine-1.0.0-py3-none-any.whl": zip_}
+    )
     assert response.status_code == 200, response.text
-    index = httpx.get(f"{hub_server.url}/simple/alice-ar-fine/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    index = httpx.get(
+        f"{hub_server.url}/simple/alice-ar-fine/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     assert sorted(entry["filename"] for entry in index.json()["files"]) == [
-        "alice_ar_fine-1.0.0-py3-none-any.whl", "alice_ar_fine-1.0.0.tar.gz"]
+        "alice_ar_fine-1.0.0-py3-none-any.whl",
+        "alice_ar_fine-1.0.0.tar.gz",
+    ]
 
 
 def test_a_gzip_bomb_is_refused_at_the_cap(hub_server: HubServer) -> None:
@@ -175,7 +199,8 @@ def test_tagging_a_release_again_reads_nothing(hub_server: HubServer) -> None:
     HubStorage(hub_server.data).tag(repo, "v1.0.0", committed.json()["commitOid"])
     headers = {"Authorization": f"Bearer {hub_server.tokens['alice']}"}
     start = time.perf_counter()
-    again = httpx.post(f"{hub_server.url}/api/models/alice/ar-again/tag/main", json={"tag": "v1.0.0"}, headers=headers,
-                       timeout=300)
+    again = httpx.post(
+        f"{hub_server.url}/api/models/alice/ar-again/tag/main", json={"tag": "v1.0.0"}, headers=headers, timeout=300
+    )
     assert again.status_code == 200, again.text[:400]
     assert time.perf_counter() - start < 5

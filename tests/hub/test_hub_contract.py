@@ -43,6 +43,10 @@ def test_the_hub_contract(any_hub: Any, tmp_path: Path, fresh_python: str) -> No
     assert info["latest"] == "0.1.1" and info["distribution"] == f"alice-{name}" and "changed" in info["card"]
     python = fresh_python
     assert any_hub.install(f"alice/{name}@~=0.1.0", python=python) == (repo, "0.1.1")
-    loaded = subprocess.run([python, "-c", f"import verihub; print(verihub.load_env('alice/{name}').version)"],
-                            capture_output=True, text=True, timeout=120)
+    loaded = subprocess.run(
+        [python, "-c", f"import verihub; print(verihub.load_env('alice/{name}').version)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert loaded.stdout.strip() == "0.1.1", loaded.stderr

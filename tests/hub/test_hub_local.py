@@ -32,7 +32,9 @@ def test_push_is_immutable_and_bump_makes_a_new_version(hub: LocalHub, tmp_path:
     assert first.created and first.version == "0.1.0" and first.repo == RepoId("alice", "quiz")
     assert sorted(first.files) == ["alice_quiz-0.1.0-py3-none-any.whl", "alice_quiz-0.1.0.tar.gz"]
     assert hub.push(package, owner="alice").created is False  # the same content: a no-op
-    (package / "data" / "tasks.jsonl").write_text((package / "data" / "tasks.jsonl").read_text().replace("Paris", "Paris "))
+    (package / "data" / "tasks.jsonl").write_text(
+        (package / "data" / "tasks.jsonl").read_text().replace("Paris", "Paris ")
+    )
     with pytest.raises(VersionExistsError, match="bump it"):
         hub.push(package, owner="alice")
     bumped = hub.push(package, owner="alice", bump="patch")
@@ -47,7 +49,9 @@ def test_push_is_immutable_and_bump_makes_a_new_version(hub: LocalHub, tmp_path:
 def test_push_refuses_an_environment_that_does_not_validate(hub: LocalHub, tmp_path: Path) -> None:
     package = init_env("broken", "single-turn", tmp_path)
     spec = package / "environment.yaml"
-    spec.write_text(spec.read_text().replace('reference: "<answer>{answer}</answer>"', 'reference: "<answer>{wrong}</answer>"'))
+    spec.write_text(
+        spec.read_text().replace('reference: "<answer>{answer}</answer>"', 'reference: "<answer>{wrong}</answer>"')
+    )
     with pytest.raises(VerihubError, match="does not pass `verihub validate`"):
         hub.push(package, owner="alice")
     assert hub.storage.repos() == []
@@ -59,8 +63,11 @@ def test_install_with_pip_then_load_by_owner_and_name(hub: LocalHub, tmp_path: P
     hub.push(package, owner="alice", bump="minor")
     repo, version = hub.install("alice/trivia@^0.1", python=fresh_python)
     assert (repo, version) == (RepoId("alice", "trivia"), "0.1.0")  # ^0.1 stops before 0.2
-    loaded = run_python(fresh_python, "import verihub; env = verihub.load_env('alice/trivia'); "
-                                      "t = env.dataset('train')[0]; print(env.version, env.grade(t, env.reference(t)).status)")
+    loaded = run_python(
+        fresh_python,
+        "import verihub; env = verihub.load_env('alice/trivia'); "
+        "t = env.dataset('train')[0]; print(env.version, env.grade(t, env.reference(t)).status)",
+    )
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.split() == ["0.1.0", "ok"]
     upgrade = hub.install("alice/trivia@latest", python=fresh_python)
@@ -77,8 +84,10 @@ def test_two_owners_one_name_never_overwrite(hub: LocalHub, tmp_path: Path, fres
     hub.push(alice, owner="alice")
     hub.push(bob, owner="bob")
     hub.install("alice/shared", python=fresh_python)
-    script = ("import sys; from verihub.hub.local import LocalHub; "
-              f"LocalHub({str(hub.root)!r}).install('bob/shared', python=sys.executable)")
+    script = (
+        "import sys; from verihub.hub.local import LocalHub; "
+        f"LocalHub({str(hub.root)!r}).install('bob/shared', python=sys.executable)"
+    )
     refused = run_python(fresh_python, script)
     assert refused.returncode != 0 and "would overwrite 'shared_env', which alice-shared installed" in refused.stderr
 
@@ -91,34 +100,50 @@ def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path
         "@check(mode='inline')\ndef within_budget(completion, task, budget=20):\n"
         "    '''The quoted price stays within the budget.'''\n"
         "    import re\n    prices = [int(p) for p in re.findall(r'\\$(\\d+)', completion)]\n"
-        "    return CheckResult(1.0 if prices and max(prices) <= budget else 0.0)\n")
+        "    return CheckResult(1.0 if prices and max(prices) <= budget else 0.0)\n"
+    )
     (rules / "README.md").write_text("# rules\n\nAcme's pricing rules.\n")
     (rules / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["hatchling>=1.25"]\nbuild-backend = "hatchling.build"\n\n'
         '[project]\nname = "rules"\nversion = "1.0.0"\nreadme = "README.md"\nrequires-python = ">=3.12"\n'
-        'dependencies = ["verihub>=0.1"]\n\n[project.entry-points."verihub.checks"]\nacme_budget = "acme_pricing:within_budget"\n\n'
-        '[tool.hatch.build.targets.wheel]\npackages = ["acme_pricing"]\n')
+        'dependencies = ["verihub>=0.1"]\n\n[project.entry-points."verihub.checks"]\nacme_budget = '
+        '"acme_pricing:within_budget"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["acme_pricing"]\n'
+    )
     assert hub.push(rules, owner="acme").repo == RepoId("acme", "rules")
     assert hub.info(RepoId("acme", "rules"))["kind"] == "verifier"
     quotes = init_env("quotes", "single-turn", tmp_path)
     spec = quotes / "environment.yaml"
-    spec.write_text(spec.read_text().replace(
-        "  - {name: correct, layer: check, use: exact, args: {field: answer, extract: answer_tag, ignore_articles: true}}",
-        "  - {name: budget, layer: check, use: acme_budget, args: {budget: 15}}").replace(
-        'reference: "<answer>{answer}</answer>"', 'reference: "<answer>$12</answer>"').replace(
-        'negatives: ["<answer>{wrong}</answer>", "{answer}"]', 'negatives: ["<answer>$99</answer>"]'))
+    spec.write_text(
+        spec.read_text()
+        .replace(
+            "  - {name: correct, layer: check, use: exact, args: {field: answer, extract: answer_tag, "
+            "ignore_articles: true}}",
+            "  - {name: budget, layer: check, use: acme_budget, args: {budget: 15}}",
+        )
+        .replace('reference: "<answer>{answer}</answer>"', 'reference: "<answer>$12</answer>"')
+        .replace('negatives: ["<answer>{wrong}</answer>", "{answer}"]', 'negatives: ["<answer>$99</answer>"]')
+    )
     pyproject = quotes / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('dependencies = ["verihub>=0.1"]',
-                                                       'dependencies = ["verihub>=0.1", "acme-rules>=1.0"]'))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--index-url", hub.index_url, "acme-rules"], check=True)
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'dependencies = ["verihub>=0.1"]', 'dependencies = ["verihub>=0.1", "acme-rules>=1.0"]'
+        )
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--index-url", hub.index_url, "acme-rules"], check=True
+    )
     try:  # the author has the verifier installed while developing: push validates with it
         hub.push(quotes, owner="alice")
     finally:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "acme-rules"], check=True)
         sys.modules.pop("acme_pricing", None)
     hub.install("alice/quotes", python=fresh_python)  # pulls acme-rules from the hub
-    graded = run_python(fresh_python, "import verihub; env = verihub.load_env('alice/quotes'); t = env.dataset('train')[0]; "
-                                      "print(env.grade(t, '<answer>$12</answer>').status, env.grade(t, '<answer>$99</answer>').status)")
+    graded = run_python(
+        fresh_python,
+        "import verihub; env = verihub.load_env('alice/quotes'); t = env.dataset('train')[0]; "
+        "print(env.grade(t, '<answer>$12</answer>').status, env.grade(t, '<answer>$99</answer>').status)",
+    )
     assert graded.returncode == 0, graded.stderr
     assert graded.stdout.split() == ["ok", "wrong"]
 

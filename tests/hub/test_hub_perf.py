@@ -24,17 +24,31 @@ from verihub.ids import RepoId, dist_name
 from verihub.spec.scaffold import init_env
 
 
-def test_a_build_runs_no_interpreter_and_gives_python_m_builds_bytes(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_build_runs_no_interpreter_and_gives_python_m_builds_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     package = init_env("quick", "single-turn", tmp_path)
     repo = RepoId("alice", "quick")
     reference = tmp_path / "reference"  # what `python -m build` makes of the same source, under the hub's name
     shutil.copytree(package, reference)
     pyproject = reference / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('name = "quick"', f'name = "{dist_name(repo)}"'))
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir",
-                    str(tmp_path / "out"), str(reference)], check=True, capture_output=True,
-                   env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--no-isolation",
+            "--sdist",
+            "--wheel",
+            "--outdir",
+            str(tmp_path / "out"),
+            str(reference),
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"},
+    )
     expected = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()}
 
     def no_interpreter(*args: Any, **kwargs: Any) -> None:
@@ -56,7 +70,8 @@ def test_a_package_with_build_hooks_builds_in_its_own_process(tmp_path: Path, mo
         "from hatchling.builders.hooks.plugin.interface import BuildHookInterface\n"
         "class Hook(BuildHookInterface):\n"
         "    def initialize(self, version, build_data):\n"
-        "        build_data['force_include'][__file__] = 'hooked_env/ran_in.txt'\n")
+        "        build_data['force_include'][__file__] = 'hooked_env/ran_in.txt'\n"
+    )
     pyproject = package / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + "\n[tool.hatch.build.targets.wheel.hooks.custom]\n")
     started = []
@@ -66,8 +81,9 @@ def test_a_package_with_build_hooks_builds_in_its_own_process(tmp_path: Path, mo
     assert any("build" in command for command in started) and len(built) == 2
 
 
-def test_an_index_page_is_written_at_publish_and_served_as_it_is(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_index_page_is_written_at_publish_and_served_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from fastapi.testclient import TestClient
 
     from verihub.hub.files import PublishedFiles
@@ -119,10 +135,42 @@ def test_search_reads_an_index_not_every_row(tmp_path: Path) -> None:
     assert [meta.repo.name for meta in big.search(text="ENV-1999", limit=20)] == public
 
 
-TEXTS = [("alice/quiz", "Short quiz questions"), ("alice/a_c", "under_score"), ("bob/abc", "100% sure"),
-         ("bob/quote", 'say "hi" twice'), ("carol/dots.x-y", "ünïcode ünïverse"), ("carol/lower", "MiXeD CaSe words")]
-QUERIES = ["", "q", "qu", "quiz", "QUIZ", "_", "a_c", "%", "100%", '"hi"', 'say "', "y.x", "dots.x", "ünï", "mixed case",
-           "s q", "nothing like it", "*", "a OR b", "NEAR(quiz)", "alice/", "e/q", "\0quiz", "qu\0iz", "^qui", "x" * 5000]
+TEXTS = [
+    ("alice/quiz", "Short quiz questions"),
+    ("alice/a_c", "under_score"),
+    ("bob/abc", "100% sure"),
+    ("bob/quote", 'say "hi" twice'),
+    ("carol/dots.x-y", "ünïcode ünïverse"),
+    ("carol/lower", "MiXeD CaSe words"),
+]
+QUERIES = [
+    "",
+    "q",
+    "qu",
+    "quiz",
+    "QUIZ",
+    "_",
+    "a_c",
+    "%",
+    "100%",
+    '"hi"',
+    'say "',
+    "y.x",
+    "dots.x",
+    "ünï",
+    "mixed case",
+    "s q",
+    "nothing like it",
+    "*",
+    "a OR b",
+    "NEAR(quiz)",
+    "alice/",
+    "e/q",
+    "\0quiz",
+    "qu\0iz",
+    "^qui",
+    "x" * 5000,
+]
 
 
 def test_search_finds_exactly_the_substrings(tmp_path: Path) -> None:
@@ -147,10 +195,12 @@ def test_search_finds_exactly_the_substrings(tmp_path: Path) -> None:
 def test_a_listing_from_before_the_index_is_indexed(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
     with sqlite3.connect(path) as db:  # the listing as an earlier verihub wrote it
-        db.executescript("CREATE TABLE repos (id TEXT PRIMARY KEY, kind TEXT NOT NULL, private INTEGER NOT NULL, "
-                         "created REAL NOT NULL, downloads INTEGER NOT NULL DEFAULT 0, modified REAL NOT NULL DEFAULT 0, "
-                         "tags TEXT NOT NULL DEFAULT '[]', summary TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '');"
-                         "INSERT INTO repos VALUES ('alice/old', 'env', 0, 0, 0, 0, '[]', 'from long ago', 'alice');")
+        db.executescript(
+            "CREATE TABLE repos (id TEXT PRIMARY KEY, kind TEXT NOT NULL, private INTEGER NOT NULL, "
+            "created REAL NOT NULL, downloads INTEGER NOT NULL DEFAULT 0, modified REAL NOT NULL DEFAULT 0, "
+            "tags TEXT NOT NULL DEFAULT '[]', summary TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '');"
+            "INSERT INTO repos VALUES ('alice/old', 'env', 0, 0, 0, 0, '[]', 'from long ago', 'alice');"
+        )
     assert [str(m.repo) for m in Accounts(path).search(text="long ago")] == ["alice/old"]
 
 
@@ -172,8 +222,10 @@ def test_a_push_through_the_server_reads_the_refs_once_and_runs_few_git_processe
     token = Accounts(data / "hub.db").create_token("alice")
     port = free_port()
     verihub = str(Path(sys.executable).with_name("verihub"))
-    server = subprocess.Popen([verihub, "hub", "serve", "--port", str(port), "--data", str(data)],
-                              env={**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"})
+    server = subprocess.Popen(
+        [verihub, "hub", "serve", "--port", str(port), "--data", str(data)],
+        env={**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"},
+    )
     try:
         wait_until_serving(f"http://127.0.0.1:{port}/simple/", timeout_s=60)
         package = init_env("counted", "single-turn", tmp_path)

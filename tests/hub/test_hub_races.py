@@ -78,10 +78,15 @@ def test_concurrent_creates_and_deletes_leave_the_listing_as_the_repositories_ar
         for _ in range(25):
             if rng.random() < 0.5:
                 body = {"name": "churned", "private": rng.random() < 0.5}
-                statuses.append(httpx.post(f"{url}/api/repos/create", json=body, headers=headers, timeout=60).status_code)
+                statuses.append(
+                    httpx.post(f"{url}/api/repos/create", json=body, headers=headers, timeout=60).status_code
+                )
             else:
-                statuses.append(httpx.request("DELETE", f"{url}/api/repos/delete", json={"name": "churned"},
-                                              headers=headers, timeout=60).status_code)
+                statuses.append(
+                    httpx.request(
+                        "DELETE", f"{url}/api/repos/delete", json={"name": "churned"}, headers=headers, timeout=60
+                    ).status_code
+                )
         return statuses
 
     for statuses in race(6, churn):
@@ -126,12 +131,27 @@ def test_concurrent_validated_pushes_from_one_process(hub_server: HubServer, tmp
     """Eight threads of one fresh process validate and push eight environments whose tasks are CSV (read
     through `datasets`): every push is published. Six rounds, as a race shows only now and then."""
     for round_ in range(6):
-        env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / f"datasets-{round_}"), "HF_DATASETS_OFFLINE": "1",
-               "HF_HUB_DISABLE_TELEMETRY": "1"}
+        env = {
+            **os.environ,
+            "HF_DATASETS_CACHE": str(tmp_path / f"datasets-{round_}"),
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
         sources = [csv_env(f"crowd{round_}x{index}", tmp_path) for index in range(8)]
-        result = subprocess.run([sys.executable, "-c", textwrap.dedent(PUSHES), hub_server.url,
-                                 hub_server.tokens["alice"], *map(str, sources)],
-                                capture_output=True, text=True, env=env, timeout=600)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent(PUSHES),
+                hub_server.url,
+                hub_server.tokens["alice"],
+                *map(str, sources),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         outcomes = dict(line.split(" ", 1) for line in result.stdout.splitlines())
         assert outcomes == {source.name: "0.1.0" for source in sources}, outcomes

@@ -25,6 +25,8 @@ from verihub.ids import RepoId
 from verihub.spec.scaffold import init_env
 
 pytestmark = pytest.mark.slow
+
+
 def with_version(source: Path, target: Path, version: str) -> Path:
     shutil.copytree(source, target)
     for name, pattern in (("environment.yaml", "version: 0.1.0"), ("pyproject.toml", 'version = "0.1.0"')):
@@ -43,8 +45,11 @@ def assert_fully_published(root: Path, repo: RepoId, versions: list[str]) -> Non
     for version in versions:
         commit = hub.storage.tag_target(repo, f"v{version}")
         assert commit is not None
-        expected |= {e.path[5:]: hub.storage.read(repo, e.path, commit) for e in hub.storage.files(repo, commit)
-                     if e.path.startswith("dist/")}
+        expected |= {
+            e.path[5:]: hub.storage.read(repo, e.path, commit)
+            for e in hub.storage.files(repo, commit)
+            if e.path.startswith("dist/")
+        }
     entries = hub.files.entries(project, "")
     assert sorted(entry.filename for entry in entries) == sorted(expected)
     for entry in entries:
@@ -53,9 +58,25 @@ def assert_fully_published(root: Path, repo: RepoId, versions: list[str]) -> Non
     page = (root / "simple" / project / "index.html").read_text()
     assert all(page.count(f">{name}<") == 1 for name in expected)
     assert list((root / "journal").glob("*.json")) == []
-    found = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "-q", "-d",
-                            str(root / "downloaded"), "--index-url", hub.index_url, f"{project}=={versions[-1]}"],
-                           capture_output=True, text=True, timeout=300)
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-cache-dir",
+            "-q",
+            "-d",
+            str(root / "downloaded"),
+            "--index-url",
+            hub.index_url,
+            f"{project}=={versions[-1]}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert found.returncode == 0, found.stderr
 
 
@@ -66,7 +87,7 @@ def test_nothing_can_shadow_a_release_tag(hub_server: HubServer, tmp_path: Path)
     script = f"""
         import json, pathlib
         from huggingface_hub import HfApi, hf_hub_download, snapshot_download
-        api = HfApi(token={hub_server.tokens['alice']!r})
+        api = HfApi(token={hub_server.tokens["alice"]!r})
         api.create_repo("alice/shadow")
         api.upload_file(path_or_fileobj=b"release", path_in_repo="notes.txt", repo_id="alice/shadow")
         api.create_tag("alice/shadow", tag="v1.0.0")
@@ -97,10 +118,16 @@ def test_nothing_can_shadow_a_release_tag(hub_server: HubServer, tmp_path: Path)
     """
     out = hf(hub_server, script, tmp_path)
     assert out == {
-        "branch_named_like_the_tag": [400, "InvalidRefName"], "branch_named_like_a_future_release": [400, "InvalidRefName"],
-        "first_commit_to_a_release_name": [400, "InvalidRefName"], "tag_named_like_a_branch": [409, "RefExists"],
-        "same_version_other_spelling": [409, "TagExists"], "unnormalized_release_tag": [400, "InvalidRefName"],
-        "local_version_of_the_release": [400, "InvalidRefName"], "resolved": "release", "snapshot": "release", "branches": ["dev", "main"],
+        "branch_named_like_the_tag": [400, "InvalidRefName"],
+        "branch_named_like_a_future_release": [400, "InvalidRefName"],
+        "first_commit_to_a_release_name": [400, "InvalidRefName"],
+        "tag_named_like_a_branch": [409, "RefExists"],
+        "same_version_other_spelling": [409, "TagExists"],
+        "unnormalized_release_tag": [400, "InvalidRefName"],
+        "local_version_of_the_release": [400, "InvalidRefName"],
+        "resolved": "release",
+        "snapshot": "release",
+        "branches": ["dev", "main"],
     }
 
 
@@ -117,7 +144,7 @@ def test_a_release_tag_publishes_only_its_own_version(hub_server: HubServer, tmp
     upload = f"""
         import json
         from huggingface_hub import HfApi
-        api = HfApi(token={hub_server.tokens['alice']!r})
+        api = HfApi(token={hub_server.tokens["alice"]!r})
         api.create_repo("alice/stable", exist_ok=True)
         api.upload_folder(folder_path={str(package)!r}, repo_id="alice/stable")
         api.create_tag("alice/stable", tag=TAG)
@@ -209,7 +236,9 @@ def test_a_name_held_by_a_private_repository_is_not_named(tmp_path: Path) -> Non
     holder = RepoId("alice-b", "c")
     hub.storage.create_repo(holder, private=True)
     hub.files.claim("alice-b-c", holder)
-    commit_files = {f"dist/{name}": data for name, data in PackageSource(package).build(RepoId("alice", "b-c")).files.items()}
+    commit_files = {
+        f"dist/{name}": data for name, data in PackageSource(package).build(RepoId("alice", "b-c")).files.items()
+    }
     hub.storage.create_repo(RepoId("alice", "b-c"))
     commit = hub.storage.commit(RepoId("alice", "b-c"), commit_files, "the same distribution name")
     with pytest.raises(NameTakenError) as refused:
@@ -257,8 +286,9 @@ STEPS = {
 
 @pytest.mark.parametrize("recovery", ["retry", "restart"])
 @pytest.mark.parametrize("step", list(STEPS))
-def test_a_publish_cut_short_is_completed(step: str, recovery: str, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_publish_cut_short_is_completed(
+    step: str, recovery: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root, repo = tmp_path / "hub", RepoId("alice", "crash")
     package = init_env("crash", "single-turn", tmp_path)
     where, options = STEPS[step]
@@ -325,7 +355,12 @@ def test_concurrent_publishers_end_consistent(tmp_path: Path) -> None:
         thread.join()
     assert not [r for r in results if isinstance(r, BaseException)], results
     assert sorted((r.version, r.created) for r in results) == [
-        ("0.1.0", False), ("0.1.0", False), ("0.1.0", True), ("0.2.0", True), ("0.3.0", True)]
+        ("0.1.0", False),
+        ("0.1.0", False),
+        ("0.1.0", True),
+        ("0.2.0", True),
+        ("0.3.0", True),
+    ]
     assert_fully_published(root, repo, ["0.1.0", "0.2.0", "0.3.0"])
 
 
@@ -333,15 +368,27 @@ def test_concurrent_pushes_through_the_server_end_consistent(hub_server: HubServ
     same = init_env("racing", "single-turn", tmp_path)
     other = with_version(same, tmp_path / "racing-2", "0.2.0")
     common = ["--hub", hub_server.url, "--token", hub_server.tokens["alice"]]
-    processes = [subprocess.Popen([VERIHUB, "push", str(path), *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for path in (same, same, other)]
+    processes = [
+        subprocess.Popen(
+            [VERIHUB, "push", str(path), *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for path in (same, same, other)
+    ]
     outputs = [process.communicate(timeout=300) for process in processes]
     texts = [" ".join(out.split()) for out, _ in outputs]
     assert all(process.returncode == 0 for process in processes), [error[-2000:] for _, error in outputs]
     # the loser of the race for v0.1.0 either finds it tagged, or (huggingface_hub skips a commit that changes
     # nothing) tags the winner's commit itself: both say the version holds exactly its content
-    assert all(("published alice/racing@0.1.0" in text or "alice/racing@0.1.0 is already published with this content"
-                in text) for text in texts[:2]) and "published alice/racing@0.2.0" in texts[2], texts
+    assert (
+        all(
+            (
+                "published alice/racing@0.1.0" in text
+                or "alice/racing@0.1.0 is already published with this content" in text
+            )
+            for text in texts[:2]
+        )
+        and "published alice/racing@0.2.0" in texts[2]
+    ), texts
     index = httpx.get(f"{hub_server.url}/simple/alice-racing/", headers=JSON_INDEX).json()
     assert index["versions"] == ["0.1.0", "0.2.0"] and len(index["files"]) == 4
     refs = httpx.get(f"{hub_server.url}/api/models/alice/racing/refs").json()
@@ -353,8 +400,9 @@ def test_concurrent_pushes_through_the_server_end_consistent(hub_server: HubServ
         assert served == tagged.content and hashlib.sha256(served).hexdigest() == entry["hashes"]["sha256"]
 
 
-def test_a_push_that_loses_the_race_for_its_tag(hub_server: HubServer, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_push_that_loses_the_race_for_its_tag(
+    hub_server: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two pushes of one version both find it untagged; the one that tags second is a no-op if its content is
     the winner's and a VersionExistsError if not, never an HTTP error."""
     from verihub.hub.errors import VersionExistsError
@@ -379,24 +427,30 @@ def test_a_push_that_loses_the_race_for_its_tag(hub_server: HubServer, tmp_path:
 
     def push(name: str, path: Path) -> None:
         try:
-            results[name] = RemoteHub(hub_server.url, hub_server.tokens["alice"]).push(path, owner="alice",
-                                                                                        validate=False)
+            results[name] = RemoteHub(hub_server.url, hub_server.tokens["alice"]).push(
+                path, owner="alice", validate=False
+            )
         except BaseException as error:  # noqa: BLE001
             results[name] = error
 
-    threads = [threading.Thread(target=push, args=item) for item in
-               (("first", same), ("second", same), ("changed", changed))]
+    threads = [
+        threading.Thread(target=push, args=item) for item in (("first", same), ("second", same), ("changed", changed))
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    outcomes = sorted(type(result).__name__ if isinstance(result, BaseException) else f"created={result.created}"
-                      for result in results.values())
+    outcomes = sorted(
+        type(result).__name__ if isinstance(result, BaseException) else f"created={result.created}"
+        for result in results.values()
+    )
     if isinstance(results["changed"], BaseException):  # a same-content push tagged first
         assert isinstance(results["changed"], VersionExistsError), results
         # the other is a no-op (or, when huggingface_hub skips its commit as changing nothing, tags the winner's)
-        assert outcomes in (["VersionExistsError", "created=False", "created=True"],
-                            ["VersionExistsError", "created=True", "created=True"]), results
+        assert outcomes in (
+            ["VersionExistsError", "created=False", "created=True"],
+            ["VersionExistsError", "created=True", "created=True"],
+        ), results
     else:
         assert outcomes == ["VersionExistsError", "VersionExistsError", "created=True"], results
     index = httpx.get(f"{hub_server.url}/simple/alice-contest/", headers=JSON_INDEX).json()
@@ -409,12 +463,13 @@ def test_a_commit_on_a_stale_parent_is_refused(hub_server: HubServer, tmp_path: 
     script = f"""
         import json
         from huggingface_hub import CommitOperationAdd, HfApi
-        api = HfApi(token={hub_server.tokens['alice']!r})
+        api = HfApi(token={hub_server.tokens["alice"]!r})
         api.create_repo("alice/cas")
         first = api.upload_file(path_or_fileobj=b"1", path_in_repo="a.txt", repo_id="alice/cas").oid
         api.upload_file(path_or_fileobj=b"2", path_in_repo="b.txt", repo_id="alice/cas")
         try:
-            api.create_commit("alice/cas", [CommitOperationAdd("c.txt", b"3")], commit_message="late", parent_commit=first)
+            api.create_commit("alice/cas", [CommitOperationAdd("c.txt", b"3")], commit_message="late",
+                              parent_commit=first)
             out = "committed"
         except Exception as error:
             out = [error.response.status_code, error.response.headers.get("X-Error-Code")]

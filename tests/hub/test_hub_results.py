@@ -22,9 +22,12 @@ from verihub.spec.scaffold import init_env
 from verihub.testing import ScriptedChatServer
 
 pytestmark = pytest.mark.slow
-ANSWERS = {json.loads(line)["question"]: json.loads(line)["answer"]
-           for line in (REPO / "sdk" / "verihub" / "templates" / "single-turn" / "data" / "tasks.jsonl")
-           .read_text().splitlines()}
+ANSWERS = {
+    json.loads(line)["question"]: json.loads(line)["answer"]
+    for line in (REPO / "sdk" / "verihub" / "templates" / "single-turn" / "data" / "tasks.jsonl")
+    .read_text()
+    .splitlines()
+}
 
 
 def quiz(tmp_path: Path, name: str) -> Path:
@@ -40,8 +43,10 @@ def alpha(request: dict[str, Any]) -> list[dict[str, Any]]:
     question = request["messages"][-1]["content"]
     if "spider" in question:
         raise RuntimeError("the model server fell over")
-    return [{"content": f"<answer>{ANSWERS[question] if index == 0 else 'no idea'}</answer>"}
-            for index in range(request.get("n", 1))]
+    return [
+        {"content": f"<answer>{ANSWERS[question] if index == 0 else 'no idea'}</answer>"}
+        for index in range(request.get("n", 1))
+    ]
 
 
 def beta(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -51,15 +56,23 @@ def beta(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def verihub(*args: str, token: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VERIHUB_TOKEN", "VERIHUB_HUB")}
-    result = subprocess.run([VERIHUB, *args, "--token", token], capture_output=True, text=True, timeout=600,
-                            env={**env, "COLUMNS": "200"}, cwd=cwd)
+    result = subprocess.run(
+        [VERIHUB, *args, "--token", token],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "COLUMNS": "200"},
+        cwd=cwd,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result
 
 
 def rows(browser: Browser) -> list[list[str]]:
-    return browser.evaluate("[...document.querySelectorAll('table.runs tbody tr')]"
-                            ".map(row => [...row.cells].map(cell => cell.textContent.trim()))")
+    return browser.evaluate(
+        "[...document.querySelectorAll('table.runs tbody tr')]"
+        ".map(row => [...row.cells].map(cell => cell.textContent.trim()))"
+    )
 
 
 def test_eval_push_shows_on_the_leaderboard_in_chromium(hub_server: HubServer, tmp_path: Path) -> None:
@@ -69,14 +82,42 @@ def test_eval_push_shows_on_the_leaderboard_in_chromium(hub_server: HubServer, t
     package = quiz(tmp_path, "leader")
     verihub("push", str(package), "--hub", url, token=tokens["alice"])
     with ScriptedChatServer(alpha) as model:
-        pushed = verihub("eval", str(package), "--model", f"openai:alpha@{model.url}", "-n", "10", "-k", "2",
-                         "--out", str(tmp_path / "alpha"), "--push", "--hub", url, token=tokens["alice"])
+        pushed = verihub(
+            "eval",
+            str(package),
+            "--model",
+            f"openai:alpha@{model.url}",
+            "-n",
+            "10",
+            "-k",
+            "2",
+            "--out",
+            str(tmp_path / "alpha"),
+            "--push",
+            "--hub",
+            url,
+            token=tokens["alice"],
+        )
     assert "to the dataset alice/leader-results" in pushed.stdout, pushed.stdout
     metadata = json.loads((tmp_path / "alpha" / "metadata.json").read_text())["metrics"]
     assert metadata["rollouts_faulted"] == 2 and metadata["tasks_lost"] == 1
     with ScriptedChatServer(beta) as model:  # bob evaluates alice's environment: his results stay his
-        theirs = verihub("eval", str(package), "--model", f"openai:beta@{model.url}", "-n", "10", "-k", "2",
-                         "--push", "--results-for", "alice/leader", "--hub", url, token=tokens["bob"])
+        theirs = verihub(
+            "eval",
+            str(package),
+            "--model",
+            f"openai:beta@{model.url}",
+            "-n",
+            "10",
+            "-k",
+            "2",
+            "--push",
+            "--results-for",
+            "alice/leader",
+            "--hub",
+            url,
+            token=tokens["bob"],
+        )
     assert "to the dataset bob/alice-leader-results" in theirs.stdout, theirs.stdout
     from verihub.hub.remote import RemoteHub
     from verihub.ids import RepoId
@@ -84,10 +125,12 @@ def test_eval_push_shows_on_the_leaderboard_in_chromium(hub_server: HubServer, t
     again = RemoteHub(url, tokens["alice"]).push_results(tmp_path / "alpha", RepoId("alice", "leader"))
     assert not again.created and again.dataset == RepoId("alice", "leader-results")  # the same run twice is one run
 
-    read = hf(hub_server, f"""
+    read = hf(
+        hub_server,
+        f"""
         import json, pathlib, datasets
         from huggingface_hub import HfApi, hf_hub_download
-        api = HfApi(endpoint={url!r}, token={tokens['alice']!r})
+        api = HfApi(endpoint={url!r}, token={tokens["alice"]!r})
         files = sorted(api.list_repo_files("alice/leader-results", repo_type="dataset"))
         parquet = next(f for f in files if f.endswith("results.parquet"))
         path = hf_hub_download("alice/leader-results", parquet, repo_type="dataset", endpoint={url!r})
@@ -98,7 +141,9 @@ def test_eval_push_shows_on_the_leaderboard_in_chromium(hub_server: HubServer, t
         print(json.dumps({{"files": files, "rows": len(table), "statuses": sorted(set(table["status"])), "card": card,
                           "private": info.private, "listed": [d.id for d in api.list_datasets(search="leader")],
                           "models": [m.id for m in api.list_models(search="leader")]}}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert read["rows"] == 20 and read["statuses"] == ["env_error", "ok", "wrong"]
     assert len(read["files"]) == 3 and read["files"][0] == "README.md" and read["private"] is False
     assert "environment: alice/leader" in read["card"] and "| 0.1.0 | alpha |" in read["card"]
@@ -112,19 +157,28 @@ def test_eval_push_shows_on_the_leaderboard_in_chromium(hub_server: HubServer, t
         assert [row[0] for row in shown] == ["beta", "alpha"]  # best pass@1 first
         assert shown[0][2:4] == ["1.000", "1.000 k=2"] and "bob" in shown[0][6] and "community" in shown[0][6]
         assert shown[1][2] == "0.450" and shown[1][4] == "2/20 rollouts, 1/10 tasks lost"
-        assert "alice" in shown[1][6] and "owner" in shown[1][6] and re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", shown[1][5])
+        assert (
+            "alice" in shown[1][6]
+            and "owner" in shown[1][6]
+            and re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", shown[1][5])
+        )
         browser.click("table.runs thead th:nth-child(1)")  # sort by model
         assert [row[0] for row in rows(browser)] == ["alpha", "beta"]
         browser.click("table.runs thead th:nth-child(1)")
         assert [row[0] for row in rows(browser)] == ["beta", "alpha"]
         browser.click("table.runs thead th:nth-child(5)")  # faults, fewest first
         assert [row[0] for row in rows(browser)] == ["beta", "alpha"]
-        layers = browser.evaluate("[...document.querySelectorAll('table.layers tbody tr')]"
-                                  ".map(row => [...row.cells].map(cell => cell.textContent))")
+        layers = browser.evaluate(
+            "[...document.querySelectorAll('table.layers tbody tr')]"
+            ".map(row => [...row.cells].map(cell => cell.textContent))"
+        )
         assert layers == [["format", "rule", "xml_tags", "gate", "0.0"], ["correct", "check", "exact", "", "1.0"]]
         tasks = browser.evaluate("[...document.querySelectorAll('details.task pre')].map(pre => pre.textContent)")
-        assert tasks[:2] == ["Answer briefly. Put the final answer inside <answer></answer> tags.",
-                             "What is the capital of France?"] and len(tasks) == 6
+        assert (
+            tasks[:2]
+            == ["Answer briefly. Put the final answer inside <answer></answer> tags.", "What is the capital of France?"]
+            and len(tasks) == 6
+        )
         history = browser.evaluate("[...document.querySelectorAll('table.history td')].map(td => td.textContent)")
         assert history[0] == "0.1.0" and history[1].endswith("UTC")
         screenshot = browser.screenshot(tmp_path / "leaderboard.png")
@@ -140,15 +194,31 @@ def test_results_of_a_private_environment_are_private(hub_server: HubServer, tmp
     package = quiz(tmp_path, "sealed")
     verihub("push", str(package), "--private", "--hub", url, token=tokens["alice"])
     with ScriptedChatServer(beta) as model:
-        pushed = verihub("eval", str(package), "--model", f"openai:gamma@{model.url}", "-n", "4", "-k", "1",
-                         "--push", "--hub", url, token=tokens["alice"])
+        pushed = verihub(
+            "eval",
+            str(package),
+            "--model",
+            f"openai:gamma@{model.url}",
+            "-n",
+            "4",
+            "-k",
+            "1",
+            "--push",
+            "--hub",
+            url,
+            token=tokens["alice"],
+        )
     assert "alice/sealed-results" in pushed.stdout and "private" in pushed.stdout
     alice, bob = {"Authorization": f"Bearer {tokens['alice']}"}, {"Authorization": f"Bearer {tokens['bob']}"}
     assert "gamma" in httpx.get(f"{url}/alice/sealed", headers=alice).text
     for headers in ({}, bob):
-        for path in ("/api/datasets/alice/sealed-results", "/api/datasets/alice/sealed-results/tree/main",
-                     "/datasets/alice/sealed-results", "/datasets/alice/sealed-results/resolve/main/README.md",
-                     "/alice/sealed"):
+        for path in (
+            "/api/datasets/alice/sealed-results",
+            "/api/datasets/alice/sealed-results/tree/main",
+            "/datasets/alice/sealed-results",
+            "/datasets/alice/sealed-results/resolve/main/README.md",
+            "/alice/sealed",
+        ):
             refused = httpx.get(f"{url}{path}", headers=headers)
             assert refused.status_code == 404 and refused.headers["X-Error-Code"] == "RepoNotFound", (path, headers)
         listed = httpx.get(f"{url}/api/datasets", params={"search": "sealed"}, headers=headers).json()
@@ -156,8 +226,24 @@ def test_results_of_a_private_environment_are_private(hub_server: HubServer, tmp
     # bob cannot see the environment, so he has nothing to push results for
     out = tmp_path / "bob-run"
     with ScriptedChatServer(beta) as model:
-        subprocess.run([VERIHUB, "eval", str(package), "--model", f"openai:beta@{model.url}", "-n", "2", "-k", "1",
-                        "--out", str(out)], check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                VERIHUB,
+                "eval",
+                str(package),
+                "--model",
+                f"openai:beta@{model.url}",
+                "-n",
+                "2",
+                "-k",
+                "1",
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     from verihub.hub.errors import RepoNotFoundError
     from verihub.hub.remote import RemoteHub
     from verihub.ids import RepoId
@@ -167,7 +253,7 @@ def test_results_of_a_private_environment_are_private(hub_server: HubServer, tmp
     assert httpx.get(f"{url}/api/datasets/bob/alice-sealed-results", headers=bob).status_code == 404
 
 
-HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
 def test_hostile_packages_and_results_cannot_inject_html(hub_server: HubServer, tmp_path: Path) -> None:
@@ -177,44 +263,70 @@ def test_hostile_packages_and_results_cannot_inject_html(hub_server: HubServer, 
     url, tokens = hub_server.url, hub_server.tokens
     package = tmp_path / "evil"
     (package / "data").mkdir(parents=True)
-    (package / "README.md").write_text(f"---\nid: evil\n---\n# Evil {HOSTILE}\n\n[click](javascript:window.__pwned=3)\n")
+    (package / "README.md").write_text(
+        f"---\nid: evil\n---\n# Evil {HOSTILE}\n\n[click](javascript:window.__pwned=3)\n"
+    )
     (package / "environment.yaml").write_text(
         "id: evil\nversion: 0.1.0\ndescription: '" + HOSTILE.replace("'", "''") + "'\n"
         "dataset: {source: data/tasks.jsonl}\n"
         "prompt: {system: '{question:>999999999}', user: '{question} {question.__class__} {missing}'}\n"
         "verifier:\n  - {name: '" + HOSTILE.replace("'", "''") + "', layer: check, use: exact, gate: true}\n"
-        "  - {name: bomb, layer: rule, use: &a [x, x, x, x, x, x, x, x, x], weight: [*a, *a, *a, *a, *a, *a]}\n")
+        "  - {name: bomb, layer: rule, use: &a [x, x, x, x, x, x, x, x, x], weight: [*a, *a, *a, *a, *a, *a]}\n"
+    )
     (package / "data" / "tasks.jsonl").write_text(json.dumps({"id": HOSTILE, "question": HOSTILE}) + "\n")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metadata.json").write_text(json.dumps({
-        "complete": True, "environment": "evil", "environment_version": "0.1.0", "model": HOSTILE, "k": 1,
-        "sampling": {HOSTILE: HOSTILE}, "metrics": {"pass@1": 0.5, "rollouts": 2, "rollouts_faulted": 0, "tasks": 2,
-                                                    "tasks_lost": 0}}))
+    (run / "metadata.json").write_text(
+        json.dumps(
+            {
+                "complete": True,
+                "environment": "evil",
+                "environment_version": "0.1.0",
+                "model": HOSTILE,
+                "k": 1,
+                "sampling": {HOSTILE: HOSTILE},
+                "metrics": {"pass@1": 0.5, "rollouts": 2, "rollouts_faulted": 0, "tasks": 2, "tasks_lost": 0},
+            }
+        )
+    )
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "metadata.json").write_text(json.dumps({
-        "complete": True, "environment": "evil", "environment_version": "0.1.0", "model": "liar", "k": 1,
-        "metrics": {"pass@1": 7.0, "rollouts": 2, "rollouts_faulted": 0, "tasks": 2, "tasks_lost": 0}}))
+    (broken / "metadata.json").write_text(
+        json.dumps(
+            {
+                "complete": True,
+                "environment": "evil",
+                "environment_version": "0.1.0",
+                "model": "liar",
+                "k": 1,
+                "metrics": {"pass@1": 7.0, "rollouts": 2, "rollouts_faulted": 0, "tasks": 2, "tasks_lost": 0},
+            }
+        )
+    )
     (tmp_path / "card.md").write_text(f"---\nverihub: {{environment: bob/evil}}\n---\n{HOSTILE}\n")
-    hf(hub_server, f"""
+    hf(
+        hub_server,
+        f"""
         from huggingface_hub import HfApi
-        api = HfApi(token={tokens['bob']!r})
+        api = HfApi(token={tokens["bob"]!r})
         api.create_repo("bob/evil")
         api.upload_folder(folder_path={str(package)!r}, repo_id="bob/evil")
         api.create_tag("bob/evil", tag="v0.1.0")
         api.create_repo("bob/evil-results", repo_type="dataset")
-        api.upload_file(path_or_fileobj={str(tmp_path / 'card.md')!r}, path_in_repo="README.md",
+        api.upload_file(path_or_fileobj={str(tmp_path / "card.md")!r}, path_in_repo="README.md",
                         repo_id="bob/evil-results", repo_type="dataset")
-        api.upload_folder(folder_path={str(run)!r}, path_in_repo="runs/x", repo_id="bob/evil-results", repo_type="dataset")
+        api.upload_folder(folder_path={str(run)!r}, path_in_repo="runs/x", repo_id="bob/evil-results",
+                          repo_type="dataset")
         api.upload_folder(folder_path={str(broken)!r}, path_in_repo="runs/y", repo_id="bob/evil-results",
                           repo_type="dataset")
         print("{{}}")
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     start = time.perf_counter()
     page = httpx.get(f"{url}/bob/evil", timeout=60)
     assert page.status_code == 200 and time.perf_counter() - start < 10
-    assert "<script>window" not in page.text and "onerror=\"" not in page.text and "href=\"javascript:" not in page.text
+    assert "<script>window" not in page.text and 'onerror="' not in page.text and 'href="javascript:' not in page.text
     assert page.text.count("&lt;script&gt;window.__pwned = 1&lt;/script&gt;") >= 4  # card, layer, task, model
     assert "{question:&gt;999999999}" in page.text and "{question.__class__}" in page.text
     assert "(not a plain value)" in page.text and "liar" not in page.text  # pass@1 = 7 is not a rate
@@ -233,10 +345,12 @@ def test_hostile_packages_and_results_cannot_inject_html(hub_server: HubServer, 
 def test_dataset_and_model_routes_never_cross(hub_server: HubServer, tmp_path: Path) -> None:
     url, tokens = hub_server.url, hub_server.tokens
     alice = {"Authorization": f"Bearer {tokens['alice']}"}
-    out = hf(hub_server, f"""
+    out = hf(
+        hub_server,
+        f"""
         import json, io, zipfile
         from huggingface_hub import HfApi
-        api = HfApi(token={tokens['alice']!r})
+        api = HfApi(token={tokens["alice"]!r})
         api.create_repo("alice/crossing", repo_type="dataset")
         wheel = io.BytesIO()
         with zipfile.ZipFile(wheel, "w") as archive:
@@ -257,7 +371,9 @@ def test_dataset_and_model_routes_never_cross(hub_server: HubServer, tmp_path: P
                 out[name] = getattr(getattr(error, "response", None), "status_code", type(error).__name__)
         out["tags"] = [t.name for t in api.list_repo_refs("alice/crossing", repo_type="dataset").tags]
         print(json.dumps(out))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert out == {"as_model": 404, "again_as_model": 409, "delete_as_model": 404, "tags": ["v1.0.0"]}
     space = httpx.post(f"{url}/api/repos/create", json={"name": "spacey", "type": "space"}, headers=alice)
     assert space.status_code == 400 and space.headers["X-Error-Code"] == "InvalidRequest"
@@ -268,9 +384,12 @@ def test_dataset_and_model_routes_never_cross(hub_server: HubServer, tmp_path: P
     verihub("push", str(package), "--hub", url, token=tokens["alice"])
     assert httpx.get(f"{url}/api/datasets/alice/lonely").status_code == 404
     assert httpx.get(f"{url}/datasets/alice/lonely/resolve/v0.1.0/README.md").status_code == 404
-    deleted = httpx.request("DELETE", f"{url}/api/repos/delete", json={"name": "crossing", "type": "dataset"},
-                            headers=alice)
-    assert deleted.status_code == 200 and httpx.get(f"{url}/api/datasets/alice/crossing", headers=alice).status_code == 404
+    deleted = httpx.request(
+        "DELETE", f"{url}/api/repos/delete", json={"name": "crossing", "type": "dataset"}, headers=alice
+    )
+    assert (
+        deleted.status_code == 200 and httpx.get(f"{url}/api/datasets/alice/crossing", headers=alice).status_code == 404
+    )
 
 
 def test_the_leaderboard_is_derived_at_start(tmp_path: Path) -> None:

@@ -29,10 +29,14 @@ def repo(hub_server: HubServer) -> str:
     headers = {"Authorization": f"Bearer {hub_server.tokens['alice']}"}
     created = httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "sturdy"}, headers=headers)
     assert created.status_code == 200, created.text
-    first = ndjson({"key": "header", "value": {"summary": "first"}},
-                   {"key": "file", "value": {"path": "README.md", "content": b64(b"# sturdy\n"), "encoding": "base64"}})
-    assert httpx.post(f"{hub_server.url}/api/models/alice/sturdy/commit/main", content=first,
-                      headers=headers).status_code == 200
+    first = ndjson(
+        {"key": "header", "value": {"summary": "first"}},
+        {"key": "file", "value": {"path": "README.md", "content": b64(b"# sturdy\n"), "encoding": "base64"}},
+    )
+    assert (
+        httpx.post(f"{hub_server.url}/api/models/alice/sturdy/commit/main", content=first, headers=headers).status_code
+        == 200
+    )
     return f"{hub_server.url}/api/models/alice/sturdy"
 
 
@@ -58,19 +62,43 @@ def alice(server: HubServer) -> dict[str, str]:
 
 # -- bodies ---------------------------------------------------------------------------------------------
 
-BAD_JSON = [b"{", b"[]", b'"text"', b"42", b"null", b"\xff\xfe", b'{"name": 5}', b'{"name": ["x"]}',
-            b"[" * 100_000 + b"]" * 100_000, b'{"tag": {"nested": true}}', b'{"files": "all"}',
-            b'{"files": [{"path": 1}]}', b'{"private": "maybe", "name": "x"}', b'{"startingPoint": []}']
+BAD_JSON = [
+    b"{",
+    b"[]",
+    b'"text"',
+    b"42",
+    b"null",
+    b"\xff\xfe",
+    b'{"name": 5}',
+    b'{"name": ["x"]}',
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"tag": {"nested": true}}',
+    b'{"files": "all"}',
+    b'{"files": [{"path": 1}]}',
+    b'{"private": "maybe", "name": "x"}',
+    b'{"startingPoint": []}',
+]
 
 
-@pytest.mark.parametrize("route", ["/api/repos/create", "DELETE /api/repos/delete", "/api/validate-yaml",
-                                   "REPO/tag/main", "REPO/branch/feature", "REPO/preupload/main"])
+@pytest.mark.parametrize(
+    "route",
+    [
+        "/api/repos/create",
+        "DELETE /api/repos/delete",
+        "/api/validate-yaml",
+        "REPO/tag/main",
+        "REPO/branch/feature",
+        "REPO/preupload/main",
+    ],
+)
 def test_malformed_json_is_a_400_with_a_code(hub_server: HubServer, repo: str, route: str) -> None:
     method, _, path = route.rpartition(" ")
     url = path.replace("REPO", repo) if path.startswith("REPO") else f"{hub_server.url}{path}"
     for body in BAD_JSON:
         response = httpx.request(method or "POST", url, content=body, headers=alice(hub_server), timeout=60)
-        if response.status_code == 200:  # a body that happens to be valid for this route (e.g. {} where all is optional)
+        if (
+            response.status_code == 200
+        ):  # a body that happens to be valid for this route (e.g. {} where all is optional)
             continue
         assert response.status_code in (400, 404, 409), (route, body[:40], response.status_code, response.text[:200])
         refused(response, response.status_code)
@@ -97,13 +125,34 @@ COMMIT_LINES = {
     "a summary that is a list": {"key": "header", "value": {"summary": ["a"]}},
     "a deleted folder without a path": {"key": "deletedFolder", "value": {}},
     "nested past the parser's depth": "[" * 100_000 + "]" * 100_000,
-    "content that is not ASCII": {"key": "file", "value": {"path": "x", "content": "\u00e9t\u00e9", "encoding": "base64"}},
+    "content that is not ASCII": {
+        "key": "file",
+        "value": {"path": "x", "content": "\u00e9t\u00e9", "encoding": "base64"},
+    },
     "a NUL in the summary": {"key": "header", "value": {"summary": "one\u0000two"}},
     "a summary of 300,000 characters": {"key": "header", "value": {"summary": "s" * 300_000}},
 }
-TRAVERSALS = ["../escape.txt", "/etc/passwd", "a/../../b", ".git/config", "a/.git/hooks/x", "a\\..\\b", "a//b", ".",
-              "a/./b", "nul\x00byte", "new\nline", "x" * 300, "a/" * 600 + "b", "",
-              ".GIT/config", "GIT~1/config", "a/.Git./hooks/x", ".git /x", ".git::$INDEX_ALLOCATION/x"]  # .git elsewhere
+TRAVERSALS = [
+    "../escape.txt",
+    "/etc/passwd",
+    "a/../../b",
+    ".git/config",
+    "a/.git/hooks/x",
+    "a\\..\\b",
+    "a//b",
+    ".",
+    "a/./b",
+    "nul\x00byte",
+    "new\nline",
+    "x" * 300,
+    "a/" * 600 + "b",
+    "",
+    ".GIT/config",
+    "GIT~1/config",
+    "a/.Git./hooks/x",
+    ".git /x",
+    ".git::$INDEX_ALLOCATION/x",
+]  # .git elsewhere
 
 
 @pytest.mark.parametrize("shape", list(COMMIT_LINES))
@@ -129,12 +178,16 @@ def test_a_commit_stores_each_name_literally_and_each_byte_as_sent(hub_server: H
     """Names that are git pathspecs ('*.txt' matched every .txt file and deleted them, ':!x' every file) and
     a committed .gitattributes (which rewrote line ends and text encodings) change nothing of what is stored."""
     headers = alice(hub_server)
-    assert httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "literal"}, headers=headers).status_code == 200
+    assert (
+        httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "literal"}, headers=headers).status_code == 200
+    )
     repo = f"{hub_server.url}/api/models/alice/literal"
 
     def commit(files: dict[str, bytes]) -> None:
-        body = ndjson({"key": "header", "value": {"summary": "add"}},
-                      *({"key": "file", "value": {"path": path, "content": b64(data)}} for path, data in files.items()))
+        body = ndjson(
+            {"key": "header", "value": {"summary": "add"}},
+            *({"key": "file", "value": {"path": path, "content": b64(data)}} for path, data in files.items()),
+        )
         response = httpx.post(f"{repo}/commit/main", content=body, headers=headers, timeout=120)
         assert response.status_code == 200, response.text[:300]
 
@@ -142,8 +195,12 @@ def test_a_commit_stores_each_name_literally_and_each_byte_as_sent(hub_server: H
         paths = [entry["path"] for entry in httpx.get(f"{repo}/tree/main", params={"recursive": "true"}).json()]
         return {path: httpx.get(f"{hub_server.url}/alice/literal/resolve/main/{path}").content for path in paths}
 
-    expected = {"README.md": b"# literal\n", "a.txt": b"a", "keep/c.txt": b"c",
-                ".gitattributes": b"*.txt text eol=crlf\n*.u16 working-tree-encoding=UTF-16\n* filter=lfs\n"}
+    expected = {
+        "README.md": b"# literal\n",
+        "a.txt": b"a",
+        "keep/c.txt": b"c",
+        ".gitattributes": b"*.txt text eol=crlf\n*.u16 working-tree-encoding=UTF-16\n* filter=lfs\n",
+    }
     commit(expected)
     for name in ["*.txt", ":!nothing", ":(glob)**", ":/y", "[ak]*"]:
         commit({name: b"x"})
@@ -159,13 +216,17 @@ def test_a_commit_stores_each_name_literally_and_each_byte_as_sent(hub_server: H
 
 def test_front_matter_nested_past_the_parser_is_no_card_not_a_500(hub_server: HubServer) -> None:
     deep = "---\n" + "[" * 20_000 + "]" * 20_000 + "\n---\n# deep\n"
-    checked = httpx.post(f"{hub_server.url}/api/validate-yaml", json={"content": deep, "repoType": "model"},
-                         headers=alice(hub_server))
+    checked = httpx.post(
+        f"{hub_server.url}/api/validate-yaml", json={"content": deep, "repoType": "model"}, headers=alice(hub_server)
+    )
     assert checked.status_code == 400 and checked.json()["errors"], checked.text[:200]
     headers = alice(hub_server)
     assert httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "deep"}, headers=headers).status_code == 200
     body = ndjson({"key": "file", "value": {"path": "README.md", "content": b64(deep.encode())}})
-    assert httpx.post(f"{hub_server.url}/api/models/alice/deep/commit/main", content=body, headers=headers).status_code == 200
+    assert (
+        httpx.post(f"{hub_server.url}/api/models/alice/deep/commit/main", content=body, headers=headers).status_code
+        == 200
+    )
     for path in ("/api/models/alice/deep", "/alice/deep"):
         assert httpx.get(f"{hub_server.url}{path}", timeout=60).status_code == 200, path
 
@@ -181,8 +242,12 @@ def test_a_card_renders_a_bounded_part_whatever_its_size(hub_server: HubServer) 
         assert created.status_code == 200, created.text
         body = ndjson({"key": "file", "value": {"path": path, "content": b64(card.encode())}})
         plural = "models" if kind == "model" else "datasets"
-        assert httpx.post(f"{hub_server.url}/api/{plural}/alice/{name}/commit/main", content=body, headers=headers,
-                          timeout=60).status_code == 200
+        assert (
+            httpx.post(
+                f"{hub_server.url}/api/{plural}/alice/{name}/commit/main", content=body, headers=headers, timeout=60
+            ).status_code
+            == 200
+        )
         page = httpx.get(f"{hub_server.url}/{'datasets/' if kind == 'dataset' else ''}alice/{name}", timeout=60)
         assert page.status_code == 200, page.text[:200]
         assert "more characters; the README holds all of it" in page.text
@@ -193,27 +258,52 @@ def test_paths_info_costs_one_lookup_a_path(hub_server: HubServer) -> None:
     """60,000 asked paths against 5,000 files, anonymously: it scanned every file per path (about a minute)."""
     headers = alice(hub_server)
     assert httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "wide"}, headers=headers).status_code == 200
-    body = ndjson(*({"key": "file", "value": {"path": f"d{number % 50}/f{number}", "content": b64(b"x")}}
-                    for number in range(5_000)))
-    assert httpx.post(f"{hub_server.url}/api/models/alice/wide/commit/main", content=body, headers=headers,
-                      timeout=120).status_code == 200
+    body = ndjson(
+        *(
+            {"key": "file", "value": {"path": f"d{number % 50}/f{number}", "content": b64(b"x")}}
+            for number in range(5_000)
+        )
+    )
+    assert (
+        httpx.post(
+            f"{hub_server.url}/api/models/alice/wide/commit/main", content=body, headers=headers, timeout=120
+        ).status_code
+        == 200
+    )
     asked = "&".join([f"paths=n/{number}" for number in range(60_000)] + ["paths=d7", "paths=d7/f7"])
     start = time.perf_counter()
-    found = httpx.post(f"{hub_server.url}/api/models/alice/wide/paths-info/main", content=asked,
-                       headers={"Content-Type": "application/x-www-form-urlencoded"}, timeout=600)
+    found = httpx.post(
+        f"{hub_server.url}/api/models/alice/wide/paths-info/main",
+        content=asked,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        timeout=600,
+    )
     assert found.status_code == 200, found.text[:200]
     assert [(entry["type"], entry["path"]) for entry in found.json()] == [("directory", "d7"), ("file", "d7/f7")]
     assert time.perf_counter() - start < 10  # a fraction of a second now; the scan took about a minute
 
 
 def test_urls_that_climb_out_are_404s(hub_server: HubServer, repo: str) -> None:
-    for path in ["/files/..%2F..%2Fhub.db", "/files/alice-x/..%2F..%2Fhub.db", "/files/alice-x/.hidden",
-                 "/files/alice-x/x.whl.json", "/files/..%2Findex/x", "/files/%2e%2e/%2e%2e", "/simple/..%2F/",
-                 "/simple/%2e%2e/", "/alice/sturdy/resolve/main/..%2F..%2F..%2Fhub.db",
-                 "/alice/sturdy/resolve/main/%2e%2e/%2e%2e/hub.db", "/alice/sturdy/resolve/..%2F..%2Frefs/README.md",
-                 "/api/models/alice/sturdy/tree/main/..%2F..", "/api/models/alice/..%2Fsturdy/refs",
-                 "/alice/sturdy/resolve/%00/README.md", "/nothing/here/at/all", "/simple/%00/",
-                 "/api/models/alice/sturdy/tree/main/%00", "/alice/sturdy/resolve/main/x%00"]:  # NULs echoed back
+    for path in [
+        "/files/..%2F..%2Fhub.db",
+        "/files/alice-x/..%2F..%2Fhub.db",
+        "/files/alice-x/.hidden",
+        "/files/alice-x/x.whl.json",
+        "/files/..%2Findex/x",
+        "/files/%2e%2e/%2e%2e",
+        "/simple/..%2F/",
+        "/simple/%2e%2e/",
+        "/alice/sturdy/resolve/main/..%2F..%2F..%2Fhub.db",
+        "/alice/sturdy/resolve/main/%2e%2e/%2e%2e/hub.db",
+        "/alice/sturdy/resolve/..%2F..%2Frefs/README.md",
+        "/api/models/alice/sturdy/tree/main/..%2F..",
+        "/api/models/alice/..%2Fsturdy/refs",
+        "/alice/sturdy/resolve/%00/README.md",
+        "/nothing/here/at/all",
+        "/simple/%00/",
+        "/api/models/alice/sturdy/tree/main/%00",
+        "/alice/sturdy/resolve/main/x%00",
+    ]:  # NULs echoed back
         response = httpx.get(f"{hub_server.url}{path}")
         if 300 <= response.status_code < 400:  # the index normalizing a project name: nothing served
             continue
@@ -233,26 +323,39 @@ def test_malformed_queries_and_credentials_are_4xx(hub_server: HubServer, repo: 
 
 def test_oversized_bodies_are_413(hub_server: HubServer, repo: str) -> None:
     big = b'{"name": "' + b"x" * (2 << 20) + b'"}'
-    refused(httpx.post(f"{hub_server.url}/api/repos/create", content=big, headers=alice(hub_server)), 413, "BodyTooLarge")
+    refused(
+        httpx.post(f"{hub_server.url}/api/repos/create", content=big, headers=alice(hub_server)), 413, "BodyTooLarge"
+    )
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
         for _ in range(40):
             yield b" " * (64 << 10)
 
     refused(httpx.post(f"{repo}/tag/main", content=chunks(), headers=alice(hub_server)), 413, "BodyTooLarge")
-    status, headers = raw_request(hub_server.url, "POST", "/api/models/alice/sturdy/commit/main", 10 << 30,
-                                  {"Authorization": f"Bearer {hub_server.tokens['alice']}"})
+    status, headers = raw_request(
+        hub_server.url,
+        "POST",
+        "/api/models/alice/sturdy/commit/main",
+        10 << 30,
+        {"Authorization": f"Bearer {hub_server.tokens['alice']}"},
+    )
     assert status == 413 and headers["x-error-code"] == "BodyTooLarge"
 
 
-def raw_request(url: str, method: str, path: str, declared: int, headers: dict[str, str],
-                sent: bytes = b"{", timeout_s: float = 10) -> tuple[int, dict[str, str]]:
+def raw_request(
+    url: str, method: str, path: str, declared: int, headers: dict[str, str], sent: bytes = b"{", timeout_s: float = 10
+) -> tuple[int, dict[str, str]]:
     """Send the request line, headers that declare ``declared`` bytes of body, and only ``sent`` of them;
     the server must answer without waiting for the rest."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=timeout_s) as connection:
-        lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {declared}",
-                 "Content-Type: application/json", *(f"{k}: {v}" for k, v in headers.items())]
+        lines = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: {host}",
+            f"Content-Length: {declared}",
+            "Content-Type: application/json",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
         connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + sent)
         answer = b""
         while b"\r\n\r\n" not in answer:
@@ -267,8 +370,12 @@ def raw_request(url: str, method: str, path: str, declared: int, headers: dict[s
 def test_writes_are_refused_before_their_bodies_are_read(hub_server: HubServer, repo: str) -> None:
     """Anonymous or foreign writes get 401/403 at once, whatever the body says and however big it claims to be."""
     bob = {"Authorization": f"Bearer {hub_server.tokens['bob']}"}
-    for path in ("/api/models/alice/sturdy/commit/main", "/api/models/alice/sturdy/tag/main",
-                 "/api/models/alice/sturdy/preupload/main", "/api/repos/create"):
+    for path in (
+        "/api/models/alice/sturdy/commit/main",
+        "/api/models/alice/sturdy/tag/main",
+        "/api/models/alice/sturdy/preupload/main",
+        "/api/repos/create",
+    ):
         start = time.perf_counter()
         status, headers = raw_request(hub_server.url, "POST", path, 10 << 30, {})
         assert status == 401 and headers["x-error-code"] == "Unauthorized", path
@@ -286,15 +393,28 @@ def test_garbage_never_gets_a_500(hub_server: HubServer, repo: str) -> None:
     import random
 
     rng = random.Random(12)
-    httpx.post(f"{hub_server.url}/api/repos/create", json={"name": "sturdy-data", "type": "dataset"},
-               headers=alice(hub_server))
-    routes = [("POST", "/api/repos/create"), ("DELETE", "/api/repos/delete"), ("POST", "/api/validate-yaml"),
-              ("POST", "/api/models/alice/sturdy/tag/main"), ("POST", "/api/models/alice/sturdy/branch/x"),
-              ("POST", "/api/models/alice/sturdy/preupload/main"), ("POST", "/api/models/alice/sturdy/commit/main"),
-              ("POST", "/api/models/alice/sturdy/paths-info/main"), ("GET", "/api/models/alice/sturdy/tree/main"),
-              ("GET", "/simple/"), ("GET", "/api/models"), ("GET", "/api/datasets"), ("GET", "/"),
-              ("POST", "/api/datasets/alice/sturdy-data/commit/main"), ("GET", "/api/datasets/alice/sturdy-data/tree/main"),
-              ("GET", "/datasets/alice/sturdy-data"), ("GET", "/alice/sturdy")]
+    httpx.post(
+        f"{hub_server.url}/api/repos/create", json={"name": "sturdy-data", "type": "dataset"}, headers=alice(hub_server)
+    )
+    routes = [
+        ("POST", "/api/repos/create"),
+        ("DELETE", "/api/repos/delete"),
+        ("POST", "/api/validate-yaml"),
+        ("POST", "/api/models/alice/sturdy/tag/main"),
+        ("POST", "/api/models/alice/sturdy/branch/x"),
+        ("POST", "/api/models/alice/sturdy/preupload/main"),
+        ("POST", "/api/models/alice/sturdy/commit/main"),
+        ("POST", "/api/models/alice/sturdy/paths-info/main"),
+        ("GET", "/api/models/alice/sturdy/tree/main"),
+        ("GET", "/simple/"),
+        ("GET", "/api/models"),
+        ("GET", "/api/datasets"),
+        ("GET", "/"),
+        ("POST", "/api/datasets/alice/sturdy-data/commit/main"),
+        ("GET", "/api/datasets/alice/sturdy-data/tree/main"),
+        ("GET", "/datasets/alice/sturdy-data"),
+        ("GET", "/alice/sturdy"),
+    ]
     for query in ("\0abc", "ab\0c", '"\0"', "NEAR(a", "*" * 300):  # what a search index's query syntax would choke on
         for path in ("/api/models", "/api/datasets", "/"):
             response = httpx.get(f"{hub_server.url}{path}", params={"search" if path != "/" else "q": query})
@@ -303,8 +423,13 @@ def test_garbage_never_gets_a_500(hub_server: HubServer, repo: str) -> None:
         method, path = rng.choice(routes)
         body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 300)))
         params = {rng.choice(["limit", "search", "recursive", "author", "filter"]): body[:20].decode("latin-1")}
-        response = httpx.request(method, f"{hub_server.url}{path}", content=body, params=params,
-                                 headers=alice(hub_server) if rng.random() < 0.8 else {})
+        response = httpx.request(
+            method,
+            f"{hub_server.url}{path}",
+            content=body,
+            params=params,
+            headers=alice(hub_server) if rng.random() < 0.8 else {},
+        )
         assert response.status_code < 500, (method, path, body, response.text[:200])
         if response.status_code >= 400:
             refused(response, response.status_code)

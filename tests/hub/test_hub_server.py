@@ -19,6 +19,7 @@ from verihub.spec.scaffold import init_env
 pytestmark = pytest.mark.slow
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
+
 @pytest.fixture
 def server(hub_server: Server) -> Server:
     return hub_server
@@ -26,11 +27,17 @@ def server(hub_server: Server) -> Server:
 
 def client(server: Server, code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """Run ``code`` with the real huggingface_hub client pointed at the server (HF_ENDPOINT at import)."""
-    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
-           "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": server.url,
+        "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_OFFLINE": "0",
+    }
     env.pop("HF_TOKEN", None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_huggingface_hub_client_round_trip(server: Server, tmp_path: Path) -> None:
@@ -38,8 +45,9 @@ def test_huggingface_hub_client_round_trip(server: Server, tmp_path: Path) -> No
     script = f"""
         import json, filecmp, pathlib
         from huggingface_hub import HfApi, snapshot_download, hf_hub_download
-        from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError, HfHubHTTPError
-        api = HfApi(token={server.tokens['alice']!r})
+        from huggingface_hub.errors import (RepositoryNotFoundError, RevisionNotFoundError,
+                                              EntryNotFoundError, HfHubHTTPError)
+        api = HfApi(token={server.tokens["alice"]!r})
         out = {{}}
         out["whoami"] = api.whoami()["name"]
         url = api.create_repo("alice/quiz")
@@ -56,7 +64,8 @@ def test_huggingface_hub_client_round_trip(server: Server, tmp_path: Path) -> No
         out["siblings"] = sorted(s.rfilename for s in info.siblings)
         snapshot = pathlib.Path(snapshot_download("alice/quiz", revision="v0.1.0"))
         out["snapshot_files"] = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
-        out["same_spec"] = filecmp.cmp(snapshot / "environment.yaml", {str(package / 'environment.yaml')!r}, shallow=False)
+        out["same_spec"] = filecmp.cmp(snapshot / "environment.yaml",
+                                       {str(package / "environment.yaml")!r}, shallow=False)
         out["download"] = pathlib.Path(hf_hub_download("alice/quiz", "notes/extra.txt")).read_text()
         out["tree"] = sorted(api.list_repo_files("alice/quiz", revision="v0.1.0"))
         out["commits"] = [c.title for c in api.list_repo_commits("alice/quiz")]
@@ -66,9 +75,9 @@ def test_huggingface_hub_client_round_trip(server: Server, tmp_path: Path) -> No
             "missing_revision": lambda: api.model_info("alice/quiz", revision="v9"),
             "missing_file": lambda: hf_hub_download("alice/quiz", "nope.txt"),
             "retag": lambda: api.create_tag("alice/quiz", tag="v0.1.0", revision="main"),
-            "bob_writes": lambda: HfApi(token={server.tokens['bob']!r}).upload_file(
+            "bob_writes": lambda: HfApi(token={server.tokens["bob"]!r}).upload_file(
                 path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/quiz"),
-            "read_token_writes": lambda: HfApi(token={server.tokens['alice-read']!r}).upload_file(
+            "read_token_writes": lambda: HfApi(token={server.tokens["alice-read"]!r}).upload_file(
                 path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/quiz"),
             "anonymous_create": lambda: HfApi(token=False).create_repo("alice/other"),
         }}.items():
@@ -76,7 +85,8 @@ def test_huggingface_hub_client_round_trip(server: Server, tmp_path: Path) -> No
                 call()
                 out[name] = "no error"
             except Exception as error:
-                out[name] = type(error).__name__ + ":" + str(getattr(getattr(error, "response", None), "status_code", ""))
+                status = getattr(getattr(error, "response", None), "status_code", "")
+                out[name] = type(error).__name__ + ":" + str(status)
         print(json.dumps(out))
     """
     result = client(server, script, tmp_path)
@@ -106,11 +116,19 @@ def test_pip_installs_from_the_served_index(server: Server, tmp_path: Path, fres
     assert all(len(f["hashes"]["sha256"]) == 64 for f in page["files"])
     assert any("core-metadata" in f for f in page["files"])
     python = fresh_python
-    installed = subprocess.run([python, "-m", "pip", "install", "--index-url", index, "alice-served==0.1.0"],
-                               capture_output=True, text=True, timeout=300)
+    installed = subprocess.run(
+        [python, "-m", "pip", "install", "--index-url", index, "alice-served==0.1.0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert installed.returncode == 0, installed.stderr
-    loaded = subprocess.run([python, "-c", "import verihub; print(verihub.load_env('alice/served').version)"],
-                            capture_output=True, text=True, timeout=120)
+    loaded = subprocess.run(
+        [python, "-c", "import verihub; print(verihub.load_env('alice/served').version)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert loaded.stdout.strip() == "0.1.0", loaded.stderr
 
 
@@ -137,20 +155,37 @@ def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: P
     (package / "README.md").write_text((package / "README.md").read_text() + "\nMore words.\n")
     changed = subprocess.run([VERIHUB, "push", str(package), *common], capture_output=True, text=True, timeout=300)
     assert changed.returncode == 2 and "bump it" in changed.stderr
-    bumped = subprocess.run([VERIHUB, "push", str(package), "--bump", "minor", *common], capture_output=True, text=True,
-                            timeout=300)
+    bumped = subprocess.run(
+        [VERIHUB, "push", str(package), "--bump", "minor", *common], capture_output=True, text=True, timeout=300
+    )
     assert "alice/remote-quiz@0.2.0" in bumped.stdout, bumped.stderr
-    anonymous = subprocess.run([VERIHUB, "push", str(package), "--hub", server.url, "--owner", "alice"],
-                               capture_output=True, text=True, timeout=300,
-                               env={**{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VERIHUB_TOKEN")},
-                                    "VERIHUB_HOME": str(tmp_path / "nobody")})
+    anonymous = subprocess.run(
+        [VERIHUB, "push", str(package), "--hub", server.url, "--owner", "alice"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VERIHUB_TOKEN")},
+            "VERIHUB_HOME": str(tmp_path / "nobody"),
+        },
+    )
     assert anonymous.returncode != 0  # no token: the write is refused
     home = tmp_path / "home"  # `verihub login` stores the token; later commands find it
-    logged_in = {**{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VERIHUB_TOKEN")}, "VERIHUB_HOME": str(home)}
-    subprocess.run([VERIHUB, "login", "--token", server.tokens["alice"]], check=True, env=logged_in, capture_output=True)
+    logged_in = {
+        **{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VERIHUB_TOKEN")},
+        "VERIHUB_HOME": str(home),
+    }
+    subprocess.run(
+        [VERIHUB, "login", "--token", server.tokens["alice"]], check=True, env=logged_in, capture_output=True
+    )
     assert (home / "token").stat().st_mode & 0o777 == 0o600
-    via_login = subprocess.run([VERIHUB, "push", str(package), "--hub", server.url, "--bump", "patch"],
-                               capture_output=True, text=True, timeout=300, env=logged_in)
+    via_login = subprocess.run(
+        [VERIHUB, "push", str(package), "--hub", server.url, "--bump", "patch"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=logged_in,
+    )
     assert "alice/remote-quiz@0.2.1" in via_login.stdout, via_login.stderr
     from verihub.hub.remote import RemoteHub
     from verihub.ids import RepoId
@@ -161,12 +196,24 @@ def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: P
     listing = httpx.get(f"{server.url}/simple/alice-remote-quiz/").text
     assert "alice_remote_quiz-0.2.1-py3-none-any.whl#sha256=" in listing
     # `verihub install` run by another interpreter installs there, and the package then loads by name.
-    installed = subprocess.run([fresh_python, "-m", "verihub.cli", "install", "alice/remote-quiz@~=0.2.0", *common],
-                               capture_output=True, text=True, timeout=300)
+    installed = subprocess.run(
+        [fresh_python, "-m", "verihub.cli", "install", "alice/remote-quiz@~=0.2.0", *common],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert installed.returncode == 0, installed.stderr[-2000:]
     assert "installed alice/remote-quiz@0.2.1" in installed.stdout
-    loaded = subprocess.run([fresh_python, "-c", "import verihub; env = verihub.load_env('alice/remote-quiz'); "
-                             "print(env.version, env.root)"], capture_output=True, text=True, timeout=120)
+    loaded = subprocess.run(
+        [
+            fresh_python,
+            "-c",
+            "import verihub; env = verihub.load_env('alice/remote-quiz'); print(env.version, env.root)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     version, root = loaded.stdout.split()
     assert version == "0.2.1" and str(tmp_path) in root, loaded.stderr
 
@@ -174,7 +221,7 @@ def test_verihub_push_and_install_through_the_server(server: Server, tmp_path: P
 def test_a_tag_cannot_publish_someone_elses_package_name(server: Server, tmp_path: Path) -> None:
     script = f"""
         from huggingface_hub import HfApi
-        api = HfApi(token={server.tokens['bob']!r})
+        api = HfApi(token={server.tokens["bob"]!r})
         api.create_repo("bob/sneaky")
         api.upload_file(path_or_fileobj=b"not really a wheel", path_in_repo="dist/numpy-9.9.9-py3-none-any.whl",
                         repo_id="bob/sneaky")
@@ -194,7 +241,7 @@ def test_private_repositories_are_invisible_to_others(server: Server, tmp_path: 
     script = f"""
         import json
         from huggingface_hub import HfApi
-        alice, bob, nobody = (HfApi(token={server.tokens['alice']!r}), HfApi(token={server.tokens['bob']!r}),
+        alice, bob, nobody = (HfApi(token={server.tokens["alice"]!r}), HfApi(token={server.tokens["bob"]!r}),
                               HfApi(token=False))
         alice.create_repo("alice/secret", private=True)
         alice.upload_file(path_or_fileobj=b"# secret plans", path_in_repo="README.md", repo_id="alice/secret")
@@ -213,12 +260,25 @@ def test_private_repositories_are_invisible_to_others(server: Server, tmp_path: 
     result = client(server, script, tmp_path)
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert "alice/secret" in out.pop("alice_lists")  # other tests' private repos on the shared server may match too
-    assert out == {"alice_sees": True, "bob_lists": [], "anyone_lists": [],
-                   "bob": "RepositoryNotFoundError", "nobody": "RepositoryNotFoundError"}
+    assert out == {
+        "alice_sees": True,
+        "bob_lists": [],
+        "anyone_lists": [],
+        "bob": "RepositoryNotFoundError",
+        "nobody": "RepositoryNotFoundError",
+    }
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def test_web_pages_in_headless_chromium(server: Server, tmp_path: Path) -> None:
@@ -238,8 +298,12 @@ def test_web_pages_in_headless_chromium(server: Server, tmp_path: Path) -> None:
     profile = tmp_path / "profile"
 
     def browse(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     page = browse(f"{server.url}/alice/showcase", "--dump-dom").stdout
     assert "verihub install alice/showcase@0.1.0" in page and "0.625" in page and "environment.yaml" in page
@@ -259,22 +323,37 @@ def test_uv_installs_from_the_served_index(server: Server, tmp_path: Path) -> No
     LocalHub(server.data).push(package, owner="alice")
     target = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
-    installed = subprocess.run([str(uv), "pip", "install", "--python", str(target / "bin" / "python"), "--no-deps",
-                                "--index-url", f"{server.url}/simple/", "alice-uv-served==0.1.0"],
-                               capture_output=True, text=True, timeout=300, env={**os.environ, "UV_NO_CACHE": "1"})
+    installed = subprocess.run(
+        [
+            str(uv),
+            "pip",
+            "install",
+            "--python",
+            str(target / "bin" / "python"),
+            "--no-deps",
+            "--index-url",
+            f"{server.url}/simple/",
+            "alice-uv-served==0.1.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "UV_NO_CACHE": "1"},
+    )
     assert installed.returncode == 0, installed.stderr
     site = next((target / "lib").glob("python3.*/site-packages"))
     assert (site / "uv_served_env" / "environment.yaml").is_file()
 
 
 def test_organization_members_write_and_see_its_repositories(server: Server, tmp_path: Path) -> None:
-    added = subprocess.run([VERIHUB, "hub", "org", "add", "acme", "alice", "--data", str(server.data)],
-                           capture_output=True, text=True)
+    added = subprocess.run(
+        [VERIHUB, "hub", "org", "add", "acme", "alice", "--data", str(server.data)], capture_output=True, text=True
+    )
     assert added.returncode == 0, added.stderr
     script = f"""
         import json
         from huggingface_hub import HfApi
-        alice, bob = HfApi(token={server.tokens['alice']!r}), HfApi(token={server.tokens['bob']!r})
+        alice, bob = HfApi(token={server.tokens["alice"]!r}), HfApi(token={server.tokens["bob"]!r})
         out = {{"orgs": [o["name"] for o in alice.whoami()["orgs"]]}}
         alice.create_repo("acme/internal", private=True)
         alice.upload_file(path_or_fileobj=b"# acme", path_in_repo="README.md", repo_id="acme/internal")
@@ -304,7 +383,7 @@ def test_publishing_with_only_huggingface_hub_and_pip(server: Server, tmp_path: 
         (dist / name).write_bytes(data)
     script = f"""
         from huggingface_hub import HfApi
-        api = HfApi(token={server.tokens['alice']!r})
+        api = HfApi(token={server.tokens["alice"]!r})
         api.create_repo("alice/plain")
         api.upload_folder(folder_path={str(package)!r}, repo_id="alice/plain")
         api.create_branch("alice/plain", branch="dev")
@@ -325,9 +404,23 @@ def test_publishing_with_only_huggingface_hub_and_pip(server: Server, tmp_path: 
     assert lines[1].startswith("traversal")
     target = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
-    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
-                                "--no-deps", "--index-url", f"{server.url}/simple/", "alice-plain==0.1.0"],
-                               capture_output=True, text=True, timeout=300)
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(target / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--index-url",
+            f"{server.url}/simple/",
+            "alice-plain==0.1.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert installed.returncode == 0, installed.stderr
 
 
@@ -340,7 +433,7 @@ def test_archives_with_escaping_paths_are_refused(server: Server, tmp_path: Path
         wheel.writestr("../../etc/cron.d/evil", "* * * * * root true")
     script = f"""
         from huggingface_hub import HfApi
-        api = HfApi(token={server.tokens['alice']!r})
+        api = HfApi(token={server.tokens["alice"]!r})
         api.create_repo("alice/slip")
         api.upload_file(path_or_fileobj={buffer.getvalue()!r}, path_in_repo="dist/alice_slip-1.0.0-py3-none-any.whl",
                         repo_id="alice/slip")
@@ -354,8 +447,9 @@ def test_archives_with_escaping_paths_are_refused(server: Server, tmp_path: Path
     assert "400" in result.stdout and "points outside the archive" in result.stdout, result.stdout + result.stderr
 
 
-def test_server_installs_never_overwrite_another_owners_package(server: Server, tmp_path: Path,
-                                                                fresh_python: str) -> None:
+def test_server_installs_never_overwrite_another_owners_package(
+    server: Server, tmp_path: Path, fresh_python: str
+) -> None:
     from verihub.errors import VerihubError
     from verihub.hub.remote import RemoteHub
 

@@ -137,8 +137,9 @@ def test_a_commit_id_of_a_deleted_repository_does_not_resolve_in_its_successor(s
     git = storage.root / "repos" / "env" / REPO.owner / f"{REPO.name}.git"
     env = {"GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x", "PATH": "/usr/bin:/bin"}
     subprocess.run(["git", "tag", "-a", "-m", "annotated", "v0.9.0", old], cwd=git, check=True, env=env)
-    tag_object = subprocess.run(["git", "rev-parse", "refs/tags/v0.9.0"], cwd=git, check=True, capture_output=True,
-                                text=True).stdout.strip()
+    tag_object = subprocess.run(
+        ["git", "rev-parse", "refs/tags/v0.9.0"], cwd=git, check=True, capture_output=True, text=True
+    ).stdout.strip()
     assert tag_object != old and storage.resolve(REPO, tag_object) == old == storage.resolve(REPO, tag_object)
     storage.delete_repo(REPO)
     storage.create_repo(REPO)

@@ -19,10 +19,27 @@ from verihub.spec.scaffold import init_env
 
 pytestmark = pytest.mark.slow
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
+
+
 def pip(python: str, index: str, requirement: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([python, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
-                           "--no-input", "--index-url", index, requirement], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
+    return subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--index-url",
+            index,
+            requirement,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 def with_token(url: str, token: str) -> str:
@@ -43,14 +60,18 @@ def hidden(hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory) -> d
     built = PackageSource(package).build(RepoId("alice", "hidden")).files
     for name, data in built.items():
         (package / "dist" / name).write_bytes(data)
-    hf(hub_server, f"""
+    hf(
+        hub_server,
+        f"""
         from huggingface_hub import HfApi
-        api = HfApi(token={hub_server.tokens['alice']!r})
+        api = HfApi(token={hub_server.tokens["alice"]!r})
         api.create_repo("alice/hidden", private=True)
         api.upload_folder(folder_path={str(package)!r}, repo_id="alice/hidden")
         api.create_tag("alice/hidden", tag="v0.1.0")
         print("{{}}")
-    """, scratch)
+    """,
+        scratch,
+    )
     wheel = next(name for name in built if name.endswith(".whl"))
     import hashlib
 
@@ -59,8 +80,12 @@ def hidden(hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory) -> d
 
 def test_verihub_push_private(hub_server: HubServer, tmp_path: Path) -> None:
     package = init_env("pushed-secret", "single-turn", tmp_path)
-    pushed = subprocess.run([VERIHUB, "push", str(package), "--private", "--hub", hub_server.url,
-                             "--token", hub_server.tokens["alice"]], capture_output=True, text=True, timeout=300)
+    pushed = subprocess.run(
+        [VERIHUB, "push", str(package), "--private", "--hub", hub_server.url, "--token", hub_server.tokens["alice"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pushed.returncode == 0, pushed.stderr
     owner = {"Authorization": f"Bearer {hub_server.tokens['alice']}"}
     assert httpx.get(f"{hub_server.url}/api/models/alice/pushed-secret", headers=owner).json()["private"] is True
@@ -75,8 +100,10 @@ def test_the_pip_index_hides_private_packages(hub_server: HubServer, hidden: dic
     for who, auth in (("anonymous", None), ("bob", ("__token__", bob))):
         root = httpx.get(f"{url}/simple/", auth=auth)
         assert root.status_code == 200 and "alice-hidden" not in root.text, who
-        assert "alice-hidden" not in root.text and "alice-hidden" not in httpx.get(
-            f"{url}/simple/", headers=JSON_INDEX, auth=auth).text, who
+        assert (
+            "alice-hidden" not in root.text
+            and "alice-hidden" not in httpx.get(f"{url}/simple/", headers=JSON_INDEX, auth=auth).text
+        ), who
         for path in ("/simple/alice-hidden/", wheel, f"{wheel}.metadata"):
             refused = httpx.get(f"{url}{path}", auth=auth)
             assert refused.status_code == 404 and refused.headers["X-Error-Code"] == "NotFound", (who, path)
@@ -89,7 +116,8 @@ def test_the_pip_index_hides_private_packages(hub_server: HubServer, hidden: dic
 
 
 def test_pip_uv_and_verihub_install_a_private_package_only_with_its_token(
-        hub_server: HubServer, hidden: dict[str, str], tmp_path: Path, fresh_python: str) -> None:
+    hub_server: HubServer, hidden: dict[str, str], tmp_path: Path, fresh_python: str
+) -> None:
     url, alice, bob = hub_server.url, hub_server.tokens["alice"], hub_server.tokens["bob"]
     anonymous = pip(fresh_python, f"{url}/simple/", "alice-hidden==0.1.0")
     assert anonymous.returncode != 0 and "No matching distribution" in anonymous.stderr
@@ -99,8 +127,12 @@ def test_pip_uv_and_verihub_install_a_private_package_only_with_its_token(
     netrc.chmod(0o600)
     via_netrc = pip(fresh_python, f"{url}/simple/", "alice-hidden==0.1.0", NETRC=str(netrc))
     assert via_netrc.returncode == 0, via_netrc.stderr
-    loaded = subprocess.run([fresh_python, "-c", "import verihub; print(verihub.load_env('alice/hidden').version)"],
-                            capture_output=True, text=True, timeout=120)
+    loaded = subprocess.run(
+        [fresh_python, "-c", "import verihub; print(verihub.load_env('alice/hidden').version)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert loaded.stdout.strip() == "0.1.0", loaded.stderr
     subprocess.run([fresh_python, "-m", "pip", "uninstall", "-y", "-q", "alice-hidden"], check=True)
     via_url = pip(fresh_python, with_token(url, alice), "alice-hidden==0.1.0")
@@ -111,10 +143,18 @@ def test_pip_uv_and_verihub_install_a_private_package_only_with_its_token(
         target = tmp_path / "uv-venv"
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
         common = [str(uv), "pip", "install", "--python", str(target / "bin" / "python"), "--no-deps", "--no-cache"]
-        assert subprocess.run([*common, "--index-url", f"{url}/simple/", "alice-hidden==0.1.0"],
-                              capture_output=True, timeout=300).returncode != 0
-        installed = subprocess.run([*common, "--index-url", with_token(url, alice), "alice-hidden==0.1.0"],
-                                   capture_output=True, text=True, timeout=300)
+        assert (
+            subprocess.run(
+                [*common, "--index-url", f"{url}/simple/", "alice-hidden==0.1.0"], capture_output=True, timeout=300
+            ).returncode
+            != 0
+        )
+        installed = subprocess.run(
+            [*common, "--index-url", with_token(url, alice), "alice-hidden==0.1.0"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert installed.returncode == 0, installed.stderr
     from verihub.errors import VerihubError
     from verihub.hub.remote import RemoteHub
@@ -131,7 +171,7 @@ def test_every_route_hides_a_private_repository(hub_server: HubServer, hidden: d
         import json, pathlib
         from huggingface_hub import HfApi, hf_hub_download, snapshot_download
         out = {{}}
-        for who, token in (("alice", {tokens['alice']!r}), ("bob", {tokens['bob']!r}), ("nobody", False)):
+        for who, token in (("alice", {tokens["alice"]!r}), ("bob", {tokens["bob"]!r}), ("nobody", False)):
             api = HfApi(token=token)
             calls = {{
                 "info": lambda: api.model_info("alice/hidden").id,
@@ -140,9 +180,9 @@ def test_every_route_hides_a_private_repository(hub_server: HubServer, hidden: d
                 "refs": lambda: [t.name for t in api.list_repo_refs("alice/hidden").tags],
                 "commits": lambda: len(api.list_repo_commits("alice/hidden")) > 0,
                 "paths": lambda: len(api.get_paths_info("alice/hidden", ["README.md"])),
-                "download": lambda: len(pathlib.Path(hf_hub_download("alice/hidden", "environment.yaml", revision="v0.1.0",
-                                                                     token=token, cache_dir=f"{tmp_path}/files-{{who}}")
-                                                     ).read_text()) > 0,
+                "download": lambda: len(pathlib.Path(hf_hub_download(
+                    "alice/hidden", "environment.yaml", revision="v0.1.0", token=token,
+                    cache_dir=f"{tmp_path}/files-{{who}}")).read_text()) > 0,
                 "snapshot": lambda: pathlib.Path(snapshot_download("alice/hidden", revision="v0.1.0", token=token,
                                                                    cache_dir=f"{tmp_path}/cache-{{who}}")).is_dir(),
                 "exists": lambda: api.repo_exists("alice/hidden"),
@@ -173,8 +213,10 @@ def test_every_route_hides_a_private_repository(hub_server: HubServer, hidden: d
         assert page.status_code == 404 and page.headers["X-Error-Code"] == "RepoNotFound"
     page = httpx.get(f"{hub_server.url}/alice/hidden", auth=("__token__", tokens["alice"]))
     assert page.status_code == 200 and "verihub install alice/hidden@0.1.0" in page.text
-    assert "alice/hidden" in httpx.get(f"{hub_server.url}/?q=hidden", headers={
-        "Authorization": f"Bearer {tokens['alice']}"}).text
+    assert (
+        "alice/hidden"
+        in httpx.get(f"{hub_server.url}/?q=hidden", headers={"Authorization": f"Bearer {tokens['alice']}"}).text
+    )
 
 
 def test_namespaces_compare_exactly(hub_server: HubServer, tmp_path: Path) -> None:
@@ -205,8 +247,17 @@ def test_namespaces_compare_exactly(hub_server: HubServer, tmp_path: Path) -> No
         print(json.dumps(out))
     """
     out = hf(hub_server, script, tmp_path)
-    assert out == {"abc": ["abc/secret"], "search": [], "own": [], "theirs": [], "wildcard": [], "underscore": [],
-                   "prefix": [], "info": "RepositoryNotFoundError", "write": "RepositoryNotFoundError"}
+    assert out == {
+        "abc": ["abc/secret"],
+        "search": [],
+        "own": [],
+        "theirs": [],
+        "wildcard": [],
+        "underscore": [],
+        "prefix": [],
+        "info": "RepositoryNotFoundError",
+        "write": "RepositoryNotFoundError",
+    }
 
 
 def test_names_are_case_insensitive_with_one_spelling(hub_server: HubServer, tmp_path: Path) -> None:
@@ -219,7 +270,7 @@ def test_names_are_case_insensitive_with_one_spelling(hub_server: HubServer, tmp
         api = HfApi(token={shouting!r})
         out = {{"whoami": api.whoami()["name"], "url": str(api.create_repo("Alice/Case", private=True))}}
         api.upload_file(path_or_fileobj=b"# case", path_in_repo="README.md", repo_id="ALICE/CASE")
-        alice = HfApi(token={hub_server.tokens['alice']!r})
+        alice = HfApi(token={hub_server.tokens["alice"]!r})
         out["info"] = alice.model_info("alice/case").id
         out["listed"] = [m.id for m in alice.list_models(author="Alice") if m.id == "alice/case"]
         try:
@@ -230,8 +281,13 @@ def test_names_are_case_insensitive_with_one_spelling(hub_server: HubServer, tmp
         print(json.dumps(out))
     """
     out = hf(hub_server, script, tmp_path)
-    assert out == {"whoami": "alice", "url": f"{hub_server.url}/alice/case", "info": "alice/case",
-                   "listed": ["alice/case"], "again": 409}
+    assert out == {
+        "whoami": "alice",
+        "url": f"{hub_server.url}/alice/case",
+        "info": "alice/case",
+        "listed": ["alice/case"],
+        "again": 409,
+    }
 
 
 def test_every_route_goes_through_the_visibility_rule() -> None:
@@ -245,9 +301,16 @@ def test_every_route_goes_through_the_visibility_rule() -> None:
     from verihub.hub.server import ROUTERS
 
     scoped = {deps.visible_repo, deps.visible_project}
-    unscoped = {("GET", "/api/whoami-v2"), ("POST", "/api/repos/create"), ("DELETE", "/api/repos/delete"),
-                ("POST", "/api/validate-yaml"), ("GET", "/api/models"), ("GET", "/api/datasets"), ("GET", "/simple/"),
-                ("GET", "/")}
+    unscoped = {
+        ("GET", "/api/whoami-v2"),
+        ("POST", "/api/repos/create"),
+        ("DELETE", "/api/repos/delete"),
+        ("POST", "/api/validate-yaml"),
+        ("GET", "/api/models"),
+        ("GET", "/api/datasets"),
+        ("GET", "/simple/"),
+        ("GET", "/"),
+    }
     seen = set()
     for router in ROUTERS:
         guards = {dependency.dependency for dependency in router.dependencies if isinstance(dependency, Depends)}

@@ -19,7 +19,15 @@ PARTS = {"sdk": REPO / "sdk", "hub": REPO / "hub", "trainers": REPO / "trainers"
 
 # Bottom to top. A module may import its own layer and the layers below it, never one above.
 LAYERS: list[tuple[str, ...]] = [
-    ("verihub", "verihub._lazy", "verihub._sync", "verihub.errors", "verihub.settings", "verihub.ids", "verihub.testing"),
+    (
+        "verihub",
+        "verihub._lazy",
+        "verihub._sync",
+        "verihub.errors",
+        "verihub.settings",
+        "verihub.ids",
+        "verihub.testing",
+    ),
     ("verihub.spec", "verihub.checks", "verihub.sandbox"),  # the vocabulary: schema, checks, the jail
     ("verihub.generation",),
     ("verihub.grading",),
@@ -32,7 +40,10 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 # Imports against the direction on purpose, each with its reason.
 EXCEPTIONS = {
-    ("verihub.environment.core", "verihub.adapters"): "load_env hands adapter refs (reasoning-gym:, openenv:, ...) to their adapter",
+    (
+        "verihub.environment.core",
+        "verihub.adapters",
+    ): "load_env hands adapter refs (reasoning-gym:, openenv:, ...) to their adapter",
 }
 # The SDK's root: the public API, and what every part shares. Anything else belongs in a subpackage.
 SDK_ROOT = {"__init__", "_lazy", "_sync", "errors", "ids", "settings", "testing"}
@@ -49,8 +60,11 @@ def modules() -> Iterator[tuple[str, Path]]:
 
 
 def layer_of(module: str) -> int:
-    best = max((prefix for layer in LAYERS for prefix in layer if module == prefix or module.startswith(prefix + ".")),
-               key=len, default=None)
+    best = max(
+        (prefix for layer in LAYERS for prefix in layer if module == prefix or module.startswith(prefix + ".")),
+        key=len,
+        default=None,
+    )
     assert best is not None, f"{module} is in no layer: add its package to LAYERS"
     return next(index for index, layer in enumerate(LAYERS) if best in layer)
 
@@ -64,7 +78,9 @@ def imported(path: Path, module: str) -> Iterator[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])])
+                base = ".".join(
+                    [*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])]
+                )
             if base.split(".")[0] != "verihub":
                 continue
             for alias in node.names:  # `from verihub import sandbox` imports a module; `import check` a name
@@ -74,8 +90,12 @@ def imported(path: Path, module: str) -> Iterator[tuple[str, int]]:
 
 def _is_module(name: str) -> bool:
     relative = Path(*name.split("."))
-    return any((folder / relative).with_suffix(".py").is_file() or (folder / relative / "__init__.py").is_file()
-               or (folder / relative).is_dir() for folder in PARTS.values())
+    return any(
+        (folder / relative).with_suffix(".py").is_file()
+        or (folder / relative / "__init__.py").is_file()
+        or (folder / relative).is_dir()
+        for folder in PARTS.values()
+    )
 
 
 def violations(found: Iterator[tuple[str, Path]]) -> list[str]:
@@ -86,8 +106,10 @@ def violations(found: Iterator[tuple[str, Path]]) -> list[str]:
         for target, line in sorted(imported(path, module), key=lambda found: found[1]):
             allowed = any(module.startswith(a) and (target == b or target.startswith(b + ".")) for a, b in EXCEPTIONS)
             if layer_of(target) > layer_of(module) and not allowed:
-                wrong.append(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{line}: "
-                             f"{module} imports {target}, a layer above it")
+                wrong.append(
+                    f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{line}: "
+                    f"{module} imports {target}, a layer above it"
+                )
     return wrong
 
 
@@ -138,8 +160,13 @@ def test_the_readme_layout_is_the_tree() -> None:
     section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     tree = section.split("```", 2)[1]
     listed = set(re.findall(r"^ *([\w.-]+)/ ", tree, flags=re.M))  # one folder a line
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     folders = {name.split("/")[0] for name in files if "/" in name and not name.startswith(".")}
     subpackages = {path.parent.name for path in (PARTS["sdk"] / "verihub").glob("*/__init__.py")}
     assert folders <= listed, f"folders missing from the README's Layout: {folders - listed}"

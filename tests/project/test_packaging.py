@@ -20,26 +20,46 @@ import pytest
 from conftest import REPO
 
 # distribution -> (its folder, the folders of the verihub package it ships)
-PARTS = {"verihub": (REPO, []),
-         "verihub-sdk": (REPO / "sdk", [REPO / "sdk" / "verihub"]),
-         "verihub-hub": (REPO / "hub", [REPO / "hub" / "verihub"]),
-         "verihub-trainers": (REPO / "trainers", [REPO / "trainers" / "verihub"])}
+PARTS = {
+    "verihub": (REPO, []),
+    "verihub-sdk": (REPO / "sdk", [REPO / "sdk" / "verihub"]),
+    "verihub-hub": (REPO / "hub", [REPO / "hub" / "verihub"]),
+    "verihub-trainers": (REPO / "trainers", [REPO / "trainers" / "verihub"]),
+}
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
     for folder, _ in PARTS.values():
-        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                                "--disable-pip-version-check", "-w", str(out), str(folder)],
-                               capture_output=True, text=True, timeout=300)
+        built = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--disable-pip-version-check",
+                "-w",
+                str(out),
+                str(folder),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert built.returncode == 0, built.stderr
     found = {}
     for wheel in out.glob("*.whl"):
         with zipfile.ZipFile(wheel) as archive:
             metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
-            name = next(line.split(": ", 1)[1] for line in archive.read(metadata).decode().splitlines()
-                        if line.startswith("Name: "))
+            name = next(
+                line.split(": ", 1)[1]
+                for line in archive.read(metadata).decode().splitlines()
+                if line.startswith("Name: ")
+            )
         found[name] = wheel
     assert sorted(found) == sorted(PARTS)
     return found
@@ -50,8 +70,12 @@ def test_each_wheel_holds_every_module_and_template_of_its_folder_and_no_other(w
     shipped: dict[str, str] = {}
     for name, (folder, packages) in PARTS.items():
         in_wheel = {entry for entry in zipfile.ZipFile(wheels[name]).namelist() if ".dist-info/" not in entry}
-        expected = {path.relative_to(folder).as_posix() for package in packages for path in package.rglob("*")
-                    if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
+        expected = {
+            path.relative_to(folder).as_posix()
+            for package in packages
+            for path in package.rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        }
         assert sorted(expected - in_wheel) == [], f"{name}'s wheel lacks them"
         assert sorted(in_wheel - expected) == [], f"{name}'s wheel holds files from outside its folder"
         for entry in in_wheel:
@@ -60,8 +84,9 @@ def test_each_wheel_holds_every_module_and_template_of_its_folder_and_no_other(w
 
 
 def test_the_parts_are_released_together_and_pin_each_other() -> None:
-    projects = {name: tomllib.loads((folder / "pyproject.toml").read_text())["project"]
-                for name, (folder, _) in PARTS.items()}
+    projects = {
+        name: tomllib.loads((folder / "pyproject.toml").read_text())["project"] for name, (folder, _) in PARTS.items()
+    }
     versions = {name: project["version"] for name, project in projects.items()}
     assert len(set(versions.values())) == 1, f"the parts' versions differ: {versions}"
     import verihub
@@ -69,7 +94,8 @@ def test_the_parts_are_released_together_and_pin_each_other() -> None:
     assert verihub.__version__ == versions["verihub"]
     for name, project in projects.items():
         requirements = project.get("dependencies", []) + [
-            requirement for extra in project.get("optional-dependencies", {}).values() for requirement in extra]
+            requirement for extra in project.get("optional-dependencies", {}).values() for requirement in extra
+        ]
         for requirement in requirements:
             part = requirement.split("[")[0].split("=")[0].strip()
             if part in PARTS and part != name:
@@ -77,15 +103,18 @@ def test_the_parts_are_released_together_and_pin_each_other() -> None:
 
 
 @pytest.mark.slow
-def test_the_wheels_install_as_one_verihub_with_every_parts_commands(wheels: dict[str, Path],
-                                                                      tmp_path: Path) -> None:
+def test_the_wheels_install_as_one_verihub_with_every_parts_commands(wheels: dict[str, Path], tmp_path: Path) -> None:
     """A fresh environment that borrows the third-party packages of this one (no index is reached), through
     links to all but its verihub: pip resolves `verihub[hub,train]` to the four wheels."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     ours = Path(next(path for path in sys.path if path.endswith("site-packages")))
     borrowed = tmp_path / "borrowed"
     borrowed.mkdir()
@@ -95,18 +124,49 @@ def test_the_wheels_install_as_one_verihub_with_every_parts_commands(wheels: dic
     (Path(purelib) / "borrowed.pth").write_text(f"{borrowed}\n")  # a plain path: the .pth files there do not run
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     env.pop("PIP_FIND_LINKS", None)
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--find-links", str(wheels["verihub"].parent),
-                              "verihub[hub,train]"], capture_output=True, text=True, timeout=600, env=env)
+    install = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--find-links",
+            str(wheels["verihub"].parent),
+            "verihub[hub,train]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-3000:]
-    where = subprocess.run([str(python), "-c", "import verihub, verihub.hub, verihub.trainers, verihub.cli; "
-                            "print(verihub.__file__, verihub.hub.__file__, verihub.trainers.__file__)"],
-                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    where = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import verihub, verihub.hub, verihub.trainers, verihub.cli; "
+            "print(verihub.__file__, verihub.hub.__file__, verihub.trainers.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert where.returncode == 0, where.stderr
     for path in where.stdout.split():
         assert Path(path).is_relative_to(purelib), f"{path} is not the installed wheel's"
-    shown = subprocess.run([str(venv / "bin" / "verihub"), "--help"], capture_output=True, text=True, timeout=120,
-                           cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+    shown = subprocess.run(
+        [str(venv / "bin" / "verihub"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert shown.returncode == 0, shown.stderr
-    commands = {line.split()[1] for line in shown.stdout.splitlines() if line.startswith("│ ") and len(line.split()) > 2}
+    commands = {
+        line.split()[1] for line in shown.stdout.splitlines() if line.startswith("│ ") and len(line.split()) > 2
+    }
     assert {"validate", "eval", "serve", "push", "install", "hub", "train", "sft", "models"} <= commands, shown.stdout
     assert "did not load" not in shown.stderr, shown.stderr

@@ -11,8 +11,20 @@ import pytest
 
 from conftest import REPO
 
-BENCH = [sys.executable, str(REPO / "bench" / "peer_eval_bench.py"), "--tasks", "4", "-k", "2", "--concurrency", "4",
-         "--latency-s", "0.01", "--repeat", "1"]
+BENCH = [
+    sys.executable,
+    str(REPO / "bench" / "peer_eval_bench.py"),
+    "--tasks",
+    "4",
+    "-k",
+    "2",
+    "--concurrency",
+    "4",
+    "--latency-s",
+    "0.01",
+    "--repeat",
+    "1",
+]
 
 
 def run_bench(*options: str, verifiers_python: str | None = None) -> list[str]:
@@ -33,8 +45,10 @@ def test_the_bench_runs_verihub_against_its_endpoint_and_says_when_verifiers_is_
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("VERIFIERS_PYTHON"), reason="$VERIFIERS_PYTHON names no interpreter with "
-                    "verifiers 0.4 (see bench/peer_eval_bench.py)")
+@pytest.mark.skipif(
+    not os.environ.get("VERIFIERS_PYTHON"),
+    reason="$VERIFIERS_PYTHON names no interpreter with verifiers 0.4 (see bench/peer_eval_bench.py)",
+)
 def test_the_bench_runs_verifiers_on_the_same_completions() -> None:
     lines = run_bench(verifiers_python=os.environ["VERIFIERS_PYTHON"])
     assert any(line.startswith("verifiers 0.4") and "8 rollouts in" in line and "faulted 0" in line for line in lines)

@@ -11,11 +11,27 @@ import verihub
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(verihub.__all__) == sorted([
-        "Check", "CheckNotFoundError", "CheckParams", "CheckResult", "EnvNotFoundError", "EnvSpec",
-        "Environment", "Grade", "GradeStatus", "LayerResult", "LayerStatus", "SpecError", "SpecProblem",
-        "VerihubError", "__version__", "check", "load_env",
-    ])
+    assert sorted(verihub.__all__) == sorted(
+        [
+            "Check",
+            "CheckNotFoundError",
+            "CheckParams",
+            "CheckResult",
+            "EnvNotFoundError",
+            "EnvSpec",
+            "Environment",
+            "Grade",
+            "GradeStatus",
+            "LayerResult",
+            "LayerStatus",
+            "SpecError",
+            "SpecProblem",
+            "VerihubError",
+            "__version__",
+            "check",
+            "load_env",
+        ]
+    )
     for name in verihub.__all__:
         assert hasattr(verihub, name), name
     assert set(verihub.__all__) <= set(dir(verihub))  # the names load lazily; dir() still lists them
@@ -56,12 +72,14 @@ print(json.dumps({"same": found is getattr(importlib.import_module(new), name),
 
 
 @pytest.mark.parametrize(("old", "name", "new"), MOVED, ids=[old for old, _, _ in MOVED])
-def test_a_moved_module_path_still_imports_with_a_deprecation_warning(old: str, name: str, new: str,
-                                                                        tmp_path: Path) -> None:
+def test_a_moved_module_path_still_imports_with_a_deprecation_warning(
+    old: str, name: str, new: str, tmp_path: Path
+) -> None:
     """In a fresh process, so that nothing has imported the module yet; the warning points at the line
     that used the old path (here the exec'd string), not at verihub's import machinery."""
-    result = subprocess.run([sys.executable, "-c", _OLD_IMPORT, old, name, new], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", _OLD_IMPORT, old, name, new], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["same"], f"{old}.{name} is not {new}.{name}"
@@ -71,8 +89,10 @@ def test_a_moved_module_path_still_imports_with_a_deprecation_warning(old: str, 
 
 
 def test_the_new_paths_import_without_a_warning(tmp_path: Path) -> None:
-    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
-            + "\n".join(f"from {new} import {name}" for _, name, new in MOVED)
-            + "\nfrom verihub.spec import lines, loader, models\nimport verihub.environment.session, verihub.serve.wire")
+    code = (
+        "import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+        + "\n".join(f"from {new} import {name}" for _, name, new in MOVED)
+        + "\nfrom verihub.spec import lines, loader, models\nimport verihub.environment.session, verihub.serve.wire"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -21,8 +21,14 @@ UV = Path(sys.executable).with_name("uv")  # the dev group's, at the locked vers
 
 def uv(*args: str) -> subprocess.CompletedProcess[str]:
     """uv on this tree, offline, about the interpreter and environment the tests run in."""
-    return subprocess.run([str(UV), *args, "--offline", "--python", sys.executable], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "UV_PROJECT_ENVIRONMENT": sys.prefix})
+    return subprocess.run(
+        [str(UV), *args, "--offline", "--python", sys.executable],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "UV_PROJECT_ENVIRONMENT": sys.prefix},
+    )
 
 
 def test_the_lock_is_the_one_pyproject_asks_for() -> None:
@@ -51,7 +57,12 @@ def test_bundled_environments_are_regular_installs_of_this_tree(project: Path) -
     # imported by name in a fresh interpreter outside the tree (this one's sys.path has seen envs/*)
     for entry in installed.entry_points.select(group="verihub.environments"):
         module = entry.value.split(":")[0]
-        found = subprocess.run([sys.executable, "-c", f"import {module}; print({module}.__file__)"],
-                               cwd="/", capture_output=True, text=True, timeout=60)
+        found = subprocess.run(
+            [sys.executable, "-c", f"import {module}; print({module}.__file__)"],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert found.returncode == 0, found.stderr
         assert not Path(found.stdout.strip()).resolve().is_relative_to(project.resolve()), f"{module} is editable"

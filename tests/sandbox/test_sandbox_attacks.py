@@ -37,8 +37,10 @@ def run(jail: Any, command: str, limits: Limits = LIMITS) -> sandbox.Result:
     return result
 
 
-@pytest.mark.parametrize("path", ["/etc/shadow", f"{REPO}/pyproject.toml", f"{Path.home()}/.ssh", "/root",
-                                  "/home", "/var/log", "/etc/hostname"])
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/shadow", f"{REPO}/pyproject.toml", f"{Path.home()}/.ssh", "/root", "/home", "/var/log", "/etc/hostname"],
+)
 def test_host_files_are_not_visible(jail: Any, path: str) -> None:
     result = run(jail, f"ls -la {path}; cat {path}")
     assert result.exit_code != 0 and "No such file or directory" in result.stderr
@@ -46,8 +48,11 @@ def test_host_files_are_not_visible(jail: Any, path: str) -> None:
 
 def test_proc_shows_only_the_jail(jail: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-from-host")
-    result = run(jail, "ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/1/environ | tr '\\0' '\\n'; echo; "
-                       "cat /proc/1/cmdline | tr '\\0' ' '")
+    result = run(
+        jail,
+        "ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/1/environ | tr '\\0' '\\n'; echo; "
+        "cat /proc/1/cmdline | tr '\\0' ' '",
+    )
     assert "sk-secret-from-host" not in result.stdout
     process_count = int(result.stdout.splitlines()[0])
     assert process_count < 10  # the jail's own few processes, not the host's hundreds
@@ -107,7 +112,9 @@ def test_tcp_egress_to_the_host_is_blocked(jail: Any, tcp_listener: tuple[int, l
     port, received = tcp_listener
     result = sandbox.run_python(
         f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\ns.sendall(b'exfil')",
-        limits=LIMITS, sandbox=jail)
+        limits=LIMITS,
+        sandbox=jail,
+    )
     assert result.status is RunStatus.NONZERO_EXIT and "Connection refused" in result.stderr
     assert received == []
 
@@ -134,8 +141,9 @@ except OSError as error:
 
 
 def test_no_network_interfaces_but_loopback(jail: Any) -> None:
-    result = sandbox.run_python("import socket; print(sorted(n for _, n in socket.if_nameindex()))", limits=LIMITS,
-                                sandbox=jail)
+    result = sandbox.run_python(
+        "import socket; print(sorted(n for _, n in socket.if_nameindex()))", limits=LIMITS, sandbox=jail
+    )
     assert result.stdout.strip() in ("['lo']", "[]")
 
 
@@ -145,7 +153,9 @@ def test_fork_bomb_is_contained(jail: Any) -> None:
         "import os, time\nchildren = 0\ntry:\n    for _ in range(64):\n        if os.fork() == 0:\n"
         "            time.sleep(30)\n            os._exit(0)\n        children += 1\nexcept OSError as error:\n"
         "    print(children, type(error).__name__)\nelse:\n    print(children, 'never refused')",
-        limits=Limits(wall_s=10, max_procs=16), sandbox=jail)
+        limits=Limits(wall_s=10, max_procs=16),
+        sandbox=jail,
+    )
     children, outcome = count.stdout.split()
     assert outcome == "BlockingIOError" and 8 <= int(children) < 16, count.stdout
     result = run(jail, ":(){ :|:& };:", Limits(wall_s=3, max_procs=16))
@@ -153,8 +163,9 @@ def test_fork_bomb_is_contained(jail: Any) -> None:
 
 
 def test_memory_bomb_is_contained(jail: Any) -> None:
-    result = sandbox.run_python("chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))",
-                                limits=LIMITS, sandbox=jail)
+    result = sandbox.run_python(
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))", limits=LIMITS, sandbox=jail
+    )
     assert result.status is RunStatus.MEMORY_LIMIT
 
 
@@ -170,8 +181,11 @@ def test_output_flood_is_cut(jail: Any) -> None:
 
 def test_disk_fill_stops_at_the_quota(jail: Any) -> None:
     free_before = os.statvfs("/tmp").f_bavail
-    result = run(jail, "for i in $(seq 1 200); do head -c 1M /dev/zero > f$i || break; done; du -sm . | cut -f1; "
-                       "head -c 1M /dev/zero > /tmp/more || echo tmp-full")
+    result = run(
+        jail,
+        "for i in $(seq 1 200); do head -c 1M /dev/zero > f$i || break; done; du -sm . | cut -f1; "
+        "head -c 1M /dev/zero > /tmp/more || echo tmp-full",
+    )
     assert result.status is not RunStatus.TIMEOUT
     used_mb = int(result.stdout.split()[0])
     assert used_mb <= LIMITS.disk_mb + 1
@@ -203,12 +217,17 @@ os.kill(pid, 9)
 def test_setuid_and_privilege_gain_fail(jail: Any) -> None:
     result = sandbox.run_python(
         "import os\ntry:\n    os.setuid(0)\n    print('root!')\nexcept OSError as e:\n    print('refused')",
-        limits=LIMITS, sandbox=jail)
+        limits=LIMITS,
+        sandbox=jail,
+    )
     assert result.stdout.strip() == "refused"
     # A setuid binary cannot raise privileges: no_new_privs is set and the jail holds no capabilities.
     # (Running one and then asking the shell's own uid would prove nothing.)
-    status = run(jail, "grep -E '^(NoNewPrivs|CapEff|CapPrm):' /proc/self/status; "
-                       "/usr/bin/newgrp -h 2>/dev/null < /dev/null; su -c 'id -u' 2>/dev/null < /dev/null || echo no-su")
+    status = run(
+        jail,
+        "grep -E '^(NoNewPrivs|CapEff|CapPrm):' /proc/self/status; "
+        "/usr/bin/newgrp -h 2>/dev/null < /dev/null; su -c 'id -u' 2>/dev/null < /dev/null || echo no-su",
+    )
     assert "NoNewPrivs:\t1" in status.stdout
     assert "CapEff:\t0000000000000000" in status.stdout and "CapPrm:\t0000000000000000" in status.stdout
     assert "\n0\n" not in f"\n{status.stdout}"  # su never ran anything as root
@@ -217,9 +236,17 @@ def test_setuid_and_privilege_gain_fail(jail: Any) -> None:
 
 
 def test_symlink_and_hardlink_escapes(jail: Any) -> None:
-    result = sandbox.run(["bash", "-c", "ln -s /etc/shadow s1; ln -s ../../../../root/.ssh s2; ln /etc/passwd h1; "
-                          "ln /usr/bin/python3 h2; cat s1 s2/id_rsa; ls -la"],
-                         limits=LIMITS, sandbox=jail, keep_files=True)
+    result = sandbox.run(
+        [
+            "bash",
+            "-c",
+            "ln -s /etc/shadow s1; ln -s ../../../../root/.ssh s2; ln /etc/passwd h1; "
+            "ln /usr/bin/python3 h2; cat s1 s2/id_rsa; ls -la",
+        ],
+        limits=LIMITS,
+        sandbox=jail,
+        keep_files=True,
+    )
     assert "Operation not permitted" in result.stderr or "Invalid cross-device link" in result.stderr
     assert result.files is not None
     files = result.files.files()  # read in memory: links are not followed on the host
@@ -231,11 +258,17 @@ def test_symlink_and_hardlink_escapes(jail: Any) -> None:
 
 
 def test_runs_in_the_pool_cannot_see_each_other(warm_pool: Any, fresh_jail: Any) -> None:
-    first = sandbox.run("echo secret > /tmp/left-behind; echo secret > mine.txt; (sleep 30 &) ; echo ok",
-                        limits=LIMITS, sandbox=warm_pool)
+    first = sandbox.run(
+        "echo secret > /tmp/left-behind; echo secret > mine.txt; (sleep 30 &) ; echo ok",
+        limits=LIMITS,
+        sandbox=warm_pool,
+    )
     assert first.ok
     for _ in range(warm_pool.size):  # whichever worker it ran on
-        second = sandbox.run("cat /tmp/left-behind ../*/mine.txt 2>&1; ps -e -o comm= 2>/dev/null | grep -c sleep",
-                             limits=LIMITS, sandbox=warm_pool)
+        second = sandbox.run(
+            "cat /tmp/left-behind ../*/mine.txt 2>&1; ps -e -o comm= 2>/dev/null | grep -c sleep",
+            limits=LIMITS,
+            sandbox=warm_pool,
+        )
         assert "secret" not in second.stdout
         assert second.stdout.strip().splitlines()[-1] == "0"

@@ -46,7 +46,8 @@ report = {
     "processes": len([name for name in os.listdir("/proc") if name.isdigit()]),
     "unix_sockets": open("/proc/net/unix").read().splitlines()[1:],
     "rlimits": {name: resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource))
-                if name.startswith("RLIMIT_") and name not in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
+                if name.startswith("RLIMIT_")
+                and name not in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
     "nice": os.getpriority(os.PRIO_PROCESS, 0), "cpus": sorted(os.sched_getaffinity(0)),
     "umask": os.umask(0o22),
     "shell": subprocess.run(["bash", "-c", "ulimit -n; nice; pwd"], capture_output=True, text=True).stdout,
@@ -56,30 +57,35 @@ print(json.dumps(report, sort_keys=True))
 
 LEFTOVERS = {
     "read-only directories": "mkdir -p a/b && echo run-n > a/b/f && chmod 500 a/b && chmod 000 a; "
-                             "mkdir -p /tmp/c/d && echo run-n > /tmp/c/d/f && chmod 000 /tmp/c/d /tmp/c",
+    "mkdir -p /tmp/c/d && echo run-n > /tmp/c/d/f && chmod 000 /tmp/c/d /tmp/c",
     "read-only files": "echo run-n > /tmp/f && chmod 000 /tmp/f && echo run-n > mine && chmod 400 mine",
     "modes of /work and /tmp": "chmod 000 /tmp; chmod 0500 /work",
     "sticky and setgid directories": "mkdir -m 3777 s && touch s/f && mkdir -m 1700 /tmp/s && touch /tmp/s/f",
     "hard links, FIFOs, sockets": "echo run-n > /tmp/h1 && ln /tmp/h1 /tmp/h2 && ln /tmp/h1 h3 && mkfifo /tmp/p && "
-                                  "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('/tmp/sock')\"",
-    "a very deep tree": "python3 -c \"import os\nos.chdir('/tmp')\nfor _ in range(3000):\n    os.mkdir('d'); os.chdir('d')\n"
-                        "open('f', 'w').write('run-n')\"",
+    "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('/tmp/sock')\"",
+    "a very deep tree": "python3 -c \"import os\nos.chdir('/tmp')\n"
+    "for _ in range(3000):\n    os.mkdir('d'); os.chdir('d')\n"
+    "open('f', 'w').write('run-n')\"",
     "names with odd bytes": "python3 -c \"open(b'/tmp/\\xff\\xfe\\n', 'w').write('x'); open(b'\\x01 -rf', 'w')\"",
-    "SysV IPC objects": "python3 -c \"import ctypes; libc = ctypes.CDLL(None)\n"
-                        "print(libc.shmget(0x1234, 4096, 0o1600), libc.msgget(0x1235, 0o1600), libc.semget(0x1236, 1, 0o1600))\"",
-    "POSIX message queues": "python3 -c \"import ctypes, os; ctypes.CDLL(None).mq_open(b'/leftover', os.O_CREAT | os.O_RDWR, 0o600, None)\"",
+    "SysV IPC objects": 'python3 -c "import ctypes; libc = ctypes.CDLL(None)\n'
+    'print(libc.shmget(0x1234, 4096, 0o1600), libc.msgget(0x1235, 0o1600), libc.semget(0x1236, 1, 0o1600))"',
+    "POSIX message queues": 'python3 -c "import ctypes, os; '
+    "ctypes.CDLL(None).mq_open(b'/leftover', os.O_CREAT | os.O_RDWR, 0o600, None)\"",
     "an escaped daemon with an abstract socket and a lock": (
-        "python3 -c \"import os, socket, fcntl, time\n"
+        'python3 -c "import os, socket, fcntl, time\n'
         "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
         "        s = socket.socket(socket.AF_UNIX); s.bind(b'\\0leftover'); s.listen()\n"
         "        lock = open('/tmp/lock', 'w'); fcntl.flock(lock, fcntl.LOCK_EX)\n        time.sleep(60)\n"
-        "    os._exit(0)\ntime.sleep(0.3)\""),
+        '    os._exit(0)\ntime.sleep(0.3)"'
+    ),
     "a stopped process": "sleep 60 & kill -STOP $!; sleep 0.1",
-    "the worker's rlimits (prlimit on pid 1)": "python3 -c \"import resource; resource.prlimit(1, resource.RLIMIT_NOFILE, (32, 32)); "
-                                               "resource.prlimit(1, resource.RLIMIT_CORE, (0, 0))\"",
-    "the worker's soft rlimit only": "python3 -c \"import resource; resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 256))\"",
-    "the worker's priority": "python3 -c \"import os; os.setpriority(os.PRIO_USER, 0, 15)\"",
-    "the worker's CPU affinity": "python3 -c \"import os; os.sched_setaffinity(1, {min(os.sched_getaffinity(0))})\"",
+    "the worker's rlimits (prlimit on pid 1)": 'python3 -c "import resource; '
+    "resource.prlimit(1, resource.RLIMIT_NOFILE, (32, 32)); "
+    'resource.prlimit(1, resource.RLIMIT_CORE, (0, 0))"',
+    "the worker's soft rlimit only": 'python3 -c "import resource; '
+    'resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 256))"',
+    "the worker's priority": 'python3 -c "import os; os.setpriority(os.PRIO_USER, 0, 15)"',
+    "the worker's CPU affinity": 'python3 -c "import os; os.sched_setaffinity(1, {min(os.sched_getaffinity(0))})"',
 }
 
 
@@ -109,8 +115,10 @@ def test_nothing_of_a_run_is_visible_to_the_next(pool: WarmPool, clean_view: str
 
 def test_a_run_cannot_turn_its_own_result_into_an_infrastructure_fault(pool: WarmPool, clean_view: str) -> None:
     # SIGINT reaches pid 1 of a namespace only if it handles it: the worker must not.
-    for code in ("import os, signal, time; os.kill(1, signal.SIGINT); time.sleep(0.2); print('done')",
-                 "import os; os.chmod('/work', 0); os.chmod('/tmp', 0); print('done')"):
+    for code in (
+        "import os, signal, time; os.kill(1, signal.SIGINT); time.sleep(0.2); print('done')",
+        "import os; os.chmod('/work', 0); os.chmod('/tmp', 0); print('done')",
+    ):
         result = sandbox.run_python(code, limits=LIMITS, sandbox=pool)
         assert result.ok and result.stdout == "done\n" and result.attempts == 1, result
     assert probe(pool) == clean_view
@@ -119,8 +127,10 @@ def test_a_run_cannot_turn_its_own_result_into_an_infrastructure_fault(pool: War
 def test_what_a_run_leaves_behind_never_changes_its_result(pool: WarmPool, clean_view: str) -> None:
     """A wrong answer must not become a timeout or an infra_error (which a trainer does not count against
     it) by leaving work for the reset: clearing 30,000 sibling directories took one listing per directory."""
-    code = ("import os\nfor root in ('/tmp', '/work'):\n    for number in range(15_000):\n"
-            "        os.mkdir(f'{root}/{number}')\nprint('wrong')")
+    code = (
+        "import os\nfor root in ('/tmp', '/work'):\n    for number in range(15_000):\n"
+        "        os.mkdir(f'{root}/{number}')\nprint('wrong')"
+    )
     start = time.monotonic()
     result = sandbox.run_python(code, limits=LIMITS, sandbox=pool)
     assert result.ok and result.stdout == "wrong\n" and result.attempts == 1, result
@@ -170,13 +180,23 @@ def test_no_byte_of_a_run_stays_in_the_memory_the_next_run_inherits(pool: WarmPo
 
     suffix = os.urandom(8).hex()
     prefixes = {"code": "code-secret-", "file": "file-secret-", "stdin": "stdin-secret-", "output": "output-secret-"}
-    code = (f"import sys\nsecret = {prefixes['code'] + suffix!r}\nsys.stdout.write({prefixes['output']!r} + {suffix!r})\n"
-            "print(open('tests.py').read(), sys.stdin.read())")
-    victim = sandbox.run_python(code, files={"tests.py": prefixes["file"] + suffix}, stdin=prefixes["stdin"] + suffix,
-                                limits=LIMITS, sandbox=pool, keep_files=True)
+    code = (
+        f"import sys\nsecret = {prefixes['code'] + suffix!r}\nsys.stdout.write({prefixes['output']!r} + {suffix!r})\n"
+        "print(open('tests.py').read(), sys.stdin.read())"
+    )
+    victim = sandbox.run_python(
+        code,
+        files={"tests.py": prefixes["file"] + suffix},
+        stdin=prefixes["stdin"] + suffix,
+        limits=LIMITS,
+        sandbox=pool,
+        keep_files=True,
+    )
     assert victim.ok and victim.stdout.count(suffix) == 3
-    scan = (f"PREFIXES = {dict((name, prefix.encode()) for name, prefix in prefixes.items())!r}\n"
-            f"SIZE = {len(suffix)}\nDIGEST = {hashlib.sha256(suffix.encode()).hexdigest()!r}\n" + MEMORY_SCAN)
+    scan = (
+        f"PREFIXES = {dict((name, prefix.encode()) for name, prefix in prefixes.items())!r}\n"
+        f"SIZE = {len(suffix)}\nDIGEST = {hashlib.sha256(suffix.encode()).hexdigest()!r}\n" + MEMORY_SCAN
+    )
     scanned = sandbox.run_python(scan, limits=Limits(wall_s=60, memory_mb=256, max_procs=16), sandbox=pool)
     assert scanned.ok, scanned.stderr[-2000:]
     assert scanned.stdout == "[]\n"  # none of run N's code, files, stdin or output
@@ -197,8 +217,9 @@ def run_bounded(pool: WarmPool, limits: Limits, within_s: float) -> tuple[Result
     """The run's result and time, or None if it did not return within ``within_s`` (it hung)."""
     outcome: list[Result] = []
     start = time.monotonic()
-    thread = threading.Thread(target=lambda: outcome.append(
-        sandbox.run_python("print('ran')", limits=limits, sandbox=pool)), daemon=True)
+    thread = threading.Thread(
+        target=lambda: outcome.append(sandbox.run_python("print('ran')", limits=limits, sandbox=pool)), daemon=True
+    )
     thread.start()
     thread.join(within_s)
     return (outcome[0] if outcome else None), time.monotonic() - start
@@ -254,8 +275,14 @@ def test_a_busy_pool_queues_runs_past_their_wall_clock(pool: WarmPool) -> None:
     # Waiting for a busy worker is not a fault: each of these waits longer than its own wall_s.
     limits = Limits(wall_s=1.5, cpu_s=1.5, memory_mb=256, max_procs=16)
     results: list[Result] = []
-    threads = [threading.Thread(target=lambda: results.append(sandbox.run_python(
-        "import time; time.sleep(0.4); print('ok')", limits=limits, sandbox=pool))) for _ in range(6)]
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                sandbox.run_python("import time; time.sleep(0.4); print('ok')", limits=limits, sandbox=pool)
+            )
+        )
+        for _ in range(6)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -264,8 +291,9 @@ def test_a_busy_pool_queues_runs_past_their_wall_clock(pool: WarmPool) -> None:
 
 
 @pytest.mark.parametrize("backend", ["fresh", "pool", "tools"])
-def test_a_command_too_long_to_exec_is_the_programs_failure_on_every_backend(pool: WarmPool, nsjail_path: str,
-                                                                               backend: str) -> None:
+def test_a_command_too_long_to_exec_is_the_programs_failure_on_every_backend(
+    pool: WarmPool, nsjail_path: str, backend: str
+) -> None:
     """An argument past the kernel's 128 KiB once made the jail fail to start (infra_error: nobody's fault,
     so never penalised); it fails as a shell would, exit 126, and a command just within the bound runs."""
     from verihub.sandbox.nsjail import NsjailSandbox
@@ -288,8 +316,9 @@ def test_a_command_too_long_to_exec_is_the_programs_failure_on_every_backend(poo
 
 
 @pytest.mark.parametrize("backend", ["fresh", "pool"])
-def test_sparse_files_that_would_not_fit_once_restored_are_the_programs_failure(pool: WarmPool, nsjail_path: str,
-                                                                                backend: str) -> None:
+def test_sparse_files_that_would_not_fit_once_restored_are_the_programs_failure(
+    pool: WarmPool, nsjail_path: str, backend: str
+) -> None:
     """Sparse files take no room in the jail's tmpfs but every byte in a snapshot: a session once kept such a
     state, and its next run could not start (a ValueError: the episode an environment fault)."""
     from verihub.sandbox.nsjail import NsjailSandbox
@@ -308,9 +337,18 @@ def test_aliases_lead_into_the_work_dir_in_a_fresh_jail_and_the_pool_sends_them_
     have; such a run goes to a fresh jail and finds them."""
     limits = LIMITS.model_copy(update={"aliases": (("/app", "/work"), ("/logs", "/tmp/logs"))})
     assert pool.fits(LIMITS) and not pool.fits(limits)
-    result = sandbox.run("echo hi > /app/x; mkdir -p /tmp/logs && echo l > /logs/y; cat /work/x /tmp/logs/y; cd /app; pwd",
-                         limits=limits, sandbox=pool, keep_files=True)
-    assert result.ok and result.stdout == "hi\nl\n/app\n" and result.files is not None and result.files.files() == {"x": b"hi\n"}
+    result = sandbox.run(
+        "echo hi > /app/x; mkdir -p /tmp/logs && echo l > /logs/y; cat /work/x /tmp/logs/y; cd /app; pwd",
+        limits=limits,
+        sandbox=pool,
+        keep_files=True,
+    )
+    assert (
+        result.ok
+        and result.stdout == "hi\nl\n/app\n"
+        and result.files is not None
+        and result.files.files() == {"x": b"hi\n"}
+    )
     bare = sandbox.run("ls /app", limits=LIMITS, sandbox=pool)
     assert bare.status is RunStatus.NONZERO_EXIT  # no alias where none was asked for
 
@@ -322,10 +360,15 @@ def test_the_unsafe_local_backend_refuses_aliases() -> None:
     assert result.status is RunStatus.INFRA_ERROR and "sandbox.aliases" in result.reason
 
 
-@pytest.mark.parametrize(("aliases", "named"), [({"/etc/app": "/work"}, "the jail's own"),
-                                                ({"/app": "/home"}, "points into /work or /tmp"),
-                                                ({"/app/../usr": "/work"}, "no . or .. parts"),
-                                                ({f"/a{i}": "/work" for i in range(9)}, "at most 8")])
+@pytest.mark.parametrize(
+    ("aliases", "named"),
+    [
+        ({"/etc/app": "/work"}, "the jail's own"),
+        ({"/app": "/home"}, "points into /work or /tmp"),
+        ({"/app/../usr": "/work"}, "no . or .. parts"),
+        ({f"/a{i}": "/work" for i in range(9)}, "at most 8"),
+    ],
+)
 def test_an_alias_cannot_shadow_the_jails_own_paths_or_lead_out_of_it(aliases: dict[str, str], named: str) -> None:
     with pytest.raises(ValueError, match=named):
         Limits(aliases=aliases)

@@ -30,8 +30,10 @@ VERIHUB = str(Path(sys.executable).with_name("verihub"))
 
 def grades(rollouts: list[Any]) -> list[tuple[Any, ...]]:
     """What a grade is, per rollout: everything but timings."""
-    return [(r.task_id, r.sample, r.status, r.reward, r.reason, r.layers, r.layers_passed, r.turns, r.completion)
-            for r in rollouts]
+    return [
+        (r.task_id, r.sample, r.status, r.reward, r.reason, r.layers, r.layers_passed, r.turns, r.completion)
+        for r in rollouts
+    ]
 
 
 @pytest.fixture
@@ -46,15 +48,25 @@ def test_eval_with_two_graders_gives_the_in_process_grades(two_graders: list[Any
     (_, first), (_, second) = two_graders
     with ScriptedChatServer(arithmetic_model) as model:
         common = ["eval", "envs/arithmetic", "--model", f"openai:scripted@{model.url}", "-n", "12", "-k", "2"]
-        here = subprocess.run([VERIHUB, *common, "--out", str(tmp_path / "here")], cwd=REPO, capture_output=True,
-                              text=True, timeout=300)
-        there = subprocess.run([VERIHUB, *common, "--out", str(tmp_path / "there"), "--grader", first,
-                                "--grader", second], cwd=REPO, capture_output=True, text=True, timeout=300)
+        here = subprocess.run(
+            [VERIHUB, *common, "--out", str(tmp_path / "here")], cwd=REPO, capture_output=True, text=True, timeout=300
+        )
+        there = subprocess.run(
+            [VERIHUB, *common, "--out", str(tmp_path / "there"), "--grader", first, "--grader", second],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert here.returncode == 0, here.stderr
     assert there.returncode == 0, there.stderr
     columns = ["task_id", "sample", "status", "reward", "reason", "layers", "layers_passed", "completion"]
-    tables = [datasets.load_dataset("parquet", data_files=str(tmp_path / run / "results.parquet"), split="train")
-              .select_columns(columns).to_list() for run in ("here", "there")]
+    tables = [
+        datasets.load_dataset("parquet", data_files=str(tmp_path / run / "results.parquet"), split="train")
+        .select_columns(columns)
+        .to_list()
+        for run in ("here", "there")
+    ]
     assert tables[0] == tables[1] and len(tables[0]) == 24
     assert {row["status"] for row in tables[1]} == {"ok", "wrong"}
 
@@ -86,8 +98,15 @@ def test_a_server_killed_mid_run_costs_no_grade(two_graders: list[Any]) -> None:
     with ScriptedChatServer(arithmetic_model, latency_s=0.05) as model:
         here = evaluate(env, f"openai:scripted@{model.url}", n=24, k=2, concurrency=4)
         with GraderPool([url for _, url in two_graders], timeout_s=20) as pool:
-            there = evaluate(env, f"openai:scripted@{model.url}", n=24, k=2, concurrency=4, graders=pool,
-                             on_rollout=kill_one_that_has_graded)
+            there = evaluate(
+                env,
+                f"openai:scripted@{model.url}",
+                n=24,
+                k=2,
+                concurrency=4,
+                graders=pool,
+                on_rollout=kill_one_that_has_graded,
+            )
     assert len(killed) == 1 and killed[0].wait(timeout=10) is not None and len(finished) == 48
     assert grades(there.rollouts) == grades(here.rollouts)
     assert there.metrics["rollouts_faulted"] == 0
@@ -111,13 +130,22 @@ def test_every_server_dead_is_env_error_for_each_and_the_run_completes(tmp_path:
     process, gone = start_serve("envs/arithmetic")
     stop_serve(process)
     with ScriptedChatServer(arithmetic_model) as model:
-        report = evaluate(verihub.load_env(REPO / "envs" / "arithmetic"), f"openai:scripted@{model.url}", n=5, k=2,
-                          graders=[gone, f"http://127.0.0.1:{free_port()}"], out=tmp_path)
+        report = evaluate(
+            verihub.load_env(REPO / "envs" / "arithmetic"),
+            f"openai:scripted@{model.url}",
+            n=5,
+            k=2,
+            graders=[gone, f"http://127.0.0.1:{free_port()}"],
+            out=tmp_path,
+        )
     assert len(report.rollouts) == 10 and {r.status for r in report.rollouts} == {"env_error"}
-    assert all(r.reward is None and "no grader could grade it" in r.reason and gone in r.reason
-               for r in report.rollouts)
+    assert all(
+        r.reward is None and "no grader could grade it" in r.reason and gone in r.reason for r in report.rollouts
+    )
     assert report.metrics["env_errors_by_reason"] == {"no grader could grade it": 10}
-    assert report.metrics["rollouts_faulted"] == 10 and report.metrics["pass@1_graded"] != report.metrics["pass@1_graded"]
+    assert (
+        report.metrics["rollouts_faulted"] == 10 and report.metrics["pass@1_graded"] != report.metrics["pass@1_graded"]
+    )
     assert json.loads((tmp_path / "metadata.json").read_text())["complete"] is True
 
 
@@ -166,8 +194,11 @@ def test_a_server_started_with_a_token_wants_it() -> None:
             remote = pool.grader(env).grade(task, env.reference(task))
             assert TOKEN not in repr(pool)
         local = env.grade(task, env.reference(task))
-        assert (remote.status, remote.reward, remote.reason) == (local.status, local.reward, local.reason) == \
-            ("ok", 1.0, "")
+        assert (
+            (remote.status, remote.reward, remote.reason)
+            == (local.status, local.reward, local.reason)
+            == ("ok", 1.0, "")
+        )
         assert [layer._replace(time_s=0.0) for layer in local.layers] == list(remote.layers)
     finally:
         stop_serve(process)
@@ -176,8 +207,13 @@ def test_a_server_started_with_a_token_wants_it() -> None:
 def test_bad_grader_urls_are_refused_by_name() -> None:
     with pytest.raises(GraderError, match="use http://HOST:PORT"):
         GraderPool(["grader-a:8000"])
-    result = subprocess.run([VERIHUB, "eval", "envs/sums", "--model", "openai:m@http://127.0.0.1:9/v1",
-                             "--grader", "ftp://x"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [VERIHUB, "eval", "envs/sums", "--model", "openai:m@http://127.0.0.1:9/v1", "--grader", "ftp://x"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "--grader" in result.stderr
 
 
@@ -237,8 +273,10 @@ def test_a_full_server_is_a_fault_with_its_reason_and_a_finished_session_frees_i
     process, url = start_serve("envs/shell-task", "--max-sessions", "1")
     env = verihub.load_env(REPO / "envs" / "shell-task")
     first, second = list(env.dataset("eval"))[:2]
-    call = {"content": "", "tool_calls": [{"id": "1", "function": {"name": "bash",
-                                                                   "arguments": {"command": first["solution"]}}}]}
+    call = {
+        "content": "",
+        "tool_calls": [{"id": "1", "function": {"name": "bash", "arguments": {"command": first["solution"]}}}],
+    }
     try:
         with GraderPool([url], attempts=2) as pool:
             grader = pool.grader(env, "eval")
@@ -274,9 +312,15 @@ def test_trainer_rewards_through_a_grader_pool(two_graders: list[Any]) -> None:
 
     def score(grader: Any) -> tuple[list[float | None], list[Any]]:
         ledger = GradeLedger()
-        rewards = asyncio.run(EnvReward(item, ledger, grader)(
-            prompts=[[]] * len(rows), completions=completions, environment=["arithmetic"] * len(rows), task=rows,
-            difficulty=["all"] * len(rows)))
+        rewards = asyncio.run(
+            EnvReward(item, ledger, grader)(
+                prompts=[[]] * len(rows),
+                completions=completions,
+                environment=["arithmetic"] * len(rows),
+                task=rows,
+                difficulty=["all"] * len(rows),
+            )
+        )
         return rewards, [(o.status, o.rules_passed, o.checks_passed) for o in ledger.take(len(rows))]
 
     with GraderPool([url for _, url in two_graders]) as pool:
@@ -288,17 +332,27 @@ def test_trainer_rewards_through_a_grader_pool(two_graders: list[Any]) -> None:
 
 
 @pytest.mark.nsjail
-def test_a_training_step_with_graders_runs_tools_and_rewards_on_them(tiny_model: Path, tmp_path: Path,
-                                                                     make_env: Any, nsjail_path: str) -> None:
+def test_a_training_step_with_graders_runs_tools_and_rewards_on_them(
+    tiny_model: Path, tmp_path: Path, make_env: Any, nsjail_path: str
+) -> None:
     from verihub.trainers import GRPOTrainer
     from verihub.trainers.rewards import EnvReward, GradeLedger
 
     tool_env = make_env(TOOL_SPEC, name="calc")
     process, url = start_serve(str(tool_env), "envs/arithmetic")
     try:
-        trainer = GRPOTrainer(str(tiny_model), {str(tool_env): 1, "envs/arithmetic": 1}, lora=True, max_steps=1,
-                              num_generations=4, per_device_train_batch_size=8, max_completion_length=12,
-                              output_dir=tmp_path / "run", graders=[url], display="quiet")
+        trainer = GRPOTrainer(
+            str(tiny_model),
+            {str(tool_env): 1, "envs/arithmetic": 1},
+            lora=True,
+            max_steps=1,
+            num_generations=4,
+            per_device_train_batch_size=8,
+            max_completion_length=12,
+            output_dir=tmp_path / "run",
+            graders=[url],
+            display="quiet",
+        )
         trainer.train()
         record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
         assert record["step"] == 1 and record["verihub/arithmetic/fault_rate"] == 0.0
@@ -311,8 +365,16 @@ def test_a_training_step_with_graders_runs_tools_and_rewards_on_them(tiny_model:
         assert instance.python("import os; print(6 * 7, os.getuid())").split() == ["42", "65534"]
         reward = EnvReward(trainer.mix[0], GradeLedger(), trainer._grader(trainer.mix[0]))
         answer = [{"role": "assistant", "content": f"\\boxed{{{row['answer']}}}"}]
-        scores = asyncio.run(reward(prompts=[[]], completions=[answer], environment=["calc-tool"],
-                                    task=[json.dumps(row)], difficulty=["all"], environments=[instance]))
+        scores = asyncio.run(
+            reward(
+                prompts=[[]],
+                completions=[answer],
+                environment=["calc-tool"],
+                task=[json.dumps(row)],
+                difficulty=["all"],
+                environments=[instance],
+            )
+        )
         assert scores == [1.0] and instance.session.done
         trainer.graders.close()
     finally:
@@ -325,12 +387,34 @@ def test_verihub_train_grader_sends_the_rewards_there(tiny_model: Path, tmp_path
     process, gone = start_serve("envs/arithmetic")
     stop_serve(process)
     out = tmp_path / "run"
-    trained = subprocess.run([VERIHUB, "train", "--model", str(tiny_model), "--env", "envs/arithmetic",
-                              "--max-steps", "1", "--output-dir", str(out), "--quiet", "--grader", gone,
-                              "--set", "num_generations=4", "--set", "per_device_train_batch_size=8",
-                              "--set", "max_completion_length=12"],
-                             cwd=REPO, capture_output=True, text=True, timeout=900,
-                             env={**os.environ, "VERIHUB_GRADER_TOKEN": TOKEN})
+    trained = subprocess.run(
+        [
+            VERIHUB,
+            "train",
+            "--model",
+            str(tiny_model),
+            "--env",
+            "envs/arithmetic",
+            "--max-steps",
+            "1",
+            "--output-dir",
+            str(out),
+            "--quiet",
+            "--grader",
+            gone,
+            "--set",
+            "num_generations=4",
+            "--set",
+            "per_device_train_batch_size=8",
+            "--set",
+            "max_completion_length=12",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "VERIHUB_GRADER_TOKEN": TOKEN},
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     record = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert record["verihub/arithmetic/fault_rate"] == 1.0

@@ -31,8 +31,14 @@ ROWS = [{"id": f"t{i}", "question": f"{i} + {i}", "answer": str(2 * i)} for i in
 
 
 def test_the_largest_admitted_answer_fits_a_frame_escaped_at_its_worst() -> None:
-    assert len(__import__("json").dumps({"type": "step", "data": {"role": "assistant", "content": "\U0001f600" *
-                                                                      MAX_ANSWER_CHARS}})) < MAX_FRAME
+    assert (
+        len(
+            __import__("json").dumps(
+                {"type": "step", "data": {"role": "assistant", "content": "\U0001f600" * MAX_ANSWER_CHARS}}
+            )
+        )
+        < MAX_FRAME
+    )
 
 
 def test_an_answer_past_the_limit_is_wrong_without_a_request_and_spoils_no_batch() -> None:
@@ -77,8 +83,10 @@ def test_a_turn_past_the_limit_ends_the_episode_wrong(where: str, nsjail_path: s
     this machine and on a server (where the frame would once have been refused: an environment fault)."""
     env = verihub.load_env(REPO / "envs" / "shell-task")
     task = env.tasks("eval")[0]
-    huge: dict[str, Any] = {"content": "", "tool_calls": [{"name": "bash", "arguments": {
-        "command": "echo " + "\U0001f600" * env.spec.max_answer_chars}}]}
+    huge: dict[str, Any] = {
+        "content": "",
+        "tool_calls": [{"name": "bash", "arguments": {"command": "echo " + "\U0001f600" * env.spec.max_answer_chars}}],
+    }
     if where == "here":
         session = env.session(task)
         session.reset()
@@ -98,8 +106,9 @@ def test_a_turn_past_the_limit_ends_the_episode_wrong(where: str, nsjail_path: s
     assert grade.answer_fault is not None and "past this environment's limit" in grade.answer_fault.detail
 
 
-@pytest.mark.parametrize("name", ["sums", "json-extract", "report",
-                                  pytest.param("shell-task", marks=pytest.mark.nsjail)])
+@pytest.mark.parametrize(
+    "name", ["sums", "json-extract", "report", pytest.param("shell-task", marks=pytest.mark.nsjail)]
+)
 def test_validate_through_graders_gives_the_in_process_verdicts(name: str) -> None:
     """`verihub validate --grader URL`: the gold self-check and the red-team suite, fault forcing included,
     graded by a real `verihub serve`; every verdict as in process (growth probing reads layer times, so it
@@ -113,18 +122,36 @@ def test_validate_through_graders_gives_the_in_process_verdicts(name: str) -> No
 
     process, url = start_serve(f"envs/{name}", *(["--skip-judge"] if name == "report" else []))
     try:
-        runs = [subprocess.run([VERIHUB, "validate", f"envs/{name}", "--json", *extra], cwd=REPO, capture_output=True,
-                               text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
-                for extra in ([], ["--grader", url])]
+        runs = [
+            subprocess.run(
+                [VERIHUB, "validate", f"envs/{name}", "--json", *extra],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env={**os.environ, "COLUMNS": "200"},
+            )
+            for extra in ([], ["--grader", url])
+        ]
     finally:
         stop_serve(process)
     if name == "sums":  # the grades were the server's: without it, they are faults
-        gone = subprocess.run([VERIHUB, "validate", f"envs/{name}", "--json", "--grader", url, "--grader-timeout", "2"],
-                              cwd=REPO, capture_output=True, text=True, timeout=600)
+        gone = subprocess.run(
+            [VERIHUB, "validate", f"envs/{name}", "--json", "--grader", url, "--grader-timeout", "2"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert gone.returncode == 1 and json.loads(gone.stdout)["faults"] > 0
     here, there = (json.loads(run.stdout) for run in runs)
     assert here["ok"] and there["ok"], there["failures"]
-    verdicts = [{(o["name"], o["target"]): (o["verdict"], [(r["status"], r["reward"]) for r in o["runs"]])
-                 for o in report["exploits"]} for report in (here, there)]
+    verdicts = [
+        {
+            (o["name"], o["target"]): (o["verdict"], [(r["status"], r["reward"]) for r in o["runs"]])
+            for o in report["exploits"]
+        }
+        for report in (here, there)
+    ]
     assert verdicts[0] == verdicts[1]
     assert there["faults_forced"] == 0 and there["fault_forcing_ran"] >= 17 and there["answer_faults"] >= 1

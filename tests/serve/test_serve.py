@@ -70,14 +70,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     broken = tmp_path_factory.mktemp("envs") / "broken-files"
     (broken / "data").mkdir(parents=True)
     (broken / "environment.yaml").write_text(BROKEN_SPEC)
-    (broken / "data" / "tasks.jsonl").write_text("".join(json.dumps({"id": f"b{i}", "files": "{oops"}) + "\n"
-                                                         for i in range(4)))
+    (broken / "data" / "tasks.jsonl").write_text(
+        "".join(json.dumps({"id": f"b{i}", "files": "{oops"}) + "\n" for i in range(4))
+    )
     fragile = broken.parent / "fragile"
     (fragile / "data").mkdir(parents=True)
     (fragile / "environment.yaml").write_text(FRAGILE_SPEC)
     (fragile / "fragile_check.py").write_text(FRAGILE_CHECK)
-    (fragile / "data" / "tasks.jsonl").write_text("".join(json.dumps({"id": f"f{i}", "answer": str(i)}) + "\n"
-                                                          for i in range(4)))
+    (fragile / "data" / "tasks.jsonl").write_text(
+        "".join(json.dumps({"id": f"f{i}", "answer": str(i)}) + "\n" for i in range(4))
+    )
     process, url = start_serve(*(f"envs/{name}" for name in BUNDLED), str(broken), str(fragile), "--max-sessions", "3")
     yield url
     stop_serve(process)
@@ -141,7 +143,11 @@ def test_openenv_client_plays_a_tool_environment_in_the_sandbox(server: str, nsj
     with GenericEnvClient(base_url=server).sync() as client:
         result = client.reset(env="shell-task", task_id=task["id"], split="train")
         assert [tool["function"]["name"] for tool in result.observation["tools"]] == ["bash"]
-        call = {"id": "1", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "ls; id -u"})}}
+        call = {
+            "id": "1",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": "ls; id -u"})},
+        }
         result = client.step({"content": "", "tool_calls": [call]})
         listing = result.observation["messages"][0]["content"].split()
         assert "users.csv" in listing and listing[-1] == "65534" and not result.done  # seeded; nobody, in the jail
@@ -157,11 +163,19 @@ def test_openenv_client_plays_a_tool_environment_in_the_sandbox(server: str, nsj
 def opening_turns(name: str, task: dict[str, Any]) -> list[dict[str, Any]]:
     """A tool call before the answer, for the environments that have tools."""
     if name == "shell-task":
-        return [{"content": "", "tool_calls": [{"id": "1", "function": {"name": "bash",
-                                                                          "arguments": {"command": task["solution"]}}}]}]
+        return [
+            {
+                "content": "",
+                "tool_calls": [{"id": "1", "function": {"name": "bash", "arguments": {"command": task["solution"]}}}],
+            }
+        ]
     if name == "code-repair":
-        return [{"content": "", "tool_calls": [{"id": "1", "function": {"name": "python",
-                                                                          "arguments": {"code": "print(6 * 7)"}}}]}]
+        return [
+            {
+                "content": "",
+                "tool_calls": [{"id": "1", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}],
+            }
+        ]
     return []
 
 
@@ -196,8 +210,9 @@ def plain_reply(schema: dict[str, Any], reply: str) -> dict[str, Any]:
 
 @pytest.mark.nsjail
 @pytest.mark.parametrize("name", BUNDLED)
-def test_a_client_that_sends_plain_replies_plays_every_bundled_environment(server: str, name: str,
-                                                                           nsjail_path: str) -> None:
+def test_a_client_that_sends_plain_replies_plays_every_bundled_environment(
+    server: str, name: str, nsjail_path: str
+) -> None:
     """The answer goes in the action's one required field; tool calls in the optional one, alone, as clients
     written against the earlier schema (nothing required) send them."""
     schema = httpx.get(f"{server}/schema").json()["action"]
@@ -260,7 +275,11 @@ def test_sessions_past_the_limit_are_refused_and_slots_come_back(server: str) ->
     with connect(ws_url(server)) as raw:  # one that vanishes mid-episode, without a close frame, frees it too
         raw.send(json.dumps({"type": "reset", "data": {"env": "shell-task", "index": 0}}))
         assert json.loads(raw.recv(timeout=30))["type"] == "observation"
-        raw.send(json.dumps({"type": "step", "data": {"tool_calls": [{"name": "bash", "arguments": {"command": "touch x"}}]}}))
+        raw.send(
+            json.dumps(
+                {"type": "step", "data": {"tool_calls": [{"name": "bash", "arguments": {"command": "touch x"}}]}}
+            )
+        )
         assert json.loads(raw.recv(timeout=30))["data"]["done"] is False  # a work dir now lives on the server
         assert active(server) == 3
         raw.socket.shutdown(2)
@@ -282,8 +301,10 @@ def test_idle_sessions_are_reaped(quick_server: str) -> None:
 
 def test_a_token_is_wanted_before_anything_is_parsed(quick_server: str) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
-        with pytest.raises(ConnectionError, match="HTTP 403"), \
-                GenericEnvClient(base_url=quick_server, headers=headers).sync() as client:
+        with (
+            pytest.raises(ConnectionError, match="HTTP 403"),
+            GenericEnvClient(base_url=quick_server, headers=headers).sync() as client,
+        ):
             client.reset(index=0)
         refused = httpx.post(f"{quick_server}/grade", content=b"{not even json", headers=headers)
         assert refused.status_code == 401 and refused.json()["error"] == "UNAUTHORIZED"
@@ -294,8 +315,9 @@ def test_a_token_is_wanted_before_anything_is_parsed(quick_server: str) -> None:
 
 def test_a_taken_port_is_a_clear_error(quick_server: str) -> None:
     port = quick_server.rsplit(":", 1)[1]
-    result = subprocess.run([VERIHUB, "serve", "envs/sums", "--port", port], cwd=REPO, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [VERIHUB, "serve", "envs/sums", "--port", port], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -305,6 +327,7 @@ def test_a_taken_port_is_a_clear_error(quick_server: str) -> None:
 
 def test_malformed_frames_get_error_frames_and_the_session_goes_on(server: str) -> None:
     with connect(ws_url(server)) as ws:
+
         def answer(frame: str | bytes) -> dict[str, Any]:
             ws.send(frame)
             reply = json.loads(ws.recv(timeout=30))
@@ -320,7 +343,9 @@ def test_malformed_frames_get_error_frames_and_the_session_goes_on(server: str) 
         refused = answer(json.dumps({"type": "reset", "data": {"env": "sums", "index": 0, "cheat": True}}))
         assert refused["code"] == "VALIDATION_ERROR" and "cheat" in refused["message"]
         assert "no environment 'nope'" in answer(json.dumps({"type": "reset", "data": {"env": "nope"}}))["message"]
-        assert "past the end" in answer(json.dumps({"type": "reset", "data": {"env": "sums", "index": 10**9}}))["message"]
+        assert (
+            "past the end" in answer(json.dumps({"type": "reset", "data": {"env": "sums", "index": 10**9}}))["message"]
+        )
         assert "ok" in answer(json.dumps({"type": "reset", "data": {"env": "sums", "index": 0}}))
         assert answer(json.dumps({"type": "step", "data": {"content": ["x"]}}))["code"] == "VALIDATION_ERROR"
         assert answer(json.dumps({"type": "step", "data": {"tool_calls": "rm -rf /"}}))["code"] == "VALIDATION_ERROR"
@@ -345,9 +370,11 @@ def test_batch_grading_matches_in_process_grades(server: str) -> None:
     response = httpx.post(f"{server}/grade", json={"items": items}, timeout=120)
     assert response.status_code == 200
     grades = response.json()["grades"]
-    strip = [{**g, "layers": [{k: v for k, v in layer.items() if k != "detail"} for layer in g["layers"]]}
-             for g in (*grades, *expected)]
-    assert strip[: len(grades)] == strip[len(grades):]
+    strip = [
+        {**g, "layers": [{k: v for k, v in layer.items() if k != "detail"} for layer in g["layers"]]}
+        for g in (*grades, *expected)
+    ]
+    assert strip[: len(grades)] == strip[len(grades) :]
     assert {g["status"] for g in grades} == {"ok", "wrong"}
 
 
@@ -356,8 +383,10 @@ def test_tasks_are_found_by_id_in_the_split_asked_or_the_first_split_that_has_it
 
     from verihub.serve.state import Catalog, TaskNotFound
 
-    splits = {"train": [{"id": "a", "from": "train"}, {"id": 7, "from": "train"}],
-              "eval": [{"id": "a", "from": "eval"}, {"id": "b", "from": "eval"}]}
+    splits = {
+        "train": [{"id": "a", "from": "train"}, {"id": 7, "from": "train"}],
+        "eval": [{"id": "a", "from": "eval"}, {"id": "b", "from": "eval"}],
+    }
     env = SimpleNamespace(id="two", split_names=list(splits), tasks=lambda split: splits[split])
     catalog = Catalog([env])  # type: ignore[list-item]
     assert catalog.by_id(env, "a", None)["from"] == "train"  # an id in two splits: the first split's
@@ -382,8 +411,20 @@ def test_a_check_that_raises_costs_only_its_own_pair_its_reward(server: str) -> 
 def test_batch_grades_carry_any_detail_intact_as_strict_json(server: str) -> None:
     # The server writes grades' JSON itself and remembers short layers: every detail, however odd or
     # long, and however often repeated, must come back as it was, in JSON that a strict parser reads.
-    details = ['quote " backslash \\ slash / newline \n tab \t', "\x00\x1f\x7f", "é ü 日本 😀", "\u2028\u2029",
-               "</script>", "x" * 3000, "", "a", "b", '{"score": 1}', "NaN", "1e999"]
+    details = [
+        'quote " backslash \\ slash / newline \n tab \t',
+        "\x00\x1f\x7f",
+        "é ü 日本 😀",
+        "\u2028\u2029",
+        "</script>",
+        "x" * 3000,
+        "",
+        "a",
+        "b",
+        '{"score": 1}',
+        "NaN",
+        "1e999",
+    ]
     texts = [*details, *details[::-1], *details]
     items = [{"env": "fragile", "task_id": "f1", "completion": "echo:" + text} for text in texts]
     response = httpx.post(f"{server}/grade", json={"items": items}, timeout=60)
@@ -405,8 +446,14 @@ def test_batch_grading_refuses_bad_requests_with_a_code(server: str) -> None:
     def post(body: Any, **options: Any) -> httpx.Response:
         return httpx.post(f"{server}/grade", json=body, timeout=60, **options)
 
-    missing = post({"items": [{"env": "sums", "task_id": task_id, "completion": "1"},
-                              {"env": "sums", "task_id": "no-such", "completion": "1"}]})
+    missing = post(
+        {
+            "items": [
+                {"env": "sums", "task_id": task_id, "completion": "1"},
+                {"env": "sums", "task_id": "no-such", "completion": "1"},
+            ]
+        }
+    )
     assert missing.status_code == 404 and "items[1]" in missing.json()["message"]
     in_split = post({"items": [{"env": "sums", "task_id": task_id, "split": "eval", "completion": "1"}]})
     assert in_split.status_code == 200 and len(in_split.json()["grades"]) == 1
@@ -480,16 +527,20 @@ def test_stateless_reset_and_step(server: str) -> None:
     task = first_task(sums)
     reset = httpx.post(f"{server}/reset", json={"env": "sums", "task_id": task["id"]}).json()
     assert reset["observation"]["messages"] == sums.render(task) and reset["done"] is False
-    step = httpx.post(f"{server}/step", json={"env": "sums", "task_id": task["id"],
-                                              "action": {"content": sums.reference(task)}}).json()
+    step = httpx.post(
+        f"{server}/step", json={"env": "sums", "task_id": task["id"], "action": {"content": sums.reference(task)}}
+    ).json()
     assert (step["reward"], step["done"], step["metadata"]["status"]) == (1.0, True, "ok")
     # a client that parsed the model's reply as JSON sends it as the action or as a non-text content: its text
     extract = verihub.load_env(REPO / "envs" / "json-extract")
     record = first_task(extract)
     wrong = extract.grade(record, record["wrong"]).reward  # partial credit: the fields it has right
     assert wrong is not None and 0 <= wrong < 1
-    for action, reward in (({**json.loads(record["expected"]), "metadata": {}}, 1.0),
-                           (json.loads(record["wrong"]), wrong), ({"content": 1992}, 0.0)):
+    for action, reward in (
+        ({**json.loads(record["expected"]), "metadata": {}}, 1.0),
+        (json.loads(record["wrong"]), wrong),
+        ({"content": 1992}, 0.0),
+    ):
         step = httpx.post(f"{server}/step", json={"env": "json-extract", "task_id": record["id"], "action": action})
         assert (step.status_code, step.json()["reward"]) == (200, reward), (action, step.text)
     tool = httpx.post(f"{server}/step", json={"env": "shell-task", "task_id": "sh-001", "action": {"content": "x"}})

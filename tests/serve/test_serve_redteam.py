@@ -46,8 +46,11 @@ def frame(ws: Any, kind: str, data: Any = None) -> dict[str, Any]:
 # -- the policy: what its tool calls can do --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arguments", ['{"command": ' + "1" * 5000 + "}", "[" * 6_000 + "]" * 6_000],
-                         ids=["past-the-digit-limit", "nested-too-deep"])
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"command": ' + "1" * 5000 + "}", "[" * 6_000 + "]" * 6_000],
+    ids=["past-the-digit-limit", "nested-too-deep"],
+)
 def test_tool_arguments_no_parser_takes_go_back_to_the_model(server: str, arguments: str, nsjail_path: str) -> None:
     """Arguments json.loads refuses with ValueError or RecursionError are the model's mistake, told to it as
     the tool's output; never a server fault (EXECUTION_ERROR) that ends or poisons the episode."""
@@ -74,10 +77,14 @@ def test_a_refused_action_costs_no_turn_and_leaves_no_trace(server: str, nsjail_
         assert (after["step_count"], after["messages"]) == (before["step_count"], before["messages"])
 
 
-@pytest.mark.parametrize("arguments", ['{"code": ' + "1" * 5000 + "}", "[" * 6_000 + "]" * 6_000],
-                         ids=["past-the-digit-limit", "nested-too-deep"])
-def test_tool_arguments_no_parser_takes_do_not_crash_the_eval_loop(tmp_path: Path, arguments: str,
-                                                                   nsjail_path: str) -> None:
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"code": ' + "1" * 5000 + "}", "[" * 6_000 + "]" * 6_000],
+    ids=["past-the-digit-limit", "nested-too-deep"],
+)
+def test_tool_arguments_no_parser_takes_do_not_crash_the_eval_loop(
+    tmp_path: Path, arguments: str, nsjail_path: str
+) -> None:
     """The same arguments from a model behind an OpenAI endpoint, in verihub's own eval loop: the backend
     and the session both read them as the model's mistake; every rollout is graded, none crashes the run."""
     from verihub.eval.evaluate import evaluate
@@ -138,9 +145,18 @@ def remote_app(*, drip_s: float = 0.0, redirect_ws_to: str | None = None, splits
             if message["type"] not in ("reset", "step"):
                 return
             done = message["type"] == "step"
-            await websocket.send_text(json.dumps({"type": "observation", "data": {
-                "observation": {"text": f"Say anything ({message.get('data', {}).get('seed')})"},
-                "reward": 1.0 if done else None, "done": done}}))
+            await websocket.send_text(
+                json.dumps(
+                    {
+                        "type": "observation",
+                        "data": {
+                            "observation": {"text": f"Say anything ({message.get('data', {}).get('seed')})"},
+                            "reward": 1.0 if done else None,
+                            "done": done,
+                        },
+                    }
+                )
+            )
 
     return app
 
@@ -180,8 +196,14 @@ def test_a_remote_cannot_redirect_its_sessions_to_another_host() -> None:
     """Rewards come from the server the user named: a redirected WebSocket handshake is refused, as an
     HTTP redirect is."""
     with serving(remote_app()) as elsewhere, serving(remote_app(redirect_ws_to=elsewhere)) as url:
-        assert verihub.load_env(f"openenv:{elsewhere}", size=5).grade(  # the other host alone is a fine remote
-            {"id": "x", "reset": json.dumps({"seed": 0}), "prompt": "Say anything (0)"}, "hi").reward == 1.0
+        assert (
+            verihub.load_env(f"openenv:{elsewhere}", size=5)
+            .grade(  # the other host alone is a fine remote
+                {"id": "x", "reset": json.dumps({"seed": 0}), "prompt": "Say anything (0)"}, "hi"
+            )
+            .reward
+            == 1.0
+        )
         with pytest.raises(RemoteEnvError, match="redirect"):
             verihub.load_env(f"openenv:{url}", size=5)
 
@@ -225,10 +247,10 @@ def closed_within(sock: socket.socket, seconds: float, drip: bytes = b"") -> boo
     return False
 
 
-@pytest.mark.parametrize("drip", [b"", b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 1000],
-                         ids=["idle", "dripping-its-head"])
-def test_connections_without_a_request_are_closed_before_the_token_is_checked(strict_server: str,
-                                                                              drip: bytes) -> None:
+@pytest.mark.parametrize(
+    "drip", [b"", b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 1000], ids=["idle", "dripping-its-head"]
+)
+def test_connections_without_a_request_are_closed_before_the_token_is_checked(strict_server: str, drip: bytes) -> None:
     """Sockets that never finish a request's head cannot pile up: each is closed within the deadline, also
     after a first request on a kept-alive connection; a WebSocket session that talks stays open."""
     host, port = strict_server.removeprefix("http://").split(":")
@@ -251,8 +273,9 @@ def test_connections_without_a_request_are_closed_before_the_token_is_checked(st
 @pytest.fixture(scope="module")
 def open_server() -> Iterator[str]:
     """No token, on loopback: for local programs only. One session; short limits to trip."""
-    process, url = start_serve("envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--max-session-time", "3",
-                         "--body-timeout", "1")
+    process, url = start_serve(
+        "envs/sums", "--max-sessions", "1", "--idle-timeout", "1", "--max-session-time", "3", "--body-timeout", "1"
+    )
     yield url
     stop_serve(process)
 
@@ -272,8 +295,13 @@ def raw_request(url: str, head: str, body: bytes = b"") -> bytes:
 
 
 def started_on_all_interfaces(*arguments: str, **environment: str) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen([VERIHUB, "serve", "envs/sums", "--host", "0.0.0.0", "--port", "0", *arguments],
-                               cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, **environment})
+    process = subprocess.Popen(
+        [VERIHUB, "serve", "envs/sums", "--host", "0.0.0.0", "--port", "0", *arguments],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **environment},
+    )
     found = re.search(r"http://0\.0\.0\.0:(\d+)", process.stdout.readline() if process.stdout else "")
     if found is None:
         process.kill()
@@ -284,8 +312,13 @@ def started_on_all_interfaces(*arguments: str, **environment: str) -> tuple[subp
 def test_a_server_without_a_token_listens_on_loopback_only() -> None:
     """Beyond loopback a token is wanted (from the environment, so it is not in ``ps``), or the operator
     says --no-token: an authenticating proxy of theirs decides who reaches it, and web pages still cannot."""
-    refused = subprocess.run([VERIHUB, "serve", "envs/sums", "--host", "0.0.0.0", "--port", "0"], cwd=REPO,
-                             capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [VERIHUB, "serve", "envs/sums", "--host", "0.0.0.0", "--port", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     for named in ("needs a token", "VERIHUB_SERVE_TOKEN", "--token", "--no-token"):
         assert named in refused.stderr, refused.stderr
@@ -307,24 +340,30 @@ def test_a_server_without_a_token_listens_on_loopback_only() -> None:
         stop_serve(process)
 
 
-@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8000", "localhost.attacker.example",
-                                  "127.0.0.1.nip.io"])
+@pytest.mark.parametrize(
+    "host", ["attacker.example", "attacker.example:8000", "localhost.attacker.example", "127.0.0.1.nip.io"]
+)
 def test_a_rebinding_host_gets_nothing_from_a_server_without_a_token(open_server: str, host: str) -> None:
     """DNS rebinding: a page on the attacker's name, resolved to 127.0.0.1, sends that name as Host. It
     gets neither grades (their detail states answers) nor a session, nor even the task listing."""
-    for head in (f"POST /grade HTTP/1.1\nHost: {host}\nContent-Length: {len(GRADE)}\n",
-                 f"POST /sums/tasks HTTP/1.1\nHost: {host}\nContent-Length: 2\n",
-                 f"GET /metadata HTTP/1.1\nHost: {host}\n"):
+    for head in (
+        f"POST /grade HTTP/1.1\nHost: {host}\nContent-Length: {len(GRADE)}\n",
+        f"POST /sums/tasks HTTP/1.1\nHost: {host}\nContent-Length: 2\n",
+        f"GET /metadata HTTP/1.1\nHost: {host}\n",
+    ):
         reply = raw_request(open_server, head, GRADE if "grade" in head else b"{}")
         assert reply.startswith(b"HTTP/1.1 403") and b"FORBIDDEN_HOST" in reply, reply
         assert b"grades" not in reply and b"prompt" not in reply
-    handshake = (f"GET /ws HTTP/1.1\nHost: {host}\nUpgrade: websocket\nConnection: Upgrade\n"
-                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\nSec-WebSocket-Version: 13\n")
+    handshake = (
+        f"GET /ws HTTP/1.1\nHost: {host}\nUpgrade: websocket\nConnection: Upgrade\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\nSec-WebSocket-Version: 13\n"
+    )
     assert raw_request(open_server, handshake).startswith(b"HTTP/1.1 403")
 
 
-@pytest.mark.parametrize("origin", ["http://attacker.example", "null", "http://127.0.0.1:1",
-                                    "chrome-extension://abcdef"])
+@pytest.mark.parametrize(
+    "origin", ["http://attacker.example", "null", "http://127.0.0.1:1", "chrome-extension://abcdef"]
+)
 def test_a_web_page_of_another_origin_cannot_drive_a_server_without_a_token(open_server: str, origin: str) -> None:
     """A page the user visits can open a WebSocket to loopback, or send a CORS-simple POST (text/plain,
     no preflight); the browser adds its Origin, and the server refuses both before doing any work."""

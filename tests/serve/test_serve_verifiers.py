@@ -49,8 +49,9 @@ def task_of(request: dict[str, Any]) -> str:
     raise AssertionError(f"no user turn in {request['messages']}")
 
 
-def run_vf_eval(vf_eval: str, tmp_path: Path, served: list[str], replies: dict[str, list[str]],
-                split: str) -> dict[str, dict[str, Any]]:
+def run_vf_eval(
+    vf_eval: str, tmp_path: Path, served: list[str], replies: dict[str, list[str]], split: str
+) -> dict[str, dict[str, Any]]:
     """``vf-eval`` of the ``openenv`` taskset with one reset per task of ``replies`` (task id -> the model's
     replies, turn by turn) against ``verihub serve served``; each task's episode from its traces.jsonl."""
     env_name = Path(served[0]).name
@@ -64,19 +65,37 @@ def run_vf_eval(vf_eval: str, tmp_path: Path, served: list[str], replies: dict[s
         with ScriptedChatServer(respond) as model:
             resets = ", ".join(f'{{env = "{env_name}", split = "{split}", task_id = "{task}"}}' for task in replies)
             config = tmp_path / "eval.toml"
-            config.write_text(f'model = "scripted"\npush = false\noutput_dir = "{tmp_path / "out"}"\n'
-                              f'[client]\nbase_url = "{model.url}"\napi_key_var = "VERIHUB_TEST_KEY"\n'
-                              f'[env.taskset]\nid = "openenv"\nbase_url = "{url}"\nresets = [{resets}]\n'
-                              # the plain chat program, run as a local process: no sandbox service, no container
-                              '[env.player.harness]\nid = "null"\n[env.player.runtime]\ntype = "subprocess"\n')
+            config.write_text(
+                f'model = "scripted"\npush = false\noutput_dir = "{tmp_path / "out"}"\n'
+                f'[client]\nbase_url = "{model.url}"\napi_key_var = "VERIHUB_TEST_KEY"\n'
+                f'[env.taskset]\nid = "openenv"\nbase_url = "{url}"\nresets = [{resets}]\n'
+                # the plain chat program, run as a local process: no sandbox service, no container
+                '[env.player.harness]\nid = "null"\n[env.player.runtime]\ntype = "subprocess"\n'
+            )
             home = tmp_path / "home"  # verifiers' caches and run dirs stay here, not in the user's home
             home.mkdir()
-            uv_cache = os.environ.get("UV_CACHE_DIR") or subprocess.run(
-                [str(UV / "uv"), "cache", "dir"], capture_output=True, text=True, check=True).stdout.strip()
-            environ = {**os.environ, "HOME": str(home), "UV_CACHE_DIR": uv_cache, "UV_PYTHON_DOWNLOADS": "never",
-                       "PATH": f"{UV}{os.pathsep}{os.environ.get('PATH', '')}", "VERIHUB_TEST_KEY": "unused"}
-            ran = subprocess.run([vf_eval, "@", str(config), "--no-rich"], cwd=tmp_path, env=environ,
-                                 capture_output=True, text=True, timeout=LIMIT_S)
+            uv_cache = (
+                os.environ.get("UV_CACHE_DIR")
+                or subprocess.run(
+                    [str(UV / "uv"), "cache", "dir"], capture_output=True, text=True, check=True
+                ).stdout.strip()
+            )
+            environ = {
+                **os.environ,
+                "HOME": str(home),
+                "UV_CACHE_DIR": uv_cache,
+                "UV_PYTHON_DOWNLOADS": "never",
+                "PATH": f"{UV}{os.pathsep}{os.environ.get('PATH', '')}",
+                "VERIHUB_TEST_KEY": "unused",
+            }
+            ran = subprocess.run(
+                [vf_eval, "@", str(config), "--no-rich"],
+                cwd=tmp_path,
+                env=environ,
+                capture_output=True,
+                text=True,
+                timeout=LIMIT_S,
+            )
     finally:
         stop_serve(process)
     assert ran.returncode == 0, ran.stderr[-4000:]
@@ -95,26 +114,32 @@ def outcome(episode: dict[str, Any]) -> tuple[Any, ...]:
     return reward, episode["ok"] and trace["ok"], errors
 
 
-def test_vf_eval_scores_a_right_and_a_wrong_answer_on_a_single_turn_environment(vf_eval: str,
-                                                                                  tmp_path: Path) -> None:
+def test_vf_eval_scores_a_right_and_a_wrong_answer_on_a_single_turn_environment(vf_eval: str, tmp_path: Path) -> None:
     sums = verihub.load_env(REPO / "envs" / "sums")
     right, wrong = sums.dataset("eval")[0], sums.dataset("eval")[1]
-    traces = run_vf_eval(vf_eval, tmp_path, ["envs/sums"], {right["id"]: [sums.reference(right)],
-                                                            wrong["id"]: [sums.negatives(wrong)[0]]}, "eval")
+    traces = run_vf_eval(
+        vf_eval,
+        tmp_path,
+        ["envs/sums"],
+        {right["id"]: [sums.reference(right)], wrong["id"]: [sums.negatives(wrong)[0]]},
+        "eval",
+    )
     assert outcome(traces[right["id"]]) == (1.0, True, [])
     assert outcome(traces[wrong["id"]]) == (0.0, True, [])
 
 
 @pytest.mark.nsjail
-def test_vf_eval_plays_a_tool_environment_with_a_tool_call_then_a_plain_answer(vf_eval: str, tmp_path: Path,
-                                                                               nsjail_path: str) -> None:
+def test_vf_eval_plays_a_tool_environment_with_a_tool_call_then_a_plain_answer(
+    vf_eval: str, tmp_path: Path, nsjail_path: str
+) -> None:
     """The model's first reply is a JSON action holding only a tool call (the work, run in the jail); its
     second, plain text, ends the episode and the work dir is graded. Words alone, without the work: 0."""
     shell = verihub.load_env(REPO / "envs" / "shell-task")
     worked, idle = shell.dataset("eval")[0], shell.dataset("eval")[1]
     call = {"tool_calls": [{"id": "1", "function": {"name": "bash", "arguments": {"command": worked["solution"]}}}]}
-    traces = run_vf_eval(vf_eval, tmp_path, ["envs/shell-task"], {worked["id"]: [json.dumps(call), "done"],
-                                                                  idle["id"]: ["done"]}, "eval")
+    traces = run_vf_eval(
+        vf_eval, tmp_path, ["envs/shell-task"], {worked["id"]: [json.dumps(call), "done"], idle["id"]: ["done"]}, "eval"
+    )
     assert outcome(traces[worked["id"]]) == (1.0, True, [])
     assert outcome(traces[idle["id"]]) == (0.0, True, [])
 
@@ -125,8 +150,13 @@ def test_vf_eval_scores_replies_it_parses_as_json_by_their_text(vf_eval: str, tm
     number was refused (an error in the trace)."""
     extract = verihub.load_env(REPO / "envs" / "json-extract")
     right, partial, number = (extract.dataset("eval")[index] for index in range(3))
-    traces = run_vf_eval(vf_eval, tmp_path, ["envs/json-extract"], {
-        right["id"]: [extract.reference(right)], partial["id"]: [partial["wrong"]], number["id"]: ["1992"]}, "eval")
+    traces = run_vf_eval(
+        vf_eval,
+        tmp_path,
+        ["envs/json-extract"],
+        {right["id"]: [extract.reference(right)], partial["id"]: [partial["wrong"]], number["id"]: ["1992"]},
+        "eval",
+    )
     assert outcome(traces[right["id"]]) == (1.0, True, [])
     assert outcome(traces[partial["id"]]) == (extract.grade(partial, partial["wrong"]).reward, True, [])
     assert outcome(traces[number["id"]]) == (0.0, True, [])

@@ -26,21 +26,38 @@ def sums_model(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> Pa
 
     tokenizer = make_tokenizer()
     env = load_env(REPO / "envs" / "sums")
-    answers = [(tokenizer.apply_chat_template(env.render(task), add_generation_prompt=True, tokenize=False),
-                f"\\boxed{{{task['answer']}}}<|im_end|>") for task in list(env.dataset("train"))[:24]]
+    answers = [
+        (
+            tokenizer.apply_chat_template(env.render(task), add_generation_prompt=True, tokenize=False),
+            f"\\boxed{{{task['answer']}}}<|im_end|>",
+        )
+        for task in list(env.dataset("train"))[:24]
+    ]
     return teach_tiny_model(tmp_path_factory.mktemp("async") / "model", answers, rounds=12)
 
 
-def test_async_grpo_trains_on_rollouts_the_vllm_server_makes_meanwhile(sums_model: Path, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_async_grpo_trains_on_rollouts_the_vllm_server_makes_meanwhile(
+    sums_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from verihub.trainers import AsyncGRPOTrainer
     from verihub.trainers.async_grpo import WeightSyncError, check_weight_sync
 
     monkeypatch.setenv("VERIHUB_VLLM_ARGS", "--enforce-eager")  # starts in half the time on a CPU
-    trainer = AsyncGRPOTrainer(sums_model, [str(REPO / "envs" / "sums")], lora=True, max_staleness=1,
-                               sync_check_every=1, max_steps=3, num_generations=4, per_device_train_batch_size=8,
-                               max_completion_length=12, temperature=1.0, learning_rate=5e-4,
-                               display="quiet", output_dir=tmp_path / "run")
+    trainer = AsyncGRPOTrainer(
+        sums_model,
+        [str(REPO / "envs" / "sums")],
+        lora=True,
+        max_staleness=1,
+        sync_check_every=1,
+        max_steps=3,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=12,
+        temperature=1.0,
+        learning_rate=5e-4,
+        display="quiet",
+        output_dir=tmp_path / "run",
+    )
     server = trainer.server
     try:
         with trainer.run_log:
@@ -64,13 +81,15 @@ def test_async_grpo_trains_on_rollouts_the_vllm_server_makes_meanwhile(sums_mode
         assert step["sample/staleness_max"] <= 1  # no rollout older than max_staleness versions was trained on
         assert "perf/rollout_wait_s" in step and "perf/weight_sync_s" in step
         assert "verihub/sums/pass_rate" in step and "verihub/sums/fault_rate" in step
-    assert [step["verihub/policy_version"] for step in trained] == sorted(step["verihub/policy_version"]
-                                                                          for step in trained)
+    assert [step["verihub/policy_version"] for step in trained] == sorted(
+        step["verihub/policy_version"] for step in trained
+    )
     assert trained[-1]["verihub/policy_version"] >= 3
 
 
-def test_tool_environments_and_full_weights_on_a_cpu_are_refused_before_anything_starts(sums_model: Path,
-                                                                                         tmp_path: Path) -> None:
+def test_tool_environments_and_full_weights_on_a_cpu_are_refused_before_anything_starts(
+    sums_model: Path, tmp_path: Path
+) -> None:
     from verihub.trainers import AsyncGRPOTrainer
 
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
@@ -81,12 +100,35 @@ def test_tool_environments_and_full_weights_on_a_cpu_are_refused_before_anything
 
 def test_verihub_train_async_saves_the_adapter_and_the_metrics(sums_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    ran = subprocess.run([VERIHUB, "train", "--model", str(sums_model), "--env", str(REPO / "envs" / "sums"), "--lora",
-                          "--async", "--max-staleness", "1", "--max-steps", "2", "--quiet", "--output-dir", str(out),
-                          "--set", "num_generations=4", "--set", "per_device_train_batch_size=8",
-                          "--set", "max_completion_length=8"],
-                         capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "VERIHUB_VLLM_ARGS": "--enforce-eager", "COLUMNS": "200"})
+    ran = subprocess.run(
+        [
+            VERIHUB,
+            "train",
+            "--model",
+            str(sums_model),
+            "--env",
+            str(REPO / "envs" / "sums"),
+            "--lora",
+            "--async",
+            "--max-staleness",
+            "1",
+            "--max-steps",
+            "2",
+            "--quiet",
+            "--output-dir",
+            str(out),
+            "--set",
+            "num_generations=4",
+            "--set",
+            "per_device_train_batch_size=8",
+            "--set",
+            "max_completion_length=8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "VERIHUB_VLLM_ARGS": "--enforce-eager", "COLUMNS": "200"},
+    )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-3000:]
     assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -107,13 +149,13 @@ verifier:
 gold:
   reference: '{answer}'
 """
-SLOW_CHECK = '''\
+SLOW_CHECK = """\
 import time
 
 def score(completion, task):
     time.sleep(0.2)  # a check that runs off the event loop: groups grading at once interleave
     return 1.0 if completion.strip() == task["answer"] else 0.0
-'''
+"""
 
 
 def test_groups_graded_at_once_keep_their_own_outcomes(make_env: object) -> None:
@@ -130,10 +172,23 @@ def test_groups_graded_at_once_keep_their_own_outcomes(make_env: object) -> None
     env = verihub.load_env(make_env(SLOW_SPEC, rows=rows, files={"slow_check.py": SLOW_CHECK}, name="slow"))
     item = MixedEnv("slow", env, 1.0)
     seen: list[list[object]] = []
-    worker = RolloutWorker(server_url="http://127.0.0.1:9", model_name="m", lora_name=None, tokenizer=None, rows=[],
-                           draw=iter(()), rewards={"slow": EnvReward(item, GradeLedger())}, observe=seen.append,
-                           num_generations=4, max_tokens=8, temperature=1.0, top_p=1.0, inflight=2, queue_size=8,
-                           request_timeout_s=5)
+    worker = RolloutWorker(
+        server_url="http://127.0.0.1:9",
+        model_name="m",
+        lora_name=None,
+        tokenizer=None,
+        rows=[],
+        draw=iter(()),
+        rewards={"slow": EnvReward(item, GradeLedger())},
+        observe=seen.append,
+        num_generations=4,
+        max_tokens=8,
+        temperature=1.0,
+        top_p=1.0,
+        inflight=2,
+        queue_size=8,
+        request_timeout_s=5,
+    )
     tasks = [{"environment": "slow", "task": json.dumps(row), "difficulty": "all"} for row in rows]
 
     async def both() -> list[object]:

@@ -12,7 +12,11 @@ from verihub.trainers.cpu_attention import varlen_attention
 def causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """(tokens, heads, dim) in and out; kv heads repeated for grouped-query attention."""
     repeats = q.shape[1] // k.shape[1]
-    q, k, v = q.transpose(0, 1), k.transpose(0, 1).repeat_interleave(repeats, 0), v.transpose(0, 1).repeat_interleave(repeats, 0)
+    q, k, v = (
+        q.transpose(0, 1),
+        k.transpose(0, 1).repeat_interleave(repeats, 0),
+        v.transpose(0, 1).repeat_interleave(repeats, 0),
+    )
     return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(0, 1)
 
 

@@ -28,9 +28,22 @@ def _launcher(name: str) -> list[str]:
     if name == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     # accelerate starts several processes through its multi-GPU path; on CPU they meet over gloo
-    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(free_port())]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+    ]
 
 
 def _mix() -> list[Any]:
@@ -39,18 +52,42 @@ def _mix() -> list[Any]:
     return resolve_envs([REPO / env for env in ENVS])
 
 
-def _train(launcher: list[str], tiny_model: Path, out: Path, *envs: str, timeout: float = 150,
-           extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def _train(
+    launcher: list[str], tiny_model: Path, out: Path, *envs: str, timeout: float = 150, extra: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     env_options = [option for env in envs for option in ("--env", env)]
-    return subprocess.run([*launcher, "-m", "verihub.cli", "train", "--model", str(tiny_model), *env_options,
-                           "--max-steps", "4", "--heldout-every", "2", "--output-dir", str(out),
-                           "--log-format", "json", *extra],
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [
+            *launcher,
+            "-m",
+            "verihub.cli",
+            "train",
+            "--model",
+            str(tiny_model),
+            *env_options,
+            "--max-steps",
+            "4",
+            "--heldout-every",
+            "2",
+            "--output-dir",
+            str(out),
+            "--log-format",
+            "json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 def _lines(log: Path, kind: str) -> list[str]:
-    return [line.removeprefix(f"verihub {kind} ") for line in log.read_text().splitlines()
-            if line.startswith(f"verihub {kind} ")]
+    return [
+        line.removeprefix(f"verihub {kind} ")
+        for line in log.read_text().splitlines()
+        if line.startswith(f"verihub {kind} ")
+    ]
 
 
 def _heldout(log: Path) -> dict[int, tuple[str, dict[str, set[str]]]]:
@@ -69,7 +106,8 @@ def _heldout(log: Path) -> dict[int, tuple[str, dict[str, set[str]]]]:
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
 def test_two_processes_draw_alike_evaluate_held_out_once_and_write_metrics_once(
-        launcher: str, tiny_model: Path, tmp_path: Path) -> None:
+    launcher: str, tiny_model: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
     began = time.perf_counter()
     trained = _train(_launcher(launcher), tiny_model, out, *ENVS)
@@ -100,8 +138,11 @@ def test_two_processes_draw_alike_evaluate_held_out_once_and_write_metrics_once(
     for env in ("sums", "compare"):
         held = [record["step"] for record in records if f"verihub/{env}/heldout_pass_rate" in record]
         assert held == [1, 2, 4], held  # the start's measurement shows with the first step's metrics
-        assert all(record[f"verihub/{env}/heldout_faulted"] == 0 for record in records
-                   if f"verihub/{env}/heldout_faulted" in record)
+        assert all(
+            record[f"verihub/{env}/heldout_faulted"] == 0
+            for record in records
+            if f"verihub/{env}/heldout_faulted" in record
+        )
     assert sorted(path.name for path in out.glob("*.jsonl")) == ["metrics.jsonl"]
     assert (out / "trl.log").read_text().count("{'step': ") == 5  # TRL's log lines: the main process's
     assert "{'step': " not in (out / "trl.rank1.log").read_text()
@@ -110,17 +151,21 @@ def test_two_processes_draw_alike_evaluate_held_out_once_and_write_metrics_once(
 
 
 @pytest.mark.multiprocess
-def test_processes_that_load_different_tasks_stop_with_a_clear_error(tiny_model: Path, tmp_path: Path,
-                                                                    make_env: Any) -> None:
+def test_processes_that_load_different_tasks_stop_with_a_clear_error(
+    tiny_model: Path, tmp_path: Path, make_env: Any
+) -> None:
     """A generator that ignores its seed gives each process other tasks under the same row numbers: the run
     must stop at the first batch, naming the cause, rather than train on groups of mismatched prompts."""
     spec = BASE_SPEC.replace("  source: data/tasks.jsonl\n", "  source: unseeded:make\n  size: 40\n  seed: 1\n")
-    unseeded = ("import random\n\ndef make(n, seed):\n    rng = random.Random()  # the seed is ignored\n"
-                "    for _ in range(n):\n        a = rng.randrange(10**6)\n"
-                "        yield {'question': f'{a} + 1', 'answer': str(a + 1), 'wrong': str(a)}\n")
+    unseeded = (
+        "import random\n\ndef make(n, seed):\n    rng = random.Random()  # the seed is ignored\n"
+        "    for _ in range(n):\n        a = rng.randrange(10**6)\n"
+        "        yield {'question': f'{a} + 1', 'answer': str(a + 1), 'wrong': str(a)}\n"
+    )
     env = make_env(spec, files={"unseeded.py": unseeded})
-    launched = _train(_launcher("torchrun"), tiny_model, tmp_path / "run", str(env), timeout=120,
-                      extra=("--heldout-every", "0"))
+    launched = _train(
+        _launcher("torchrun"), tiny_model, tmp_path / "run", str(env), timeout=120, extra=("--heldout-every", "0")
+    )
     assert launched.returncode != 0
     assert "process 1 drew other prompts than process 0" in launched.stderr
     assert "every process must load the same environments, data and seed" in launched.stderr
@@ -151,7 +196,9 @@ def test_heldout_generates_each_measurement_in_one_batch_at_the_envs_token_budge
     assert calls == [(24, 32)]  # 12 tasks x 2 environments, each env's eval max_tokens (32)
     rates = heldout_rates(mix, rollouts, tasks=12)
     assert {name: (rate.tasks, rate.samples, rate.faulted) for name, rate in rates.items()} == {
-        "sums": (12, 12, 0), "compare": (12, 12, 0)}
+        "sums": (12, 12, 0),
+        "compare": (12, 12, 0),
+    }
 
     alone = {}
     for item in mix:

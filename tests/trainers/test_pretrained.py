@@ -31,7 +31,7 @@ def test_the_folder_is_plain_transformers_and_is_made_once(smollm2_dir: Path) ->
     tokenizer, model = AutoTokenizer.from_pretrained(smollm2_dir), AutoModelForCausalLM.from_pretrained(smollm2_dir)
     inputs = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     output = model.generate(**inputs, max_new_tokens=12, do_sample=False)
-    assert "5" in tokenizer.decode(output[0][inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert "5" in tokenizer.decode(output[0][inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     began = time.perf_counter()
     assert smollm2(smollm2_dir) == smollm2_dir and time.perf_counter() - began < 5  # kept, not converted again
 

@@ -64,14 +64,19 @@ def test_dependency_noise_goes_to_the_file_ours_and_errors_to_the_terminal(tmp_p
 
 @SLOW
 def test_python_w_options_decide_alone(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-W", "default", "-c", SCRIPT, str(tmp_path / "trl.log")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-W", "default", "-c", SCRIPT, str(tmp_path / "trl.log")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     inside = "\n".join(line for line in result.stderr.splitlines() if "[inside]" in line)
     assert "gradient_checkpointing" in inside
 
 
-def test_a_new_run_log_starts_the_file_afresh_and_nested_ones_restore_the_outer(tmp_path: Path,
-                                                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_a_new_run_log_starts_the_file_afresh_and_nested_ones_restore_the_outer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     outer_path, inner_path = tmp_path / "trl.log", tmp_path / "sft" / "trl.log"
     outer_path.write_text("a previous run\n")
     outer = RunLog(outer_path)
@@ -82,6 +87,8 @@ def test_a_new_run_log_starts_the_file_afresh_and_nested_ones_restore_the_outer(
         with RunLog(inner_path):
             notices.warning("inner")
         notices.warning("outer two")
-    assert outer_path.read_text().splitlines() == ["WARNING transformers.modeling_utils: outer one",
-                                                   "WARNING transformers.modeling_utils: outer two"]
+    assert outer_path.read_text().splitlines() == [
+        "WARNING transformers.modeling_utils: outer one",
+        "WARNING transformers.modeling_utils: outer two",
+    ]
     assert inner_path.read_text() == "WARNING transformers.modeling_utils: inner\n"

@@ -41,8 +41,23 @@ def metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 def test_train_grpo_with_lora_on_two_bundled_envs_then_eval_and_plot(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "grpo"
-    trained = run("train", "--model", str(tiny_model), "--env", "envs/arithmetic:3", "--env", "envs/json-extract",
-                  "--lora", "--max-steps", "3", "--heldout-every", "2", "--output-dir", str(out), *FAST)
+    trained = run(
+        "train",
+        "--model",
+        str(tiny_model),
+        "--env",
+        "envs/arithmetic:3",
+        "--env",
+        "envs/json-extract",
+        "--lora",
+        "--max-steps",
+        "3",
+        "--heldout-every",
+        "2",
+        "--output-dir",
+        str(out),
+        *FAST,
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
     assert not (out / "model.safetensors").exists()  # LoRA saves the adapter only
@@ -50,14 +65,30 @@ def test_train_grpo_with_lora_on_two_bundled_envs_then_eval_and_plot(tiny_model:
     assert [record["step"] for record in records[:3]] == [1, 2, 3]
     seen = set().union(*records)
     for env in ("arithmetic", "json-extract"):
-        assert {f"verihub/{env}/pass_rate", f"verihub/{env}/fault_rate", f"verihub/{env}/heldout_pass_rate",
-                f"rewards/{env}/mean"} <= seen
+        assert {
+            f"verihub/{env}/pass_rate",
+            f"verihub/{env}/fault_rate",
+            f"verihub/{env}/heldout_pass_rate",
+            f"rewards/{env}/mean",
+        } <= seen
     weights = {key: value for key, value in records[0].items() if key.startswith("verihub/curriculum/")}
     assert len(weights) == 6 and sum(weights.values()) == pytest.approx(1.0)  # 2 envs x 3 difficulties
     assert sum(v for k, v in weights.items() if "/arithmetic/" in k) == pytest.approx(0.75)  # weight 3:1, unmeasured
 
-    evaluated = run("eval", "envs/arithmetic", "--model", f"hf:{tiny_model}", "--adapter", str(out), "-n", "2",
-                    "-k", "1", "--max-tokens", "8")
+    evaluated = run(
+        "eval",
+        "envs/arithmetic",
+        "--model",
+        f"hf:{tiny_model}",
+        "--adapter",
+        str(out),
+        "-n",
+        "2",
+        "-k",
+        "1",
+        "--max-tokens",
+        "8",
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert "pass@1" in evaluated.stdout
 
@@ -78,8 +109,21 @@ def test_sft_on_references_and_trajectories(tiny_model: Path, tmp_path: Path) ->
     conversation = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "\\boxed{4}"}]
     trajectories.write_text(json.dumps({"messages": conversation}) + "\n")
     out = tmp_path / "sft"
-    trained = run("sft", "--model", str(tiny_model), "--env", "envs/arithmetic", "--env", "envs/math-word:0.5",
-                  "--trajectories", str(trajectories), "--max-steps", "2", "--output-dir", str(out))
+    trained = run(
+        "sft",
+        "--model",
+        str(tiny_model),
+        "--env",
+        "envs/arithmetic",
+        "--env",
+        "envs/math-word:0.5",
+        "--trajectories",
+        str(trajectories),
+        "--max-steps",
+        "2",
+        "--output-dir",
+        str(out),
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
 
@@ -91,22 +135,36 @@ def test_sft_on_references_and_trajectories(tiny_model: Path, tmp_path: Path) ->
     assert trajectory_pairs(trajectories) == [{"prompt": conversation[:1], "completion": conversation[1:]}]
     from verihub.trainers import SFTTrainer
 
-    mixed = SFTTrainer(str(tiny_model), ["envs/arithmetic"], trajectories=trajectories, demos=3, max_steps=1,
-                       output_dir=tmp_path / "sft-in-process").dataset
+    mixed = SFTTrainer(
+        str(tiny_model),
+        ["envs/arithmetic"],
+        trajectories=trajectories,
+        demos=3,
+        max_steps=1,
+        output_dir=tmp_path / "sft-in-process",
+    ).dataset
     assert conversation[:1] in mixed["prompt"] and len(set(map(str, mixed["prompt"]))) == 4  # 3 demos + the trajectory
     trajectories.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     with pytest.raises(ValueError, match="shipped.jsonl:1: expected"):
         trajectory_pairs(trajectories)
 
 
-def test_multi_turn_tool_env_trains_through_environment_factory(tiny_model: Path, tmp_path: Path, make_env: Any,
-                                                                 nsjail_path: str) -> None:
+def test_multi_turn_tool_env_trains_through_environment_factory(
+    tiny_model: Path, tmp_path: Path, make_env: Any, nsjail_path: str
+) -> None:
     from verihub.trainers import GRPOTrainer
 
     tool_env = make_env(TOOL_SPEC, name="calc")
-    trainer = GRPOTrainer(str(tiny_model), {str(tool_env): 1, "envs/arithmetic": 1}, lora=True, max_steps=1,
-                          num_generations=4, per_device_train_batch_size=8, max_completion_length=12,
-                          output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        {str(tool_env): 1, "envs/arithmetic": 1},
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=12,
+        output_dir=tmp_path / "run",
+    )
     trl_trainer = trainer.trl
     assert set(trl_trainer.environment_factories) == {"calc-tool", "arithmetic"}
     assert [tool.__name__ for tool in trl_trainer._env_tools["calc-tool"]] == ["python"]
@@ -124,9 +182,16 @@ def test_multi_turn_tool_env_trains_through_environment_factory(tiny_model: Path
     instance._sandbox = SandboxTools(sandbox=NsjailSandbox("/bin/false"))
     assert "this rollout will not be scored" in instance.python("print(1)")
     reward = EnvReward(trainer.mix[0], GradeLedger())
-    scores = asyncio.run(reward(prompts=[[]], completions=[[{"role": "assistant", "content": "\\boxed{2}"}]],
-                                environment=["calc-tool"], task=[json.dumps(rows[0])], difficulty=["all"],
-                                environments=[instance]))
+    scores = asyncio.run(
+        reward(
+            prompts=[[]],
+            completions=[[{"role": "assistant", "content": "\\boxed{2}"}]],
+            environment=["calc-tool"],
+            task=[json.dumps(rows[0])],
+            difficulty=["all"],
+            environments=[instance],
+        )
+    )
     assert scores == [None]
 
 
@@ -134,9 +199,16 @@ def test_multi_turn_tool_env_trains_through_environment_factory(tiny_model: Path
 def test_bundled_tool_envs_train_a_step(tool_env: str, tiny_model: Path, tmp_path: Path, nsjail_path: str) -> None:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), [f"envs/{tool_env}"], lora=True, max_steps=1,
-                          num_generations=4, per_device_train_batch_size=8, max_completion_length=16,
-                          output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        [f"envs/{tool_env}"],
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=16,
+        output_dir=tmp_path / "run",
+    )
     trainer.train()
     record = metrics(tmp_path / "run")[0]
     assert record["step"] == 1 and record[f"rewards/{tool_env}/mean"] is not None
@@ -149,9 +221,11 @@ def test_hub_ids_with_version_specs_are_installed_then_loaded(tmp_path: Path, ma
     hub = LocalHub(tmp_path / "hub")
     hub.push(quiz, owner="alice")
     hub.push(quiz, owner="alice", bump="minor")
-    code = ("from verihub.trainers.mixture import resolve_envs; "
-            f"mix = resolve_envs({{'alice/quiz@^0.1': 2, {str(package)!r}: 1}}, hub={str(tmp_path / 'hub')!r}); "
-            "print([(m.name, m.env.version, m.weight) for m in mix])")
+    code = (
+        "from verihub.trainers.mixture import resolve_envs; "
+        f"mix = resolve_envs({{'alice/quiz@^0.1': 2, {str(package)!r}: 1}}, hub={str(tmp_path / 'hub')!r}); "
+        "print([(m.name, m.env.version, m.weight) for m in mix])"
+    )
     resolved = subprocess.run([fresh_python, "-c", code], capture_output=True, text=True, timeout=300)
     assert resolved.returncode == 0, resolved.stderr[-2000:]
     assert resolved.stdout.strip() == str([("quiz", "0.1.0", 2 / 3), ("tiny", "0.1.0", 1 / 3)])
@@ -178,9 +252,19 @@ def _cuda_and_vllm() -> bool:
 def test_grpo_with_vllm_colocate_on_gpu(tiny_model: Path, tmp_path: Path) -> None:
     from verihub.trainers import GRPOTrainer
 
-    trainer = GRPOTrainer(str(tiny_model), ["envs/arithmetic", "envs/json-extract"], lora=True, use_vllm=True,
-                          vllm_mode="colocate", vllm_gpu_memory_utilization=0.2, max_steps=2, num_generations=4,
-                          per_device_train_batch_size=8, max_completion_length=16, output_dir=tmp_path / "run")
+    trainer = GRPOTrainer(
+        str(tiny_model),
+        ["envs/arithmetic", "envs/json-extract"],
+        lora=True,
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.2,
+        max_steps=2,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=16,
+        output_dir=tmp_path / "run",
+    )
     trainer.train()
     assert (tmp_path / "run" / "adapter_config.json").is_file()
     assert metrics(tmp_path / "run")[-1]["step"] == 2
@@ -211,18 +295,40 @@ def strict_json(line: str) -> dict[str, Any]:
 
 
 def test_train_log_format_json_is_all_stdout_holds_and_trl_lines_go_to_the_run_dir(
-        tiny_model: Path, tmp_path: Path, make_env: Any) -> None:
-    crashing = make_env(CRASHING_SPEC, files={"crashing_check.py": "def score(completion, task):\n"
-                                              "    raise RuntimeError('the checker crashed')\n"}, name="crashing")
+    tiny_model: Path, tmp_path: Path, make_env: Any
+) -> None:
+    crashing = make_env(
+        CRASHING_SPEC,
+        files={"crashing_check.py": "def score(completion, task):\n    raise RuntimeError('the checker crashed')\n"},
+        name="crashing",
+    )
     out = tmp_path / "grpo"
-    trained = run("train", "--model", str(tiny_model), "--env", "envs/arithmetic", "--env", str(crashing),
-                  "--max-steps", "3", "--output-dir", str(out), "--log-format", "json", *FAST)
+    trained = run(
+        "train",
+        "--model",
+        str(tiny_model),
+        "--env",
+        "envs/arithmetic",
+        "--env",
+        str(crashing),
+        "--max-steps",
+        "3",
+        "--output-dir",
+        str(out),
+        "--log-format",
+        "json",
+        *FAST,
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     records = [strict_json(line) for line in trained.stdout.splitlines()]  # every line, nothing else
     steps = [record for record in records if "loss" in record]
     assert [(r["stage"], r["step"], r["max_steps"]) for r in steps] == [("grpo", 1, 3), ("grpo", 2, 3), ("grpo", 3, 3)]
-    assert {"verihub/arithmetic/pass_rate", "verihub/arithmetic/reward", "verihub/crashing/fault_rate",
-            "verihub/curriculum/arithmetic/1"} <= set(steps[0])
+    assert {
+        "verihub/arithmetic/pass_rate",
+        "verihub/arithmetic/reward",
+        "verihub/crashing/fault_rate",
+        "verihub/curriculum/arithmetic/1",
+    } <= set(steps[0])
     assert "train_runtime" in records[-1]  # TRL's closing log is a record like the others
     trl_log = (out / "trl.log").read_text()
     assert trl_log.count("{'step': ") == len(records) and "{'step': 1, 'loss': " in trl_log
@@ -235,17 +341,43 @@ def test_train_log_format_json_is_all_stdout_holds_and_trl_lines_go_to_the_run_d
 
 
 def test_sft_quiet_prints_the_summary_only_and_without_a_terminal_a_few_lines(tiny_model: Path, tmp_path: Path) -> None:
-    quiet = run("sft", "--model", str(tiny_model), "--env", "envs/arithmetic", "--max-steps", "12", "--quiet",
-                "--output-dir", str(tmp_path / "quiet"), "--set", "logging_steps=1")
+    quiet = run(
+        "sft",
+        "--model",
+        str(tiny_model),
+        "--env",
+        "envs/arithmetic",
+        "--max-steps",
+        "12",
+        "--quiet",
+        "--output-dir",
+        str(tmp_path / "quiet"),
+        "--set",
+        "logging_steps=1",
+    )
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     lines = quiet.stdout.splitlines()
     assert len(lines) == 3 and lines[0].startswith("SFT: 12 steps in ") and " · loss " in lines[0]
-    assert lines[1:] == [f"TRL's log lines: {tmp_path / 'quiet' / 'trl.log'}", f"saved the model to {tmp_path / 'quiet'}"]
+    assert lines[1:] == [
+        f"TRL's log lines: {tmp_path / 'quiet' / 'trl.log'}",
+        f"saved the model to {tmp_path / 'quiet'}",
+    ]
     assert (tmp_path / "quiet" / "trl.log").read_text().count("{'step': ") == 13  # 12 steps and TRL's closing line
     assert "Warning" not in quiet.stderr and "deprecated" not in quiet.stderr
 
-    piped = run("sft", "--model", str(tiny_model), "--env", "envs/arithmetic", "--max-steps", "12",
-                "--output-dir", str(tmp_path / "piped"), "--set", "logging_steps=1")  # stdout is a pipe
+    piped = run(
+        "sft",
+        "--model",
+        str(tiny_model),
+        "--env",
+        "envs/arithmetic",
+        "--max-steps",
+        "12",
+        "--output-dir",
+        str(tmp_path / "piped"),
+        "--set",
+        "logging_steps=1",
+    )  # stdout is a pipe
     assert piped.returncode == 0, piped.stderr[-3000:]
     lines = piped.stdout.splitlines()
     assert len(lines) == 7, piped.stdout  # the start, three quarters, the summary, the log file, saved
@@ -258,11 +390,37 @@ def test_sft_quiet_prints_the_summary_only_and_without_a_terminal_a_few_lines(ti
 
 def test_a_multi_process_run_displays_on_the_main_process_only(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "sft"
-    launched = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               "-m", "verihub.cli", "sft", "--model", str(tiny_model), "--env", "envs/arithmetic",
-                               "--max-steps", "3", "--log-format", "json", "--output-dir", str(out),
-                               "--set", "logging_steps=1", "--set", "ddp_backend=gloo"],
-                              capture_output=True, text=True, timeout=900, cwd=REPO)
+    launched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "verihub.cli",
+            "sft",
+            "--model",
+            str(tiny_model),
+            "--env",
+            "envs/arithmetic",
+            "--max-steps",
+            "3",
+            "--log-format",
+            "json",
+            "--output-dir",
+            str(out),
+            "--set",
+            "logging_steps=1",
+            "--set",
+            "ddp_backend=gloo",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert launched.returncode == 0, launched.stderr[-3000:]
     records = [strict_json(line) for line in launched.stdout.splitlines()]
     assert [record["step"] for record in records] == [1, 2, 3, 3]  # once each (and TRL's closing line), not twice

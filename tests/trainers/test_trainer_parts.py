@@ -44,22 +44,30 @@ def test_env_option_parsing_and_bad_weights() -> None:
 
 
 def _score(reward: EnvReward, rows: list[tuple[str, str, str]]) -> list[float | None]:
-    return asyncio.run(reward(
-        prompts=[[]] * len(rows), completions=[[{"role": "assistant", "content": text}] for _, _, text in rows],
-        environment=[env for env, _, _ in rows], task=[task for _, task, _ in rows], difficulty=["all"] * len(rows),
-    ))
+    return asyncio.run(
+        reward(
+            prompts=[[]] * len(rows),
+            completions=[[{"role": "assistant", "content": text}] for _, _, text in rows],
+            environment=[env for env, _, _ in rows],
+            task=[task for _, task, _ in rows],
+            difficulty=["all"] * len(rows),
+        )
+    )
 
 
 def test_rewards_are_none_off_domain_and_on_faults_never_zero(make_env: Any) -> None:
     good = resolve_envs([make_env()])[0]
-    spec = (make_env().joinpath("environment.yaml").read_text()
-            .replace("use: numeric}", "use: 'checks_mod:broken'}"))
+    spec = make_env().joinpath("environment.yaml").read_text().replace("use: numeric}", "use: 'checks_mod:broken'}")
     broken_dir = make_env(spec.replace("id: tiny", "id: broken"), files={"checks_mod.py": RAISING_CHECK}, name="broken")
     broken = resolve_envs([broken_dir])[0]
     task = json.dumps({"id": "t1", "question": "1 + 1", "answer": "2", "wrong": "3"})
     ledger = GradeLedger()
-    rows = [("tiny", task, "\\boxed{2}"), ("tiny", task, "\\boxed{3}"), ("broken", task, "\\boxed{2}"),
-            ("tiny", task, "no box")]
+    rows = [
+        ("tiny", task, "\\boxed{2}"),
+        ("tiny", task, "\\boxed{3}"),
+        ("broken", task, "\\boxed{2}"),
+        ("tiny", task, "no box"),
+    ]
     assert _score(EnvReward(good, ledger), rows) == [1.0, 0.0, None, 0.0]
     assert _score(EnvReward(broken, ledger), rows) == [None, None, None, None]  # off-domain, fault, off, off
     outcomes = ledger.take(len(rows))
@@ -69,8 +77,9 @@ def test_rewards_are_none_off_domain_and_on_faults_never_zero(make_env: Any) -> 
     assert ledger.take(1) == [None]  # taken: the next batch starts empty
 
 
-def _outcome(env: str, difficulty: str, passed: bool, text: str = "x", *, rules: bool | None = True,
-             fault: bool = False) -> Outcome:
+def _outcome(
+    env: str, difficulty: str, passed: bool, text: str = "x", *, rules: bool | None = True, fault: bool = False
+) -> Outcome:
     status = "env_error" if fault else "ok" if passed else "wrong"
     return Outcome(env, difficulty, status, None if fault else float(passed), rules, passed, len(text), text)
 
@@ -81,9 +90,13 @@ def test_adaptive_curriculum_favours_the_learning_zone_with_floors() -> None:
     curriculum.bind(sizes, {"math": 0.5, "code": 0.5})
     before = curriculum.weights()
     assert before[("math", "1")] == pytest.approx(before[("math", "2")])  # unmeasured: all worth trying
-    outcomes = ([_outcome("math", "1", True)] * 8 + [_outcome("math", "2", i % 2 == 0) for i in range(8)]
-                + [_outcome("math", "3", False)] * 8 + [_outcome("code", "1", False)] * 8
-                + [_outcome("code", "1", True, fault=True)] * 8)  # faults say nothing about the model
+    outcomes = (
+        [_outcome("math", "1", True)] * 8
+        + [_outcome("math", "2", i % 2 == 0) for i in range(8)]
+        + [_outcome("math", "3", False)] * 8
+        + [_outcome("code", "1", False)] * 8
+        + [_outcome("code", "1", True, fault=True)] * 8
+    )  # faults say nothing about the model
     curriculum.observe(outcomes)
     weights = curriculum.weights()
     assert sum(weights.values()) == pytest.approx(1.0)
@@ -100,15 +113,24 @@ def test_curriculum_floors_hold_after_normalising() -> None:
     diluted: one hopeless bucket beside nine fresh ones got a fifth of its promised share)."""
     rng = random.Random(0)
     for trial in range(200):
-        curriculum = AdaptiveCurriculum(min_samples=1, smoothing=0.0, bucket_floor=rng.choice([0.05, 0.1, 0.5]),
-                                        domain_floor=rng.choice([0.1, 0.25, 0.9]))
+        curriculum = AdaptiveCurriculum(
+            min_samples=1,
+            smoothing=0.0,
+            bucket_floor=rng.choice([0.05, 0.1, 0.5]),
+            domain_floor=rng.choice([0.1, 0.25, 0.9]),
+        )
         sizes = {(env, str(level)): 5 for env in ("a", "b") for level in range(rng.randint(1, 10))}
         env_weights = {"a": rng.uniform(0.1, 1), "b": rng.uniform(0.1, 1)}
         curriculum.bind(sizes, env_weights)
         # Each bucket solved, hopeless, in the learning zone or never measured.
-        curriculum.observe([_outcome(env, level, rng.random() < rate)
-                            for (env, level) in sizes if (rate := rng.choice([0.0, 1.0, 0.5, None])) is not None
-                            for _ in range(4)])
+        curriculum.observe(
+            [
+                _outcome(env, level, rng.random() < rate)
+                for (env, level) in sizes
+                if (rate := rng.choice([0.0, 1.0, 0.5, None])) is not None
+                for _ in range(4)
+            ]
+        )
         weights = curriculum.weights()
         assert sum(weights.values()) == pytest.approx(1.0)
         for env in env_weights:
@@ -139,7 +161,7 @@ def test_sampler_keeps_trl_order_and_follows_weights() -> None:
     drawn = list(sampler)
     assert len(drawn) == len(sampler) == 100 // 5 * 5 * 4 * 2
     chunk = drawn[:40]  # 5 prompts x 4 generations, then the same block again (repeat_count)
-    assert chunk[:20] == chunk[20:] and all(len(set(chunk[i:i + 4])) == 1 for i in range(0, 20, 4))
+    assert chunk[:20] == chunk[20:] and all(len(set(chunk[i : i + 4])) == 1 for i in range(0, 20, 4))
     share_a = sum(index < 50 for index in drawn) / len(drawn)
     assert 0.8 < share_a < 0.97
     again = MixtureSampler(buckets, mix, mini_repeat_count=4, batch_size=5, repeat_count=2, seed=3)
@@ -154,8 +176,11 @@ def test_monitor_metrics_and_alerts(caplog: pytest.LogCaptureFixture) -> None:
     monitor.record_heldout({"math": HeldoutRate(0.6, 0.6, 0, 0, 0, 0)})
     monitor.record_heldout({"math": HeldoutRate(0.3, 0.5, 0, 4, 0, 1)})  # faults counted as failed
     # now: every answer passes the format, is long, identical within its group, and passes in training
-    monitor.observe([_outcome("math", "1", True, "x" * 50)] * 2 + [_outcome("math", "1", True, "y" * 50)] * 2
-                    + [_outcome("math", "1", False, "z", fault=True)] * 2)
+    monitor.observe(
+        [_outcome("math", "1", True, "x" * 50)] * 2
+        + [_outcome("math", "1", True, "y" * 50)] * 2
+        + [_outcome("math", "1", False, "z", fault=True)] * 2
+    )
     metrics, alerts = monitor.flush()
     assert metrics["verihub/math/pass_rate"] == 1.0 and metrics["verihub/math/fault_rate"] == pytest.approx(1 / 3)
     assert metrics["verihub/math/faults"] == 2 and metrics["verihub/math/heldout_pass_rate"] == 0.3
@@ -174,7 +199,9 @@ def test_heldout_alert_tells_a_real_drop_from_measurement_noise(samples: int, fi
         monitor.observe([_outcome("math", "1", True), _outcome("math", "1", False)])
         monitor.flush()
     monitor.record_heldout({"math": HeldoutRate(0.74, 0.74, samples, 0, samples, 0)})
-    monitor.record_heldout({"math": HeldoutRate(0.62, 0.62, samples, 0, samples, 0)})  # 12 points: noise on 80, not 2000
+    monitor.record_heldout(
+        {"math": HeldoutRate(0.62, 0.62, samples, 0, samples, 0)}
+    )  # 12 points: noise on 80, not 2000
     monitor.observe([_outcome("math", "1", True)] * 2)
     _, alerts = monitor.flush()
     assert any(alert.startswith("heldout in math") for alert in alerts) is fires
@@ -192,7 +219,9 @@ def test_format_alert_when_rules_pass_but_checks_do_not() -> None:
 
 def test_answer_faults_are_counted_scored_as_wrong_and_alert_when_frequent() -> None:
     monitor = RunMonitor(["math"], group_size=1)
-    probing = Outcome("math", "1", "wrong", 0.0, True, False, 9, "9" * 9, "layer 'correct': answer fault: ...", "correct")
+    probing = Outcome(
+        "math", "1", "wrong", 0.0, True, False, 9, "9" * 9, "layer 'correct': answer fault: ...", "correct"
+    )
     monitor.observe([_outcome("math", "1", True)] * 9 + [probing])
     metrics, alerts = monitor.flush()
     assert metrics["verihub/math/answer_faults"] == 1 and metrics["verihub/math/faults"] == 0
@@ -280,15 +309,22 @@ def _offered(*schemas: dict[str, Any]) -> type:
     return environment_class(MixedEnv("remote", _SchemaEnv(*schemas), 1.0))  # type: ignore[arg-type]
 
 
-ACTION = {"name": "act", "description": "Take your turn.\nArgs: none here (a trap for the docstring parser)",
-          "parameters": {
-              "type": "object", "required": ["move", "cells"],
-              "properties": {
-                  "move": {"enum": ["up", "down"], "description": "Where to go. (choices: not json)"},
-                  "cells": {"type": "array", "items": {"type": "integer"}, "description": "Cells (in order)."},
-                  "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Returns: a trap"},
-                  "target": {"$ref": "#/$defs/Point"}, "speed": {"type": ["number", "string"]}},
-              "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "integer"}}}}}}
+ACTION = {
+    "name": "act",
+    "description": "Take your turn.\nArgs: none here (a trap for the docstring parser)",
+    "parameters": {
+        "type": "object",
+        "required": ["move", "cells"],
+        "properties": {
+            "move": {"enum": ["up", "down"], "description": "Where to go. (choices: not json)"},
+            "cells": {"type": "array", "items": {"type": "integer"}, "description": "Cells (in order)."},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Returns: a trap"},
+            "target": {"$ref": "#/$defs/Point"},
+            "speed": {"type": ["number", "string"]},
+        },
+        "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+    },
+}
 
 
 def test_a_session_tool_is_offered_with_the_schemas_fields_or_refused_by_name() -> None:
@@ -304,8 +340,11 @@ def test_a_session_tool_is_offered_with_the_schemas_fields_or_refused_by_name() 
     assert schema["name"] == "act" and schema["description"].startswith("Take your turn.")
     assert set(parameters["required"]) == {"move", "cells"}
     assert parameters["properties"]["move"]["enum"] == ["up", "down"]
-    assert parameters["properties"]["cells"] == {"type": "array", "items": {"type": "integer"},
-                                                 "description": "Cells (in order)."}
+    assert parameters["properties"]["cells"] == {
+        "type": "array",
+        "items": {"type": "integer"},
+        "description": "Cells (in order).",
+    }
     assert parameters["properties"]["note"]["type"] == "string" and parameters["properties"]["note"]["nullable"]
     assert parameters["properties"]["target"]["type"] == "object"
     assert parameters["properties"]["speed"]["type"] == ["number", "string"]
@@ -322,11 +361,15 @@ def test_a_session_tool_is_offered_with_the_schemas_fields_or_refused_by_name() 
     assert asyncio.run(instance.act(move="up", cells=[1])) == "moved"
     assert calls == [("act", {"move": "up", "cells": [1]})]  # what the model gave, nothing filled in
 
-    for bad, what in [({**ACTION, "name": "reset"}, "'reset'"), ({**ACTION, "name": "_act"}, "'_act'"),
-                      ({**ACTION, "name": "get_reward"}, "'get_reward'"), ({**ACTION, "name": "fault"}, "'fault'"),
-                      ({**ACTION, "parameters": {"properties": {"x-y": {}}}}, "'x-y'"),
-                      ({**ACTION, "parameters": {"properties": {"class": {}}}}, "'class'"),
-                      ({**ACTION, "parameters": {"properties": {"self": {}}}}, "'self'")]:
+    for bad, what in [
+        ({**ACTION, "name": "reset"}, "'reset'"),
+        ({**ACTION, "name": "_act"}, "'_act'"),
+        ({**ACTION, "name": "get_reward"}, "'get_reward'"),
+        ({**ACTION, "name": "fault"}, "'fault'"),
+        ({**ACTION, "parameters": {"properties": {"x-y": {}}}}, "'x-y'"),
+        ({**ACTION, "parameters": {"properties": {"class": {}}}}, "'class'"),
+        ({**ACTION, "parameters": {"properties": {"self": {}}}}, "'self'"),
+    ]:
         with pytest.raises(ValueError, match=re.escape(what)):
             _offered(bad)
 
@@ -343,9 +386,22 @@ def test_a_hostile_remotes_action_schema_costs_a_bounded_walk() -> None:
     for _ in range(10_000):
         nested = {"type": "array", "items": nested}
     start = time.perf_counter()
-    tool_class = _offered({"name": "act", "parameters": {"properties": {
-        "chain": {"$ref": "#/$defs/D0"}, "loop": {"$ref": "#/$defs/loop"}, "wide": wide, "nested": nested,
-        "odd": {"enum": [{"a": 1}, [2]]}, "missing": {"$ref": "#/$defs/nowhere"}}, "$defs": definitions}})
+    tool_class = _offered(
+        {
+            "name": "act",
+            "parameters": {
+                "properties": {
+                    "chain": {"$ref": "#/$defs/D0"},
+                    "loop": {"$ref": "#/$defs/loop"},
+                    "wide": wide,
+                    "nested": nested,
+                    "odd": {"enum": [{"a": 1}, [2]]},
+                    "missing": {"$ref": "#/$defs/nowhere"},
+                },
+                "$defs": definitions,
+            },
+        }
+    )
     schema = get_json_schema(tool_class.act)["function"]["parameters"]["properties"]
     assert time.perf_counter() - start < 2.0  # a walk without its bounds takes far longer, or never ends
     assert schema["chain"] == {"description": "chain"} and schema["loop"] == {"description": "loop"}  # Any

@@ -46,8 +46,9 @@ def validate(make_env: MakeEnv, check: str) -> tuple[int, dict, str]:
     module = f"probe_{check}"
     root = make_env(SPEC.format(module=module, check=check), rows=ROWS, files={f"{module}.py": CHECKS}, name=module)
     env = {**os.environ, "COLUMNS": "200"}
-    found = subprocess.run([VERIHUB, "validate", str(root), "--json"], capture_output=True, text=True, timeout=600,
-                           env=env)
+    found = subprocess.run(
+        [VERIHUB, "validate", str(root), "--json"], capture_output=True, text=True, timeout=600, env=env
+    )
     table = subprocess.run([VERIHUB, "validate", str(root)], capture_output=True, text=True, timeout=600, env=env)
     return found.returncode, json.loads(found.stdout), table.stdout
 

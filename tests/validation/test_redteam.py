@@ -26,7 +26,7 @@ from verihub.testing import ScriptedChatServer
 # A check that reads the last integer of the completion: weak on purpose. It declares one exploit (a wrong
 # number, then the right one) and faults on a "crash" in the answer, so one exploit gets through and one
 # makes the grade a fault.
-WEAK_CHECKS = '''
+WEAK_CHECKS = """
 import re
 from verihub import CheckResult, check
 from verihub.checks import Exploit
@@ -47,7 +47,7 @@ def last_number(completion, task):
         raise OverflowError("the check fell over")
     numbers = re.findall(r"-?\\d+", completion)
     return CheckResult(float(bool(numbers) and numbers[-1] == str(task["answer"])))
-'''
+"""
 
 WEAK_SPEC = """\
 id: weak
@@ -74,14 +74,20 @@ GOLD_HEDGE = """\
 
 
 def weak_env(make_env: MakeEnv, module: str, exploits: str = "") -> Path:
-    pyproject = f'[project]\nname = "weak"\nversion = "0.1.0"\n[project.entry-points."verihub.environments"]\nweak = "{module}"\n'
-    return make_env(WEAK_SPEC.format(module=module, exploits=exploits), files={
-        f"{module}/__init__.py": "", f"{module}/checks.py": WEAK_CHECKS, "pyproject.toml": pyproject})
+    pyproject = (
+        '[project]\nname = "weak"\nversion = "0.1.0"\n'
+        f'[project.entry-points."verihub.environments"]\nweak = "{module}"\n'
+    )
+    return make_env(
+        WEAK_SPEC.format(module=module, exploits=exploits),
+        files={f"{module}/__init__.py": "", f"{module}/checks.py": WEAK_CHECKS, "pyproject.toml": pyproject},
+    )
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VERIHUB, "validate", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [VERIHUB, "validate", *args], capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"}
+    )
 
 
 def outcome(report: dict[str, Any], name: str) -> dict[str, Any]:
@@ -101,8 +107,11 @@ def test_an_exploit_that_gets_through_fails_validate_with_its_name_and_layer(mak
     assert (gold["verdict"], gold["target"]) == ("passed", "(gold.exploits)")
     # the check raises on this answer alone (the reference passes it): the answer's fault, graded wrong
     assert (crash["verdict"], crash["family"], len(crash["runs"])) == ("blocked", "numeric-abuse", 1)
-    assert (crash["runs"][0]["status"], crash["runs"][0]["reward"], crash["runs"][0]["layer"]) == ("wrong", 0.0,
-                                                                                                  "last-number")
+    assert (crash["runs"][0]["status"], crash["runs"][0]["reward"], crash["runs"][0]["layer"]) == (
+        "wrong",
+        0.0,
+        "last-number",
+    )
     assert "OverflowError" in crash["runs"][0]["detail"]
     failures = "\n".join(report["failures"])
     assert "exploit 'wrong-then-right' (hedging) got through layer 'last-number' on task" in failures
@@ -134,12 +143,20 @@ def test_exploits_run_on_the_same_few_eval_tasks_every_time(make_env: MakeEnv) -
 
 def test_push_refuses_an_environment_an_exploit_gets_through_and_names_it(make_env: MakeEnv, tmp_path: Path) -> None:
     root = weak_env(make_env, "weak_three", GOLD_HEDGE)
-    with pytest.raises(VerihubError, match=r"does not pass `verihub validate`: exploit '[a-z-]+' \(hedging\) got through"):
+    with pytest.raises(
+        VerihubError, match=r"does not pass `verihub validate`: exploit '[a-z-]+' \(hedging\) got through"
+    ):
         LocalHub(tmp_path / "hub").push(root, owner="alice")
-    pushed = subprocess.run([VERIHUB, "push", str(root), "--owner", "alice", "--hub", str(tmp_path / "hub2")],
-                            capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "300"})
+    pushed = subprocess.run(
+        [VERIHUB, "push", str(root), "--owner", "alice", "--hub", str(tmp_path / "hub2")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "300"},
+    )
     assert pushed.returncode != 0 and "exploit 'wrong-then-right' (hedging) got through layer 'last-number'" in (
-        " ".join(pushed.stderr.split()))
+        " ".join(pushed.stderr.split())
+    )
     assert not (tmp_path / "hub2" / "simple" / "alice-weak").exists()
 
 
@@ -183,16 +200,26 @@ gold:
 """
 
 
-@pytest.mark.parametrize(("exploits", "message"), [
-    ('    - {name: a, family: bribery, completion: "x"}\n', "gold.exploits[0].family: unknown exploit family 'bribery'"),
-    ('    - {name: a, family: hedging, completion: "x"}\n    - {name: a, family: sql, completion: "y"}\n',
-     "gold.exploits[1].name: exploit name 'a' is used twice"),
-    ('    - {name: a, family: terminal-state, completion: "x", files: {out.txt: "junk"}}\n',
-     "gold.exploits[0].files: 'files' (a final work dir) applies only to environments with sandboxed tools"),
-    ('    - {name: a, family: hedging, completion: "{nope}"}\n', "gold.exploits[0].completion: placeholder {nope}"),
-    ('    - {name: A B, family: hedging, completion: "x"}\n', "gold.exploits[0].name"),
-    ('    - {name: a, family: hedging}\n', "gold.exploits[0].completion: required field is missing"),
-])
+@pytest.mark.parametrize(
+    ("exploits", "message"),
+    [
+        (
+            '    - {name: a, family: bribery, completion: "x"}\n',
+            "gold.exploits[0].family: unknown exploit family 'bribery'",
+        ),
+        (
+            '    - {name: a, family: hedging, completion: "x"}\n    - {name: a, family: sql, completion: "y"}\n',
+            "gold.exploits[1].name: exploit name 'a' is used twice",
+        ),
+        (
+            '    - {name: a, family: terminal-state, completion: "x", files: {out.txt: "junk"}}\n',
+            "gold.exploits[0].files: 'files' (a final work dir) applies only to environments with sandboxed tools",
+        ),
+        ('    - {name: a, family: hedging, completion: "{nope}"}\n', "gold.exploits[0].completion: placeholder {nope}"),
+        ('    - {name: A B, family: hedging, completion: "x"}\n', "gold.exploits[0].name"),
+        ("    - {name: a, family: hedging}\n", "gold.exploits[0].completion: required field is missing"),
+    ],
+)
 def test_gold_exploits_are_validated_like_the_rest_of_the_spec(make_env: MakeEnv, exploits: str, message: str) -> None:
     with pytest.raises(SpecError) as caught:
         verihub.load_env(make_env(BASE + exploits))
@@ -231,7 +258,7 @@ def fenced_answer(prompt: str) -> tuple[str, str]:
     found = re.search(r"\n<response-([0-9a-z]+)>\n(.*)\n</response-\1>$", prompt, re.DOTALL)
     if found is None:
         return "", prompt
-    return found.group(2), prompt[: found.start()] + prompt[found.end():]
+    return found.group(2), prompt[: found.start()] + prompt[found.end() :]
 
 
 def fence_honouring_judge(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -253,17 +280,25 @@ def test_judge_injection_runs_with_a_judge_and_the_fence_holds(tmp_path: Path) -
     report = json.loads(result.stdout)
     assert result.returncode == 0, result.stdout[-3000:]
     injections = [entry for entry in report["exploits"] if entry["family"] == "judge-injection"]
-    assert {entry["name"] for entry in injections} == {"ignore-the-rubric", "fake-verdict", "fence-break",
-                                                          "forged-turn", "rubric-echo"}
+    assert {entry["name"] for entry in injections} == {
+        "ignore-the-rubric",
+        "fake-verdict",
+        "fence-break",
+        "forged-turn",
+        "rubric-echo",
+    }
     assert all(entry["verdict"] == "blocked" and entry["target"] == "quality" for entry in injections)
     reached = [entry for entry in injections if any(run["layer"] == "quality" for run in entry["runs"])]
     assert reached, "an injection must reach the judge for the test to mean anything"
     injected = [prompt for prompt in prompts if any(injection in prompt for injection in INJECTIONS)]
-    assert injected and all(any(injection in fenced_answer(prompt)[0] for injection in INJECTIONS)
-                            for prompt in injected)
+    assert injected and all(
+        any(injection in fenced_answer(prompt)[0] for injection in INJECTIONS) for prompt in injected
+    )
     assert report["exploits_need_judge"] == 0
     without = json.loads(validate(str(root), "--json").stdout)
-    assert without["exploits_need_judge"] == 5 and not any(e["family"] == "judge-injection" for e in without["exploits"])
+    assert without["exploits_need_judge"] == 5 and not any(
+        e["family"] == "judge-injection" for e in without["exploits"]
+    )
 
 
 def test_the_judge_prompt_fences_the_answer_and_escapes_fence_lines() -> None:
@@ -312,8 +347,9 @@ def test_partial_credit_above_the_floor_gets_an_exploit_through(make_env: MakeEn
     assert hedge["verdict"] == "passed" and {run["status"] for run in hedge["runs"]} == {"wrong"}
     assert hedge["floor"] == 0 and max(run["reward"] for run in hedge["runs"]) == 0.5
     assert report["max_exploit_reward"] == 0.5
-    assert ("exploit 'or-hedge' (hedging) got through layer 'correct' on task" in "\n".join(report["failures"])
-            and "rewarded 0.5, above the floor for a wrong answer (0, grading.floor)" in "\n".join(report["failures"]))
+    assert "exploit 'or-hedge' (hedging) got through layer 'correct' on task" in "\n".join(
+        report["failures"]
+    ) and "rewarded 0.5, above the floor for a wrong answer (0, grading.floor)" in "\n".join(report["failures"])
     assert "highest reward 0.5, floor 0" in validate(str(root)).stdout
 
     # Declaring what a wrong answer may earn makes the same rewards a pass.

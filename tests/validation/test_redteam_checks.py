@@ -16,8 +16,17 @@ from conftest import PROBE_SPEC_HEAD, REPO, VERIHUB, MakeEnv
 from verihub.grading.verifier import Verifier
 from verihub.sandbox.tools import task_files, with_workdir
 
-ROWS = [{"id": f"t{i}", "question": "q", "answer": "4", "letter": "C", "city": "Paris",
-         "expected": json.dumps({"name": "Ada", "age": 30})} for i in range(2)]
+ROWS = [
+    {
+        "id": f"t{i}",
+        "question": "q",
+        "answer": "4",
+        "letter": "C",
+        "city": "Paris",
+        "expected": json.dumps({"name": "Ada", "age": 30}),
+    }
+    for i in range(2)
+]
 
 
 def env_with(make_env: MakeEnv, *layers: str) -> verihub.Environment:
@@ -30,56 +39,68 @@ def status(env: verihub.Environment, completion: str) -> str:
     return str(env.grade(ROWS[0], completion).status)
 
 
-@pytest.mark.parametrize(("completion", "graded"), [
-    ("\\boxed{4}", "ok"),
-    ("First \\boxed{4}; checking again, \\boxed{4}.", "ok"),  # restating the same answer is fine
-    ("\\boxed{\\frac{8}{2}}", "ok"),
-    ("The answer is 4.", "ok"),
-    ("\\boxed{5} \\boxed{4}", "wrong"),  # several different final answers
-    ("\\boxed{4}\n\\boxed{5}", "wrong"),
-    ("\\boxed{5 or 4}", "wrong"),  # several numbers in one answer
-    ("\\boxed{5, 4}", "wrong"),
-    ("\\boxed{5 \\boxed{4}}", "wrong"),  # a box inside a box
-    ("\\boxed{4 \\\\ 5}", "wrong"),  # an answer per line
-    ("The answer is 5.\nNo wait, the answer is 4.", "wrong"),
-    ("<answer>5</answer> <answer>4</answer>", "wrong"),
-    ("<answer>5 <answer>4</answer></answer>", "wrong"),
-])
+@pytest.mark.parametrize(
+    ("completion", "graded"),
+    [
+        ("\\boxed{4}", "ok"),
+        ("First \\boxed{4}; checking again, \\boxed{4}.", "ok"),  # restating the same answer is fine
+        ("\\boxed{\\frac{8}{2}}", "ok"),
+        ("The answer is 4.", "ok"),
+        ("\\boxed{5} \\boxed{4}", "wrong"),  # several different final answers
+        ("\\boxed{4}\n\\boxed{5}", "wrong"),
+        ("\\boxed{5 or 4}", "wrong"),  # several numbers in one answer
+        ("\\boxed{5, 4}", "wrong"),
+        ("\\boxed{5 \\boxed{4}}", "wrong"),  # a box inside a box
+        ("\\boxed{4 \\\\ 5}", "wrong"),  # an answer per line
+        ("The answer is 5.\nNo wait, the answer is 4.", "wrong"),
+        ("<answer>5</answer> <answer>4</answer>", "wrong"),
+        ("<answer>5 <answer>4</answer></answer>", "wrong"),
+    ],
+)
 def test_numeric_refuses_hedges(make_env: MakeEnv, completion: str, graded: str) -> None:
     env = env_with(make_env, "{name: correct, layer: check, use: numeric}")
     assert status(env, completion) == graded
 
 
-@pytest.mark.parametrize(("completion", "graded"), [
-    ("\\boxed{4}", "ok"),
-    ("\\boxed{5} \\boxed{4}", "wrong"),
-    ("\\boxed{5 \\boxed{4}}", "wrong"),  # math-verify alone accepts this
-    ("\\boxed{4 \\\\ 5}", "wrong"),  # and this
-    ("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", "wrong"),  # a matrix is one answer (a wrong one)
-])
+@pytest.mark.parametrize(
+    ("completion", "graded"),
+    [
+        ("\\boxed{4}", "ok"),
+        ("\\boxed{5} \\boxed{4}", "wrong"),
+        ("\\boxed{5 \\boxed{4}}", "wrong"),  # math-verify alone accepts this
+        ("\\boxed{4 \\\\ 5}", "wrong"),  # and this
+        ("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", "wrong"),  # a matrix is one answer (a wrong one)
+    ],
+)
 def test_math_refuses_hedges(make_env: MakeEnv, completion: str, graded: str) -> None:
     env = env_with(make_env, "{name: correct, layer: check, use: math}")
     assert status(env, completion) == graded
 
 
-@pytest.mark.parametrize(("completion", "graded"), [
-    ("The answer is (C).", "ok"),
-    ("\\boxed{c}", "ok"),
-    ("A good choice here is C", "ok"),  # the article is not option A
-    ("\\boxed{A or C}", "wrong"),
-    ("\\boxed{A, B, C, D}", "wrong"),
-    ("The answer is (B) or (C)", "wrong"),
-    ("\\boxed{B} \\boxed{C}", "wrong"),
-    ("\\boxed{C \\\\ B}", "wrong"),
-])
+@pytest.mark.parametrize(
+    ("completion", "graded"),
+    [
+        ("The answer is (C).", "ok"),
+        ("\\boxed{c}", "ok"),
+        ("A good choice here is C", "ok"),  # the article is not option A
+        ("\\boxed{A or C}", "wrong"),
+        ("\\boxed{A, B, C, D}", "wrong"),
+        ("The answer is (B) or (C)", "wrong"),
+        ("\\boxed{B} \\boxed{C}", "wrong"),
+        ("\\boxed{C \\\\ B}", "wrong"),
+    ],
+)
 def test_multiple_choice_refuses_more_than_one_option(make_env: MakeEnv, completion: str, graded: str) -> None:
     env = env_with(make_env, "{name: correct, layer: check, use: multiple_choice, args: {field: letter}}")
     assert status(env, completion) == graded
 
 
 def test_exact_and_tags_refuse_hedges_and_nesting(make_env: MakeEnv) -> None:
-    env = env_with(make_env, "{name: format, layer: rule, use: xml_tags, gate: true, args: {tags: [answer]}}",
-                   "{name: correct, layer: check, use: exact, args: {field: city, extract: answer_tag}}")
+    env = env_with(
+        make_env,
+        "{name: format, layer: rule, use: xml_tags, gate: true, args: {tags: [answer]}}",
+        "{name: correct, layer: check, use: exact, args: {field: city, extract: answer_tag}}",
+    )
     assert status(env, "<answer>Paris</answer>") == "ok"
     nested = env.grade(ROWS[0], "<answer><answer>Paris</answer></answer>")
     assert nested.status == "wrong" and "<answer> appears 2 times, expected once" in nested.layer("format").detail
@@ -87,17 +108,23 @@ def test_exact_and_tags_refuse_hedges_and_nesting(make_env: MakeEnv) -> None:
     assert status(lone, "\\boxed{Lyon} \\boxed{Paris}") == "wrong"
 
 
-@pytest.mark.parametrize(("completion", "why"), [
-    ('```json\n{"name": "Bob", "name": "Ada", "age": 30}\n```', "duplicate key 'name'"),
-    ('```json\n{"name": "Ada", "age": NaN}\n```', "NaN is not JSON"),
-    ('```json\n{"name": "Ada", "age": "29 or 30"}\n```', "wrong or missing: age"),
-    ('```json\n{"name": "Ada", "age": [29, 30]}\n```', "wrong or missing: age"),
-    ('```json\n{"name": "Bob", "age": 29}\n```\n```json\n{"name": "Ada", "age": 30}\n```', "2 different JSON values"),
-    ('It is {"name": "Bob", "age": 29}, or {"name": "Ada", "age": 30}.', "2 different JSON values"),
-    ('```json\n{"name": "Ada", "age": 30}\n{"name": "Bob"}\n```', "text after the JSON value"),
-    ('```json\n{"v": ' + "[" * 100_000 + "]" * 100_000 + "}\n```", "nested deeper than 64 levels"),
-    ("[" * 1_000_000, "nested deeper than 64 levels"),
-])
+@pytest.mark.parametrize(
+    ("completion", "why"),
+    [
+        ('```json\n{"name": "Bob", "name": "Ada", "age": 30}\n```', "duplicate key 'name'"),
+        ('```json\n{"name": "Ada", "age": NaN}\n```', "NaN is not JSON"),
+        ('```json\n{"name": "Ada", "age": "29 or 30"}\n```', "wrong or missing: age"),
+        ('```json\n{"name": "Ada", "age": [29, 30]}\n```', "wrong or missing: age"),
+        (
+            '```json\n{"name": "Bob", "age": 29}\n```\n```json\n{"name": "Ada", "age": 30}\n```',
+            "2 different JSON values",
+        ),
+        ('It is {"name": "Bob", "age": 29}, or {"name": "Ada", "age": 30}.', "2 different JSON values"),
+        ('```json\n{"name": "Ada", "age": 30}\n{"name": "Bob"}\n```', "text after the JSON value"),
+        ('```json\n{"v": ' + "[" * 100_000 + "]" * 100_000 + "}\n```", "nested deeper than 64 levels"),
+        ("[" * 1_000_000, "nested deeper than 64 levels"),
+    ],
+)
 def test_json_answers_are_strict(make_env: MakeEnv, completion: str, why: str) -> None:
     env = env_with(make_env, "{name: fields, layer: check, use: json_fields, args: {field: expected, partial: false}}")
     assert status(env, '```json\n{"name": "Ada", "age": 30}\n```') == "ok"
@@ -124,9 +151,11 @@ def test_an_answer_that_makes_a_pattern_backtrack_is_wrong_in_bounded_time(make_
     """An environment's own pattern, however it backtracks, costs at most PATTERN_TIMEOUT_S per answer, and a
     pathological answer is wrong (regex, contains) or forbidden, never a fault and never a stall."""
     lazy = "'(?s)<answer>\\s*(?!</answer>)\\S.*?</answer>'"  # quadratic on unclosed <answer> tags
-    layers = {"regex": f"{{name: p, layer: check, use: regex, args: {{pattern: {lazy}}}}}",
-              "contains": f"{{name: p, layer: check, use: contains, args: {{patterns: [{lazy}], regex: true}}}}",
-              "forbidden": f"{{name: p, layer: rule, use: forbidden, args: {{patterns: [{lazy}], regex: true}}}}"}
+    layers = {
+        "regex": f"{{name: p, layer: check, use: regex, args: {{pattern: {lazy}}}}}",
+        "contains": f"{{name: p, layer: check, use: contains, args: {{patterns: [{lazy}], regex: true}}}}",
+        "forbidden": f"{{name: p, layer: rule, use: forbidden, args: {{patterns: [{lazy}], regex: true}}}}",
+    }
     for use, layer in layers.items():
         env = env_with(make_env, layer)
         start = time.perf_counter()
@@ -137,19 +166,36 @@ def test_an_answer_that_makes_a_pattern_backtrack_is_wrong_in_bounded_time(make_
         assert status(env, "<answer>4</answer>") == expected, use  # an ordinary answer is matched as usual
 
 
-@pytest.mark.parametrize("junk", [
-    "\\boxed{" * 150_000, "<answer>" * 130_000, "<think>x" * 120_000, "```" * 330_000,
-    "answer is" + "\n" * 1_000_000, "{" * 1_000_000, "\\boxed{1 " * 100_000 + "}" * 100_000,
-])
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "\\boxed{" * 150_000,
+        "<answer>" * 130_000,
+        "<think>x" * 120_000,
+        "```" * 330_000,
+        "answer is" + "\n" * 1_000_000,
+        "{" * 1_000_000,
+        "\\boxed{1 " * 100_000 + "}" * 100_000,
+    ],
+)
 def test_a_megabyte_of_open_delimiters_grades_in_bounded_time(make_env: MakeEnv, junk: str) -> None:
-    root = make_env(PROBE_SPEC_HEAD + "  - {name: format, layer: rule, use: boxed}\n"
-                    "  - {name: tags, layer: rule, use: xml_tags, args: {tags: [answer]}}\n"
-                    "  - {name: code, layer: rule, use: code_block}\n"
-                    "  - {name: correct, layer: check, use: numeric}\n"
-                    "  - {name: json, layer: check, use: json_fields, args: {field: expected}}\n", rows=ROWS)
+    root = make_env(
+        PROBE_SPEC_HEAD + "  - {name: format, layer: rule, use: boxed}\n"
+        "  - {name: tags, layer: rule, use: xml_tags, args: {tags: [answer]}}\n"
+        "  - {name: code, layer: rule, use: code_block}\n"
+        "  - {name: correct, layer: check, use: numeric}\n"
+        "  - {name: json, layer: check, use: json_fields, args: {field: expected}}\n",
+        rows=ROWS,
+    )
     start = time.perf_counter()
-    result = subprocess.run([VERIHUB, "grade", str(root), "--completion", "-", "--json"], input=junk,
-                            capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+    result = subprocess.run(
+        [VERIHUB, "grade", str(root), "--completion", "-", "--json"],
+        input=junk,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert json.loads(result.stdout)["status"] == "wrong"
     assert time.perf_counter() - start < 30
 
@@ -157,9 +203,11 @@ def test_a_megabyte_of_open_delimiters_grades_in_bounded_time(make_env: MakeEnv,
 def test_a_script_the_checker_runs_cannot_read_the_checker(nsjail_path: str) -> None:
     env = verihub.load_env(REPO / "envs" / "shell-task")
     (task,) = [task for split in env.split_names for task in env.dataset(split) if task["id"] == "sh-027"]
-    reader = ("import os, re, sys, ast\nsource = open('/proc/%d/cmdline' % os.getppid(), 'rb').read().decode()\n"
-              "cases = ast.literal_eval(re.search(r'cases = (\\{.*?\\})\\n', source, re.S).group(1))\n"
-              "print(cases[open(sys.argv[1]).read()])\n")
+    reader = (
+        "import os, re, sys, ast\nsource = open('/proc/%d/cmdline' % os.getppid(), 'rb').read().decode()\n"
+        "cases = ast.literal_eval(re.search(r'cases = (\\{.*?\\})\\n', source, re.S).group(1))\n"
+        "print(cases[open(sys.argv[1]).read()])\n"
+    )
     cheat = verihub.sandbox.types.Snapshot.of({**(task_files(task) or {}), "stats.py": reader})
     assert env.grade(with_workdir(task, cheat), "Done.").status == "wrong"
     solved = env.grade(task, env.reference(task))

@@ -17,12 +17,16 @@ from verihub.spec.scaffold import TEMPLATES, init_env
 BUNDLED = sorted(path.name for path in (REPO / "envs").iterdir() if (path / "environment.yaml").is_file())
 
 
-
 @functools.cache  # the families test reads the reports the per-environment tests made
 def validate(path: Path) -> tuple[subprocess.CompletedProcess[str], dict, float]:
     start = time.perf_counter()
-    result = subprocess.run([VERIHUB, "validate", str(path), "--json"], capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "COLUMNS": "200"})
+    result = subprocess.run(
+        [VERIHUB, "validate", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     return result, json.loads(result.stdout), time.perf_counter() - start
 
 
@@ -52,5 +56,14 @@ def test_the_suite_covers_the_families_of_the_threat_model() -> None:
     for env in ("sql", "shell-task", "code-repair", "json-extract", "math-word"):
         _, report, _ = validate(REPO / "envs" / env)
         families |= {entry["family"] for entry in report["exploits"] if entry["verdict"] != "not_applicable"}
-    assert families >= {"hedging", "format-gaming", "length", "sql", "terminal-state", "json", "reading-the-answer",
-                        "harness-tampering", "forged-output"}
+    assert families >= {
+        "hedging",
+        "format-gaming",
+        "length",
+        "sql",
+        "terminal-state",
+        "json",
+        "reading-the-answer",
+        "harness-tampering",
+        "forged-output",
+    }

@@ -20,24 +20,125 @@ SEED = 20261130
 PER_KIND_AND_DIFFICULTY = 14  # 3 kinds x 3 difficulties x 14 = 126 rows
 OUT_PATH = Path(__file__).resolve().parent.parent / "data" / "records.jsonl"
 
-FIRST = ["Orla", "Teodor", "Mirela", "Kasimir", "Ysolde", "Bram", "Liesel", "Anselm", "Quilla", "Dorian", "Saoirse",
-         "Evander", "Ilsa", "Corwin", "Marisol", "Tobin", "Wrenna", "Joaquim", "Nerys", "Hollis"]
-LAST = ["Vantreese", "Okonkwo-Hale", "Brisbee", "Dellacourt", "Fenwhistle", "Marrowby", "Quist", "Tallowmere",
-        "Ashgrove", "Pemberly-Ruiz", "Haverkamp", "Solvang", "Inglethorpe", "Castellane", "Munroe-Vick"]
-CITIES = ["Velmora", "Port Ellery", "Bramblewick", "Quenholt", "Saltmere Bay", "Larkspire", "Dunmarrow", "Eskerby",
-          "Tovenna", "Halvermoor", "Corvana", "Fennick Cross", "Westerlyn", "Amberkeep", "Riven Falls", "Ostrel Vale"]
-OCCUPATIONS = ["marine biologist", "pastry chef", "tax accountant", "museum curator", "bridge engineer", "veterinarian",
-               "librarian", "airline pilot", "furniture maker", "speech therapist", "pharmacist", "geologist",
-               "urban planner", "orchestra conductor", "data analyst", "beekeeper"]
-CO_STEMS = ["Quillstone", "Brackenridge", "Luminar", "Northwake", "Cobaltine", "Harrowfield", "Tessellate", "Vireo",
-            "Ambergate", "Solquist", "Drummond & Pike", "Kestrelwood", "Marlowe-Yates", "Ondine"]
+FIRST = [
+    "Orla",
+    "Teodor",
+    "Mirela",
+    "Kasimir",
+    "Ysolde",
+    "Bram",
+    "Liesel",
+    "Anselm",
+    "Quilla",
+    "Dorian",
+    "Saoirse",
+    "Evander",
+    "Ilsa",
+    "Corwin",
+    "Marisol",
+    "Tobin",
+    "Wrenna",
+    "Joaquim",
+    "Nerys",
+    "Hollis",
+]
+LAST = [
+    "Vantreese",
+    "Okonkwo-Hale",
+    "Brisbee",
+    "Dellacourt",
+    "Fenwhistle",
+    "Marrowby",
+    "Quist",
+    "Tallowmere",
+    "Ashgrove",
+    "Pemberly-Ruiz",
+    "Haverkamp",
+    "Solvang",
+    "Inglethorpe",
+    "Castellane",
+    "Munroe-Vick",
+]
+CITIES = [
+    "Velmora",
+    "Port Ellery",
+    "Bramblewick",
+    "Quenholt",
+    "Saltmere Bay",
+    "Larkspire",
+    "Dunmarrow",
+    "Eskerby",
+    "Tovenna",
+    "Halvermoor",
+    "Corvana",
+    "Fennick Cross",
+    "Westerlyn",
+    "Amberkeep",
+    "Riven Falls",
+    "Ostrel Vale",
+]
+OCCUPATIONS = [
+    "marine biologist",
+    "pastry chef",
+    "tax accountant",
+    "museum curator",
+    "bridge engineer",
+    "veterinarian",
+    "librarian",
+    "airline pilot",
+    "furniture maker",
+    "speech therapist",
+    "pharmacist",
+    "geologist",
+    "urban planner",
+    "orchestra conductor",
+    "data analyst",
+    "beekeeper",
+]
+CO_STEMS = [
+    "Quillstone",
+    "Brackenridge",
+    "Luminar",
+    "Northwake",
+    "Cobaltine",
+    "Harrowfield",
+    "Tessellate",
+    "Vireo",
+    "Ambergate",
+    "Solquist",
+    "Drummond & Pike",
+    "Kestrelwood",
+    "Marlowe-Yates",
+    "Ondine",
+]
 CO_SUFFIXES = ["Analytics", "Foods", "Robotics", "Textiles", "Logistics", "Biotech", "Energy", "Software", "Optics"]
 EVENT_TOPICS = ["Jazz", "Robotics", "Poetry", "Cheese", "Lantern", "Chess", "Kite", "Film", "Folk Dance", "Startup"]
 EVENT_TYPES = ["Festival", "Summit", "Expo", "Fair", "Symposium", "Gala", "Convention"]
-VENUES = ["Orrin Exhibition Hall", "Calder Park Arena", "Vantiel Convention Center", "Meadowlight Amphitheater",
-          "Grisholm Civic Hall", "Pelloway Stadium", "Sablewood Pavilion", "Harbor Nine Forum", "Kettering Dome"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
+VENUES = [
+    "Orrin Exhibition Hall",
+    "Calder Park Arena",
+    "Vantiel Convention Center",
+    "Meadowlight Amphitheater",
+    "Grisholm Civic Hall",
+    "Pelloway Stadium",
+    "Sablewood Pavilion",
+    "Harbor Nine Forum",
+    "Kettering Dome",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 Decoy = tuple[str, str, object]  # (distractor sentence, field it imitates, decoy value)
 Sample = tuple[dict[str, object], dict[str, str], list[Decoy]]  # (expected values, text slots, decoys)
@@ -92,8 +193,12 @@ def sample_company(r: random.Random) -> Sample:
     hq, city2 = r.sample(CITIES, 2)
     staff = r.choice([r.randint(15, 950), r.randint(1000, 99000)])
     staff2 = staff * r.randint(3, 9) + r.randint(1, 99)
-    expected: dict[str, object] = {"name": f"{stem} {suffix}", "founded": founded, "headquarters": hq,
-                                   "employees": staff}
+    expected: dict[str, object] = {
+        "name": f"{stem} {suffix}",
+        "founded": founded,
+        "headquarters": hq,
+        "employees": staff,
+    }
     slots = {"name": f"{stem} {suffix}", "founded": str(founded), "hq": hq, "staff": count(r, staff)}
     decoys: list[Decoy] = [
         (f"Its closest rival, {stem2} {suffix}, was founded in {founded2}.", "founded", founded2),
@@ -112,8 +217,12 @@ def sample_event(r: random.Random) -> Sample:
     venue, venue2, venue3 = r.sample(VENUES, 3)
     crowd = r.choice([r.randint(40, 990), r.randint(1000, 60000)])
     crowd2 = crowd + r.randint(5, max(6, crowd // 3))
-    expected: dict[str, object] = {"name": f"{place} {topic} {kind}", "date": when.isoformat(), "venue": venue,
-                                   "attendees": crowd}
+    expected: dict[str, object] = {
+        "name": f"{place} {topic} {kind}",
+        "date": when.isoformat(),
+        "venue": venue,
+        "attendees": crowd,
+    }
     slots = {"name": f"{place} {topic} {kind}", "date": spoken(when), "venue": venue, "crowd": count(r, crowd)}
     decoys: list[Decoy] = [
         (f"A follow-up gathering is planned for {spoken(later)}.", "date", later.isoformat()),
@@ -127,34 +236,47 @@ def sample_event(r: random.Random) -> Sample:
 KINDS: dict[str, Kind] = {
     "person": Kind(
         ("name", "age", "city", "occupation"),
-        (("{name} is a {age}-year-old {job}.", "{first} lives in {city}."),
-         ("{name} works as {a_job} in {city}.", "{first} is {age} years old."),
-         ("{name}, {age}, lives in {city}.", "By profession, {first} is {a_job}."),
-         ("{name} is {a_job}.", "{first} is {age} years old.", "{first}'s home is in {city}.")),
+        (
+            ("{name} is a {age}-year-old {job}.", "{first} lives in {city}."),
+            ("{name} works as {a_job} in {city}.", "{first} is {age} years old."),
+            ("{name}, {age}, lives in {city}.", "By profession, {first} is {a_job}."),
+            ("{name} is {a_job}.", "{first} is {age} years old.", "{first}'s home is in {city}."),
+        ),
         "{city} resident {name}, {a_job} by trade, celebrated birthday number {age} last month.",
-        sample_person),
+        sample_person,
+    ),
     "company": Kind(
         ("name", "founded", "headquarters", "employees"),
-        (("{name} was founded in {founded}.", "The company is headquartered in {hq} and employs {staff} people."),
-         ("Headquartered in {hq}, {name} has {staff} employees.", "It was established in {founded}."),
-         ("{name} has been in business since {founded}.", "Its head office is in {hq}.",
-          "Today it has a staff of {staff}."),
-         ("{name}, based in {hq}, was set up in {founded}.", "It now employs {staff} people.")),
+        (
+            ("{name} was founded in {founded}.", "The company is headquartered in {hq} and employs {staff} people."),
+            ("Headquartered in {hq}, {name} has {staff} employees.", "It was established in {founded}."),
+            (
+                "{name} has been in business since {founded}.",
+                "Its head office is in {hq}.",
+                "Today it has a staff of {staff}.",
+            ),
+            ("{name}, based in {hq}, was set up in {founded}.", "It now employs {staff} people."),
+        ),
         "Staffed by {staff} people and run from {hq}, {name} traces its roots back to {founded}.",
-        sample_company),
+        sample_company,
+    ),
     "event": Kind(
         ("name", "date", "venue", "attendees"),
-        (("The {name} took place on {date} at {venue}.", "Organizers counted {crowd} attendees."),
-         ("{venue} hosted the {name} on {date}.", "A total of {crowd} people attended."),
-         ("The {name} drew {crowd} attendees.", "It was held at {venue}.", "The event took place on {date}."),
-         ("On {date}, the {name} opened its doors at {venue}.", "Attendance reached {crowd}.")),
+        (
+            ("The {name} took place on {date} at {venue}.", "Organizers counted {crowd} attendees."),
+            ("{venue} hosted the {name} on {date}.", "A total of {crowd} people attended."),
+            ("The {name} drew {crowd} attendees.", "It was held at {venue}.", "The event took place on {date}."),
+            ("On {date}, the {name} opened its doors at {venue}.", "Attendance reached {crowd}."),
+        ),
         "It was {date} when {crowd} ticket holders streamed into {venue} for the {name}.",
-        sample_event),
+        sample_event,
+    ),
 }
 
 
-def compose(r: random.Random, kind: Kind, slots: dict[str, str], decoys: list[Decoy], difficulty: int,
-            unusual: bool) -> str:
+def compose(
+    r: random.Random, kind: Kind, slots: dict[str, str], decoys: list[Decoy], difficulty: int, unusual: bool
+) -> str:
     """Build the paragraph: the lead sentence first, then shuffled facts with decoys at random positions."""
     if unusual:
         sentences = [kind.unusual.format(**slots)]

@@ -19,8 +19,28 @@ SEED = 20261130
 PER_DIFFICULTY = 84
 OUT_PATH = Path(__file__).resolve().parent.parent / "data" / "problems.jsonl"
 
-NAMES = ["Maya", "Theo", "Priya", "Jonas", "Lena", "Omar", "Ines", "Kofi", "Rosa", "Felix",
-         "Anya", "Diego", "Mei", "Tobias", "Zara", "Hugo", "Nadia", "Ravi", "Elsa", "Idris"]
+NAMES = [
+    "Maya",
+    "Theo",
+    "Priya",
+    "Jonas",
+    "Lena",
+    "Omar",
+    "Ines",
+    "Kofi",
+    "Rosa",
+    "Felix",
+    "Anya",
+    "Diego",
+    "Mei",
+    "Tobias",
+    "Zara",
+    "Hugo",
+    "Nadia",
+    "Ravi",
+    "Elsa",
+    "Idris",
+]
 ITEMS = ["notebooks", "pencils", "apples", "stickers", "muffins", "marbles", "postcards", "candles"]
 
 Problem = tuple[str, F, F]  # (question, exact answer, plausible wrong answer)
@@ -141,15 +161,19 @@ def work_together(r: random.Random) -> Problem:
 
 def interest_total(r: random.Random) -> Problem:
     p, rate, t = r.randint(5, 80) * 50, r.choice([3, 4, 5, 6, 7]), r.randint(2, 5)
-    q = (f"{r.choice(NAMES)} invests ${p} at {rate}% simple interest per year. What is the total amount, in dollars, "
-         f"after {t} years?")
+    q = (
+        f"{r.choice(NAMES)} invests ${p} at {rate}% simple interest per year. What is the total amount, in dollars, "
+        f"after {t} years?"
+    )
     return q, p + F(p * rate * t, 100), F(p * rate * t, 100)
 
 
 def two_discounts(r: random.Random) -> Problem:
     p, d1, d2 = r.randint(8, 60) * 10, r.choice([10, 20, 25, 30]), r.choice([5, 10, 15, 20])
-    q = (f"A bike costs ${p}. It is marked down {d1}%, and then a coupon takes {d2}% off the reduced price. "
-         "What is the final price in dollars?")
+    q = (
+        f"A bike costs ${p}. It is marked down {d1}%, and then a coupon takes {d2}% off the reduced price. "
+        "What is the final price in dollars?"
+    )
     return q, p * (1 - F(d1, 100)) * (1 - F(d2, 100)), p * (1 - F(d1 + d2, 100))
 
 
@@ -162,8 +186,10 @@ def needed_score(r: random.Random) -> Problem:
 
 def age_sum(r: random.Random) -> Problem:
     (a, b), young, gap, k = r.sample(NAMES, 2), r.randint(4, 30), r.randint(2, 12), r.randint(3, 10)
-    q = (f"The ages of {a} and {b} add up to {2 * young + gap}, and {a} is {gap} years older than {b}. "
-         f"How old will {b} be in {k} years?")
+    q = (
+        f"The ages of {a} and {b} add up to {2 * young + gap}, and {a} is {gap} years older than {b}. "
+        f"How old will {b} be in {k} years?"
+    )
     return q, F(young + k), F(young)
 
 
@@ -183,15 +209,25 @@ def money_left(r: random.Random) -> Problem:
 
 def paint_wall(r: random.Random) -> Problem:
     ln, h, wb, c = r.randint(4, 12), r.randint(2, 4), r.randint(1, 2), r.randint(4, 10)
-    q = (f"A wall is {ln} m long and {h} m high with a 1 m by {wb} m window. One liter of paint covers {c} square "
-         "meters. How many liters are needed for the wall?")
+    q = (
+        f"A wall is {ln} m long and {h} m high with a 1 m by {wb} m window. One liter of paint covers {c} square "
+        "meters. How many liters are needed for the wall?"
+    )
     return q, F(ln * h - wb, c), F(ln * h, c)
 
 
 TEMPLATES: dict[int, list[Template]] = {
     1: [buy_items, avg_speed, fraction_of, meters_to_cm, percent_of, rect_perimeter, share_equally],
-    2: [discount_price, age_multiple, test_average, simple_interest, change_back, travel_minutes, ratio_share,
-        kmh_to_ms],
+    2: [
+        discount_price,
+        age_multiple,
+        test_average,
+        simple_interest,
+        change_back,
+        travel_minutes,
+        ratio_share,
+        kmh_to_ms,
+    ],
     3: [work_together, interest_total, two_discounts, needed_score, age_sum, trip_average, money_left, paint_wall],
 }
 
@@ -214,8 +250,15 @@ def generate(rng: random.Random) -> list[dict[str, object]]:
             if question in seen or answer <= 0 or wrong <= 0 or wrong == answer:
                 continue  # redraw; round-robin index stays on the same template
             seen.add(question)
-            rows.append({"question": question, "answer": fmt(answer), "difficulty": difficulty,
-                         "wrong_answer": fmt(wrong), "family": family(templates[made % len(templates)], question, answer)})
+            rows.append(
+                {
+                    "question": question,
+                    "answer": fmt(answer),
+                    "difficulty": difficulty,
+                    "wrong_answer": fmt(wrong),
+                    "family": family(templates[made % len(templates)], question, answer),
+                }
+            )
             made += 1
     rng.shuffle(rows)
     return [{"id": f"mw-{i:04d}", **row} for i, row in enumerate(rows, start=1)]

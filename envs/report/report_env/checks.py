@@ -90,7 +90,7 @@ def constraint_problem(answer: str, task: Mapping[str, Any]) -> str | None:
             return "more than one sentence"
         return None
     items = list_items(answer, form)
-    kind = "bullet points (\"- \")" if form == "bullets" else "numbered items (\"1. \", \"2. \", ...)"
+    kind = 'bullet points ("- ")' if form == "bullets" else 'numbered items ("1. ", "2. ", ...)'
     if items is None:
         return f"the answer must consist only of {kind}"
     low, high = _int_column(task, "min_items"), _int_column(task, "max_items")

@@ -37,4 +37,4 @@ def make(n: int, seed: int, lengths: Sequence[int] = (4, 5)) -> Iterator[dict[st
 def _slip(answer: str, rng: random.Random) -> str:
     """The answer with two different neighbouring digits swapped (a non-palindrome has such a pair)."""
     at = rng.choice([at for at in range(len(answer) - 1) if answer[at] != answer[at + 1]])
-    return answer[:at] + answer[at + 1] + answer[at] + answer[at + 2:]
+    return answer[:at] + answer[at + 1] + answer[at] + answer[at + 2 :]

@@ -31,15 +31,19 @@ from verihub.sandbox.types import Result, RunStatus
 __all__ = ["FinalStateParams", "final_state"]
 
 # Runs the checker read from stdin, once it is non-dumpable (prctl PR_SET_DUMPABLE = 4, value 0).
-_CHECKER_HOST = ("import ctypes, sys\n"
-                 "if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:\n"
-                 "    sys.exit('verihub: cannot make the checker non-dumpable')\n"
-                 "source = sys.stdin.read()\n"
-                 "exec(compile(source, '<checker>', 'exec'), {'__name__': '__main__'})\n")
+_CHECKER_HOST = (
+    "import ctypes, sys\n"
+    "if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:\n"
+    "    sys.exit('verihub: cannot make the checker non-dumpable')\n"
+    "source = sys.stdin.read()\n"
+    "exec(compile(source, '<checker>', 'exec'), {'__name__': '__main__'})\n"
+)
 
 
 class FinalStateParams(SandboxParams):
-    checker_field: str = Field("checker", description="Column with the Python checker script (exit 0: the state is right).")
+    checker_field: str = Field(
+        "checker", description="Column with the Python checker script (exit 0: the state is right)."
+    )
 
     def columns(self) -> set[str]:
         return {self.checker_field}
@@ -52,8 +56,14 @@ def final_state(completion: str, task: Mapping[str, Any], params: FinalStatePara
     state = final_work_dir(completion, task, params.limits)
     if isinstance(state, str):
         return CheckResult(0.0, state)
-    verdict = sandboxed(sandbox.run(["python3", "-I", "-c", _CHECKER_HOST], files=state or None,
-                                     stdin=str(task[params.checker_field]), limits=params.limits))
+    verdict = sandboxed(
+        sandbox.run(
+            ["python3", "-I", "-c", _CHECKER_HOST],
+            files=state or None,
+            stdin=str(task[params.checker_field]),
+            limits=params.limits,
+        )
+    )
     if verdict.ok:
         return CheckResult(1.0)
     return CheckResult(0.0, _why(verdict))

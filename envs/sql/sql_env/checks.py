@@ -55,8 +55,13 @@ class ResultSetParams(CheckParams):
     rel_tol: float = Field(1e-6, ge=0, le=0.1, description="Relative tolerance for numbers.")
     abs_tol: float = Field(1e-6, ge=0, le=0.1, description="Absolute tolerance for numbers.")
     max_rows: int = Field(1000, ge=1, le=100_000, description="A query returning more rows scores 0.")
-    query_timeout_s: float = Field(2.0, gt=0, le=120, description="Time limit of each query inside the sandbox "
-                                   "(must leave room within the environment's sandbox.wall_s).")
+    query_timeout_s: float = Field(
+        2.0,
+        gt=0,
+        le=120,
+        description="Time limit of each query inside the sandbox "
+        "(must leave room within the environment's sandbox.wall_s).",
+    )
     max_query_chars: int = Field(20_000, ge=100, description="A longer query scores 0 without running.")
     _limits: SandboxSpec = PrivateAttr(default_factory=SandboxSpec)
     _data: Path = PrivateAttr(default=_HERE / "data")
@@ -66,11 +71,14 @@ class ResultSetParams(CheckParams):
         context = info.context or {}
         self._limits = context.get("sandbox") or SandboxSpec()
         if 2 * self.query_timeout_s >= self._limits.wall_s:
-            raise ValueError(f"query_timeout_s ({self.query_timeout_s}s) runs twice per grade and must fit well "
-                             f"within sandbox.wall_s ({self._limits.wall_s}s)")
+            raise ValueError(
+                f"query_timeout_s ({self.query_timeout_s}s) runs twice per grade and must fit well "
+                f"within sandbox.wall_s ({self._limits.wall_s}s)"
+            )
         root = context.get("root")
-        candidates = [Path(root) / self.data_dir] if root is not None else [_HERE / self.data_dir,
-                                                                              _HERE.parent / self.data_dir]
+        candidates = (
+            [Path(root) / self.data_dir] if root is not None else [_HERE / self.data_dir, _HERE.parent / self.data_dir]
+        )
         found = next((path for path in candidates if path.is_dir()), None)
         if found is None:
             raise ValueError(f"data_dir {self.data_dir!r}: no such directory ({candidates[0]})")
@@ -120,11 +128,15 @@ def statement_problem(sql: str, max_chars: int = 20_000) -> str | None:
         return "the ```sql block is empty"
     if len(body) > max_chars:
         return f"the query is {len(body)} characters long (at most {max_chars})"
-    rest = body[_LEADING_NOISE.match(body).end():]  # type: ignore[union-attr] - the pattern always matches
+    rest = body[_LEADING_NOISE.match(body).end() :]  # type: ignore[union-attr] - the pattern always matches
     word = re.match(r"[A-Za-z_]+", rest)
     keyword = word.group(0).upper() if word else rest[:10]
     if keyword not in _READ_ONLY:
-        return f"{_ONLY_SELECT}; this statement starts with {keyword!r}" if keyword else f"{_ONLY_SELECT}; got only comments"
+        return (
+            f"{_ONLY_SELECT}; this statement starts with {keyword!r}"
+            if keyword
+            else f"{_ONLY_SELECT}; got only comments"
+        )
     return None
 
 
@@ -139,7 +151,7 @@ def _outputs(stdout: str, nonce: str) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for line in stdout.splitlines():
         if line.startswith(marker):
-            name, _, payload = line[len(marker):].partition(" ")
+            name, _, payload = line[len(marker) :].partition(" ")
             found[name] = json.loads(payload)
     return found
 
@@ -159,10 +171,15 @@ def result_set(completion: str, task: Mapping[str, Any], params: ResultSetParams
     dump = params.dump(str(task[params.family_field]))
     ordered = _truthy(task.get(params.ordered_field, False))
     nonce = secrets.token_hex(16)
-    request = {"nonce": nonce, "queries": [["reference", str(task[params.query_field])], ["candidate", sql]],
-               "max_rows": params.max_rows, "timeout_s": params.query_timeout_s}
-    result = sandbox.run_python(_runner_source(), files={"db.sql": dump}, stdin=json.dumps(request),
-                                limits=params.limits)
+    request = {
+        "nonce": nonce,
+        "queries": [["reference", str(task[params.query_field])], ["candidate", sql]],
+        "max_rows": params.max_rows,
+        "timeout_s": params.query_timeout_s,
+    }
+    result = sandbox.run_python(
+        _runner_source(), files={"db.sql": dump}, stdin=json.dumps(request), limits=params.limits
+    )
     if result.status is sandbox.RunStatus.INFRA_ERROR:
         raise SandboxInfraError(f"sql result_set: the sandbox failed: {result.reason}")
     outputs = _outputs(result.stdout, nonce)
@@ -181,14 +198,22 @@ def result_set(completion: str, task: Mapping[str, Any], params: ResultSetParams
             sandbox.RunStatus.TIMEOUT: "it ran past the sandbox's time limit",
             sandbox.RunStatus.MEMORY_LIMIT: "it ran out of memory",
             sandbox.RunStatus.OUTPUT_LIMIT: "its result is too large",
-        }.get(result.status, f"{result.status}: {result.reason or (result.stderr.strip().splitlines() or [''])[-1][:200]}")
+        }.get(
+            result.status, f"{result.status}: {result.reason or (result.stderr.strip().splitlines() or [''])[-1][:200]}"
+        )
         return CheckResult(0.0, f"the query did not finish ({why})")
     if "error" in candidate:
         kind = str(candidate["error"])
         return CheckResult(0.0, f"{_ERROR_DETAIL.get(kind, 'the query fails')}: {candidate.get('message', '')}"[:600])
-    matched, why = compare_results(reference["rows"], candidate["rows"], ordered=ordered, rel_tol=params.rel_tol,
-                                   abs_tol=params.abs_tol, expected_columns=len(reference["columns"]),
-                                   got_columns=len(candidate["columns"]))
+    matched, why = compare_results(
+        reference["rows"],
+        candidate["rows"],
+        ordered=ordered,
+        rel_tol=params.rel_tol,
+        abs_tol=params.abs_tol,
+        expected_columns=len(reference["columns"]),
+        got_columns=len(candidate["columns"]),
+    )
     if matched:
         return CheckResult(1.0, f"{len(reference['rows'])} rows match ({'in order' if ordered else 'in any order'})")
     return CheckResult(0.0, f"different result ({'order counts' if ordered else 'order ignored'}): {why}"[:600])

@@ -50,15 +50,18 @@ def _show(row: Row) -> str:
 
 def _same_multiset(expected: list[Row], got: list[Row], rel_tol: float, abs_tol: float) -> tuple[bool, str]:
     want, have = sorted(expected, key=_key), sorted(got, key=_key)
-    first_difference = next((i for i, (a, b) in enumerate(zip(want, have, strict=True))
-                             if not same_row(a, b, rel_tol, abs_tol)), None)
+    first_difference = next(
+        (i for i, (a, b) in enumerate(zip(want, have, strict=True)) if not same_row(a, b, rel_tol, abs_tol)), None
+    )
     if first_difference is None:
         return True, ""
     if len(want) <= _GREEDY_LIMIT:
         # Values within the tolerance can sort apart; match greedily before giving up.
         unmatched = list(want)
         for row in have:
-            index = next((i for i, candidate in enumerate(unmatched) if same_row(candidate, row, rel_tol, abs_tol)), None)
+            index = next(
+                (i for i, candidate in enumerate(unmatched) if same_row(candidate, row, rel_tol, abs_tol)), None
+            )
             if index is None:
                 break
             unmatched.pop(index)
@@ -76,9 +79,16 @@ def _same_multiset(expected: list[Row], got: list[Row], rel_tol: float, abs_tol:
     return False, "; ".join(parts)
 
 
-def compare_results(expected: list[Row], got: list[Row], *, ordered: bool, rel_tol: float = 1e-6,
-                    abs_tol: float = 1e-6, expected_columns: int | None = None,
-                    got_columns: int | None = None) -> tuple[bool, str]:
+def compare_results(
+    expected: list[Row],
+    got: list[Row],
+    *,
+    ordered: bool,
+    rel_tol: float = 1e-6,
+    abs_tol: float = 1e-6,
+    expected_columns: int | None = None,
+    got_columns: int | None = None,
+) -> tuple[bool, str]:
     """``(True, "")`` when ``got`` matches ``expected``, else ``(False, why)``."""
     width_expected = expected_columns if expected_columns is not None else (len(expected[0]) if expected else None)
     width_got = got_columns if got_columns is not None else (len(got[0]) if got else None)
@@ -92,6 +102,10 @@ def compare_results(expected: list[Row], got: list[Row], *, ordered: bool, rel_t
         if not same_row(want, have, rel_tol, abs_tol):
             same_rows, _ = _same_multiset(list(expected), list(got), rel_tol, abs_tol)
             if same_rows:
-                return False, f"the right rows in the wrong order (first at row {index + 1}: expected {_show(want)}, got {_show(have)})"
+                return (
+                    False,
+                    f"the right rows in the wrong order (first at row {index + 1}: expected {_show(want)}, got "
+                    f"{_show(have)})",
+                )
             return False, f"row {index + 1} differs: expected {_show(want)}, got {_show(have)}"
     return True, ""

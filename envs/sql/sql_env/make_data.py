@@ -39,14 +39,64 @@ MAX_ROWS = 1000  # the check's default row limit
 
 Table = tuple[str, list[tuple[Any, ...]]]  # (CREATE TABLE statement, rows)
 
-FIRST = ["Orla", "Teodor", "Mirela", "Kasimir", "Ysolde", "Bram", "Liesel", "Anselm", "Quilla", "Dorian", "Saoirse",
-         "Evander", "Ilsa", "Corwin", "Marisol", "Tobin", "Wrenna", "Joaquim", "Nerys", "Hollis", "Petra", "Rufus",
-         "Alba", "Casimir"]
-LAST = ["Vantreese", "Okafor", "Brisbee", "Dellacourt", "Fenwhistle", "Marrowby", "Quist", "Tallowmere", "Ashgrove",
-        "Pemberly", "Haverkamp", "Solvang", "Inglethorpe", "Castellane", "Munroe", "Lindqvist", "Oyelaran", "Petrakis"]
-PLACES = [("Velmora", "Norland"), ("Port Ellery", "Norland"), ("Bramblewick", "Norland"), ("Quenholt", "Estria"),
-          ("Saltmere Bay", "Estria"), ("Larkspire", "Estria"), ("Dunmarrow", "Calvia"), ("Eskerby", "Calvia"),
-          ("Tovenna", "Calvia"), ("Halvermoor", "Norland")]
+FIRST = [
+    "Orla",
+    "Teodor",
+    "Mirela",
+    "Kasimir",
+    "Ysolde",
+    "Bram",
+    "Liesel",
+    "Anselm",
+    "Quilla",
+    "Dorian",
+    "Saoirse",
+    "Evander",
+    "Ilsa",
+    "Corwin",
+    "Marisol",
+    "Tobin",
+    "Wrenna",
+    "Joaquim",
+    "Nerys",
+    "Hollis",
+    "Petra",
+    "Rufus",
+    "Alba",
+    "Casimir",
+]
+LAST = [
+    "Vantreese",
+    "Okafor",
+    "Brisbee",
+    "Dellacourt",
+    "Fenwhistle",
+    "Marrowby",
+    "Quist",
+    "Tallowmere",
+    "Ashgrove",
+    "Pemberly",
+    "Haverkamp",
+    "Solvang",
+    "Inglethorpe",
+    "Castellane",
+    "Munroe",
+    "Lindqvist",
+    "Oyelaran",
+    "Petrakis",
+]
+PLACES = [
+    ("Velmora", "Norland"),
+    ("Port Ellery", "Norland"),
+    ("Bramblewick", "Norland"),
+    ("Quenholt", "Estria"),
+    ("Saltmere Bay", "Estria"),
+    ("Larkspire", "Estria"),
+    ("Dunmarrow", "Calvia"),
+    ("Eskerby", "Calvia"),
+    ("Tovenna", "Calvia"),
+    ("Halvermoor", "Norland"),
+]
 
 
 def people(rng: random.Random, n: int) -> list[str]:
@@ -66,10 +116,22 @@ def money(value: float) -> float:
 # -- shop ---------------------------------------------------------------------------------------------------
 
 SHOP_PRODUCTS = {
-    "Books": ["Atlas of Rivers", "Garden Almanac", "Night Sky Guide", "Pocket Thesaurus", "Sourdough Handbook",
-              "Tide Tables 2025"],
-    "Electronics": ["Bluetooth Speaker", "E-Reader", "Noise-Cancelling Headphones", "Smart Thermostat",
-                    "USB-C Dock", "Webcam HD"],
+    "Books": [
+        "Atlas of Rivers",
+        "Garden Almanac",
+        "Night Sky Guide",
+        "Pocket Thesaurus",
+        "Sourdough Handbook",
+        "Tide Tables 2025",
+    ],
+    "Electronics": [
+        "Bluetooth Speaker",
+        "E-Reader",
+        "Noise-Cancelling Headphones",
+        "Smart Thermostat",
+        "USB-C Dock",
+        "Webcam HD",
+    ],
     "Garden": ["Bird Feeder", "Compost Bin", "Hose Reel", "Pruning Shears", "Seed Starter Kit", "Trellis Panel"],
     "Kitchen": ["Cast Iron Skillet", "Chef Knife", "Coffee Grinder", "Dutch Oven", "Salad Spinner", "Stand Mixer"],
     "Toys": ["Building Blocks", "Jigsaw Puzzle 1000", "Kite", "Marble Run", "Plush Fox", "Wooden Train Set"],
@@ -99,37 +161,66 @@ def shop(rng: random.Random) -> list[Table]:
     sellable = [p for p in products if p[0] not in never_ordered]
     for order_id in range(1, 181):
         customer = rng.choices(buyers, weights)[0]
-        orders.append((order_id, customer, day(rng, date(2024, 1, 1), date(2025, 6, 30)).isoformat(),
-                       rng.choice(statuses)))
+        orders.append(
+            (order_id, customer, day(rng, date(2024, 1, 1), date(2025, 6, 30)).isoformat(), rng.choice(statuses))
+        )
         for product in sorted(rng.sample(sellable, rng.choice([1, 1, 2, 2, 3, 4])), key=lambda p: p[0]):
             price = product[3] if rng.random() < 0.85 else money(product[3] * 0.9)
             items.append((order_id, product[0], rng.choice([1, 1, 1, 2, 2, 3, 5]), price))
     return [
-        ("CREATE TABLE customers (\n  customer_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  city TEXT NOT NULL,\n"
-         "  country TEXT NOT NULL,\n  signup_date TEXT NOT NULL  -- YYYY-MM-DD\n)", customers),
-        ("CREATE TABLE products (\n  product_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  category TEXT NOT NULL,\n"
-         "  price REAL NOT NULL,\n  stock INTEGER NOT NULL  -- units in the warehouse\n)", products),
-        ("CREATE TABLE orders (\n  order_id INTEGER PRIMARY KEY,\n  customer_id INTEGER NOT NULL REFERENCES customers,\n"
-         "  order_date TEXT NOT NULL,  -- YYYY-MM-DD\n  status TEXT NOT NULL  -- delivered, shipped, pending or cancelled\n)",
-         orders),
-        ("CREATE TABLE order_items (\n  order_id INTEGER NOT NULL REFERENCES orders,\n"
-         "  product_id INTEGER NOT NULL REFERENCES products,\n  quantity INTEGER NOT NULL,\n"
-         "  unit_price REAL NOT NULL,  -- price paid per unit\n  PRIMARY KEY (order_id, product_id)\n)", items),
+        (
+            "CREATE TABLE customers (\n  customer_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  city TEXT NOT NULL,\n"
+            "  country TEXT NOT NULL,\n  signup_date TEXT NOT NULL  -- YYYY-MM-DD\n)",
+            customers,
+        ),
+        (
+            "CREATE TABLE products (\n  product_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  category TEXT NOT NULL,\n"
+            "  price REAL NOT NULL,\n  stock INTEGER NOT NULL  -- units in the warehouse\n)",
+            products,
+        ),
+        (
+            "CREATE TABLE orders (\n  order_id INTEGER PRIMARY KEY,\n  customer_id INTEGER NOT NULL REFERENCES customers,\n"
+            "  order_date TEXT NOT NULL,  -- YYYY-MM-DD\n  status TEXT NOT NULL  -- delivered, shipped, pending or cancelled\n)",
+            orders,
+        ),
+        (
+            "CREATE TABLE order_items (\n  order_id INTEGER NOT NULL REFERENCES orders,\n"
+            "  product_id INTEGER NOT NULL REFERENCES products,\n  quantity INTEGER NOT NULL,\n"
+            "  unit_price REAL NOT NULL,  -- price paid per unit\n  PRIMARY KEY (order_id, product_id)\n)",
+            items,
+        ),
     ]
 
 
 # -- school -------------------------------------------------------------------------------------------------
 
-SCHOOL_DEPARTMENTS = [("Mathematics", "Euler Hall"), ("Physics", "Curie Building"), ("History", "Tacitus House"),
-                      ("Literature", "Austen Wing"), ("Computer Science", "Lovelace Lab"), ("Philosophy", "Hume Annex")]
+SCHOOL_DEPARTMENTS = [
+    ("Mathematics", "Euler Hall"),
+    ("Physics", "Curie Building"),
+    ("History", "Tacitus House"),
+    ("Literature", "Austen Wing"),
+    ("Computer Science", "Lovelace Lab"),
+    ("Philosophy", "Hume Annex"),
+]
 SCHOOL_COURSES = [
-    ("MATH101", "Calculus I", 1, 5), ("MATH102", "Linear Algebra", 1, 5), ("MATH210", "Probability", 1, 4),
-    ("MATH305", "Number Theory", 1, 3), ("PHYS101", "Mechanics", 2, 5), ("PHYS150", "Waves and Optics", 2, 4),
-    ("PHYS220", "Thermodynamics", 2, 4), ("HIST110", "Ancient Civilizations", 3, 3),
-    ("HIST205", "Medieval Trade Routes", 3, 3), ("HIST330", "History of Science", 3, 2),
-    ("LIT120", "Poetry Workshop", 4, 3), ("LIT240", "The Modern Novel", 4, 4), ("LIT310", "Drama and Stage", 4, 2),
-    ("CS101", "Programming Basics", 5, 5), ("CS201", "Data Structures", 5, 5), ("CS230", "Databases", 5, 4),
-    ("CS340", "Operating Systems", 5, 4), ("CS399", "Compiler Seminar", 5, 2),
+    ("MATH101", "Calculus I", 1, 5),
+    ("MATH102", "Linear Algebra", 1, 5),
+    ("MATH210", "Probability", 1, 4),
+    ("MATH305", "Number Theory", 1, 3),
+    ("PHYS101", "Mechanics", 2, 5),
+    ("PHYS150", "Waves and Optics", 2, 4),
+    ("PHYS220", "Thermodynamics", 2, 4),
+    ("HIST110", "Ancient Civilizations", 3, 3),
+    ("HIST205", "Medieval Trade Routes", 3, 3),
+    ("HIST330", "History of Science", 3, 2),
+    ("LIT120", "Poetry Workshop", 4, 3),
+    ("LIT240", "The Modern Novel", 4, 4),
+    ("LIT310", "Drama and Stage", 4, 2),
+    ("CS101", "Programming Basics", 5, 5),
+    ("CS201", "Data Structures", 5, 5),
+    ("CS230", "Databases", 5, 4),
+    ("CS340", "Operating Systems", 5, 4),
+    ("CS399", "Compiler Seminar", 5, 2),
 ]
 TERMS = ["2024-fall", "2025-spring"]
 
@@ -138,8 +229,10 @@ def school(rng: random.Random) -> list[Table]:
     departments = [(i, name, building) for i, (name, building) in enumerate(SCHOOL_DEPARTMENTS, start=1)]
     teacher_names = people(rng, 12)
     teacher_depts = [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 6]
-    teachers = [(i, name, dept, rng.randint(2001, 2022))
-                for i, (name, dept) in enumerate(zip(teacher_names, teacher_depts, strict=True), start=1)]
+    teachers = [
+        (i, name, dept, rng.randint(2001, 2022))
+        for i, (name, dept) in enumerate(zip(teacher_names, teacher_depts, strict=True), start=1)
+    ]
     courses = []
     for index, (code, title, dept, credits) in enumerate(SCHOOL_COURSES, start=1):
         staff = [t[0] for t in teachers if t[2] == dept]
@@ -162,49 +255,99 @@ def school(rng: random.Random) -> list[Table]:
                     grade = None
                 enrollments.append((student[0], course[0], term, grade))
     return [
-        ("CREATE TABLE departments (\n  dept_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  building TEXT NOT NULL\n)",
-         departments),
-        ("CREATE TABLE teachers (\n  teacher_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n"
-         "  dept_id INTEGER NOT NULL REFERENCES departments,\n  hire_year INTEGER NOT NULL\n)", teachers),
-        ("CREATE TABLE courses (\n  course_id INTEGER PRIMARY KEY,\n  code TEXT NOT NULL UNIQUE,\n  title TEXT NOT NULL,\n"
-         "  dept_id INTEGER NOT NULL REFERENCES departments,\n  teacher_id INTEGER NOT NULL REFERENCES teachers,\n"
-         "  credits INTEGER NOT NULL\n)", courses),
-        ("CREATE TABLE students (\n  student_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n"
-         "  year INTEGER NOT NULL,  -- year of study, 1 to 4\n"
-         "  major_dept_id INTEGER REFERENCES departments,  -- NULL: no major declared yet\n"
-         "  entry_year INTEGER NOT NULL\n)", students),
-        ("CREATE TABLE enrollments (\n  student_id INTEGER NOT NULL REFERENCES students,\n"
-         "  course_id INTEGER NOT NULL REFERENCES courses,\n  term TEXT NOT NULL,  -- '2024-fall' or '2025-spring'\n"
-         "  grade INTEGER,  -- 0 to 100; NULL: not graded yet\n  PRIMARY KEY (student_id, course_id, term)\n)",
-         enrollments),
+        (
+            "CREATE TABLE departments (\n  dept_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  building TEXT NOT NULL\n)",
+            departments,
+        ),
+        (
+            "CREATE TABLE teachers (\n  teacher_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n"
+            "  dept_id INTEGER NOT NULL REFERENCES departments,\n  hire_year INTEGER NOT NULL\n)",
+            teachers,
+        ),
+        (
+            "CREATE TABLE courses (\n  course_id INTEGER PRIMARY KEY,\n  code TEXT NOT NULL UNIQUE,\n  title TEXT NOT NULL,\n"
+            "  dept_id INTEGER NOT NULL REFERENCES departments,\n  teacher_id INTEGER NOT NULL REFERENCES teachers,\n"
+            "  credits INTEGER NOT NULL\n)",
+            courses,
+        ),
+        (
+            "CREATE TABLE students (\n  student_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n"
+            "  year INTEGER NOT NULL,  -- year of study, 1 to 4\n"
+            "  major_dept_id INTEGER REFERENCES departments,  -- NULL: no major declared yet\n"
+            "  entry_year INTEGER NOT NULL\n)",
+            students,
+        ),
+        (
+            "CREATE TABLE enrollments (\n  student_id INTEGER NOT NULL REFERENCES students,\n"
+            "  course_id INTEGER NOT NULL REFERENCES courses,\n  term TEXT NOT NULL,  -- '2024-fall' or '2025-spring'\n"
+            "  grade INTEGER,  -- 0 to 100; NULL: not graded yet\n  PRIMARY KEY (student_id, course_id, term)\n)",
+            enrollments,
+        ),
     ]
 
 
 # -- library ------------------------------------------------------------------------------------------------
 
 GENRES = ["Fantasy", "Mystery", "History", "Science", "Poetry", "Romance"]
-TITLE_A = ["Silent", "Crimson", "Hidden", "Last", "Winter", "Golden", "Broken", "Distant", "Hollow", "Painted",
-           "Salt", "Iron", "Seventh", "Quiet", "Burning"]
-TITLE_B = ["Harbor", "Orchard", "Cartographer", "Lantern", "Archive", "Tide", "Meridian", "Garden", "Ledger",
-           "Tower", "Compass", "Valley", "Clockmaker", "Bridge"]
+TITLE_A = [
+    "Silent",
+    "Crimson",
+    "Hidden",
+    "Last",
+    "Winter",
+    "Golden",
+    "Broken",
+    "Distant",
+    "Hollow",
+    "Painted",
+    "Salt",
+    "Iron",
+    "Seventh",
+    "Quiet",
+    "Burning",
+]
+TITLE_B = [
+    "Harbor",
+    "Orchard",
+    "Cartographer",
+    "Lantern",
+    "Archive",
+    "Tide",
+    "Meridian",
+    "Garden",
+    "Ledger",
+    "Tower",
+    "Compass",
+    "Valley",
+    "Clockmaker",
+    "Bridge",
+]
 AUTHOR_COUNTRIES = ["Norland", "Estria", "Calvia", "Ostmark", "Veridia"]
 
 
 def library(rng: random.Random) -> list[Table]:
-    authors = [(i, name, rng.choice(AUTHOR_COUNTRIES), rng.randint(1921, 1990))
-               for i, name in enumerate(people(rng, 20), start=1)]
+    authors = [
+        (i, name, rng.choice(AUTHOR_COUNTRIES), rng.randint(1921, 1990))
+        for i, name in enumerate(people(rng, 20), start=1)
+    ]
     prolific = [a[0] for a in authors[:6]]
     pairs = rng.sample([(a, b) for a in TITLE_A for b in TITLE_B], 64)
     books = []
     for index, (a, b) in enumerate(pairs, start=1):
         author = rng.choice(prolific) if rng.random() < 0.5 else rng.choice([x[0] for x in authors])
-        books.append((index, f"The {a} {b}", author, rng.choice(GENRES), rng.randint(1950, 2024),
-                      rng.randint(90, 880)))
+        books.append((index, f"The {a} {b}", author, rng.choice(GENRES), rng.randint(1950, 2024), rng.randint(90, 880)))
     members = []
     for index, name in enumerate(people(rng, 44), start=1):
         city = rng.choice(PLACES)[0]
-        members.append((index, name, city, day(rng, date(2019, 1, 1), date(2024, 12, 31)).isoformat(),
-                        "premium" if rng.random() < 0.3 else "standard"))
+        members.append(
+            (
+                index,
+                name,
+                city,
+                day(rng, date(2019, 1, 1), date(2024, 12, 31)).isoformat(),
+                "premium" if rng.random() < 0.3 else "standard",
+            )
+        )
     never_borrowed = set(rng.sample([b[0] for b in books], 5))
     lendable = [b[0] for b in books if b[0] not in never_borrowed]
     popularity = [rng.choice([1, 1, 2, 3, 6]) for _ in lendable]
@@ -216,35 +359,80 @@ def library(rng: random.Random) -> list[Table]:
         lent = day(rng, date(2024, 1, 1), date(2025, 6, 20))
         due = lent + timedelta(days=21)
         returned = None if rng.random() < 0.12 else (lent + timedelta(days=rng.randint(2, 34))).isoformat()
-        loans.append((loan_id, rng.choices(lendable, popularity)[0], rng.choice(readers), lent.isoformat(),
-                      due.isoformat(), returned))
+        loans.append(
+            (
+                loan_id,
+                rng.choices(lendable, popularity)[0],
+                rng.choice(readers),
+                lent.isoformat(),
+                due.isoformat(),
+                returned,
+            )
+        )
     return [
-        ("CREATE TABLE authors (\n  author_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  country TEXT NOT NULL,\n"
-         "  birth_year INTEGER NOT NULL\n)", authors),
-        ("CREATE TABLE books (\n  book_id INTEGER PRIMARY KEY,\n  title TEXT NOT NULL,\n"
-         "  author_id INTEGER NOT NULL REFERENCES authors,\n  genre TEXT NOT NULL,\n  published_year INTEGER NOT NULL,\n"
-         "  pages INTEGER NOT NULL\n)", books),
-        ("CREATE TABLE members (\n  member_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  city TEXT NOT NULL,\n"
-         "  joined_date TEXT NOT NULL,  -- YYYY-MM-DD\n  membership TEXT NOT NULL  -- 'standard' or 'premium'\n)", members),
-        ("CREATE TABLE loans (\n  loan_id INTEGER PRIMARY KEY,\n  book_id INTEGER NOT NULL REFERENCES books,\n"
-         "  member_id INTEGER NOT NULL REFERENCES members,\n  loan_date TEXT NOT NULL,  -- YYYY-MM-DD\n"
-         "  due_date TEXT NOT NULL,  -- YYYY-MM-DD\n  return_date TEXT  -- YYYY-MM-DD; NULL: not returned yet\n)", loans),
+        (
+            "CREATE TABLE authors (\n  author_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  country TEXT NOT NULL,\n"
+            "  birth_year INTEGER NOT NULL\n)",
+            authors,
+        ),
+        (
+            "CREATE TABLE books (\n  book_id INTEGER PRIMARY KEY,\n  title TEXT NOT NULL,\n"
+            "  author_id INTEGER NOT NULL REFERENCES authors,\n  genre TEXT NOT NULL,\n  published_year INTEGER NOT NULL,\n"
+            "  pages INTEGER NOT NULL\n)",
+            books,
+        ),
+        (
+            "CREATE TABLE members (\n  member_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  city TEXT NOT NULL,\n"
+            "  joined_date TEXT NOT NULL,  -- YYYY-MM-DD\n  membership TEXT NOT NULL  -- 'standard' or 'premium'\n)",
+            members,
+        ),
+        (
+            "CREATE TABLE loans (\n  loan_id INTEGER PRIMARY KEY,\n  book_id INTEGER NOT NULL REFERENCES books,\n"
+            "  member_id INTEGER NOT NULL REFERENCES members,\n  loan_date TEXT NOT NULL,  -- YYYY-MM-DD\n"
+            "  due_date TEXT NOT NULL,  -- YYYY-MM-DD\n  return_date TEXT  -- YYYY-MM-DD; NULL: not returned yet\n)",
+            loans,
+        ),
     ]
 
 
 # -- flights ------------------------------------------------------------------------------------------------
 
-AIRPORTS = [("VEL", "Velmora International", "Velmora", "Norland"), ("PEL", "Port Ellery Harbour", "Port Ellery", "Norland"),
-            ("HVM", "Halvermoor Field", "Halvermoor", "Norland"), ("QNH", "Quenholt Central", "Quenholt", "Estria"),
-            ("SMB", "Saltmere Bay Airport", "Saltmere Bay", "Estria"), ("LKS", "Larkspire Regional", "Larkspire", "Estria"),
-            ("DNM", "Dunmarrow Airport", "Dunmarrow", "Calvia"), ("ESK", "Eskerby North", "Eskerby", "Calvia"),
-            ("TVN", "Tovenna Airfield", "Tovenna", "Calvia"), ("OST", "Ostburg Gateway", "Ostburg", "Ostmark"),
-            ("RVF", "Riven Falls Airport", "Riven Falls", "Ostmark"), ("AMK", "Amberkeep Airstrip", "Amberkeep", "Veridia")]
-AIRLINES = [("NA", "Norair", "Norland"), ("ES", "Estria Skyways", "Estria"), ("CV", "Calvia Air", "Calvia"),
-            ("OX", "Ostmark Express", "Ostmark"), ("BW", "Bluewing", "Estria"), ("LF", "Lumenflight", "Norland")]
-COORDS = {"VEL": (0, 0), "PEL": (310, 120), "HVM": (-180, 260), "QNH": (820, -140), "SMB": (1040, 210),
-          "LKS": (700, 380), "DNM": (-420, -700), "ESK": (-150, -980), "TVN": (-600, -430), "OST": (1500, 900),
-          "RVF": (1320, 1310), "AMK": (2100, -350)}
+AIRPORTS = [
+    ("VEL", "Velmora International", "Velmora", "Norland"),
+    ("PEL", "Port Ellery Harbour", "Port Ellery", "Norland"),
+    ("HVM", "Halvermoor Field", "Halvermoor", "Norland"),
+    ("QNH", "Quenholt Central", "Quenholt", "Estria"),
+    ("SMB", "Saltmere Bay Airport", "Saltmere Bay", "Estria"),
+    ("LKS", "Larkspire Regional", "Larkspire", "Estria"),
+    ("DNM", "Dunmarrow Airport", "Dunmarrow", "Calvia"),
+    ("ESK", "Eskerby North", "Eskerby", "Calvia"),
+    ("TVN", "Tovenna Airfield", "Tovenna", "Calvia"),
+    ("OST", "Ostburg Gateway", "Ostburg", "Ostmark"),
+    ("RVF", "Riven Falls Airport", "Riven Falls", "Ostmark"),
+    ("AMK", "Amberkeep Airstrip", "Amberkeep", "Veridia"),
+]
+AIRLINES = [
+    ("NA", "Norair", "Norland"),
+    ("ES", "Estria Skyways", "Estria"),
+    ("CV", "Calvia Air", "Calvia"),
+    ("OX", "Ostmark Express", "Ostmark"),
+    ("BW", "Bluewing", "Estria"),
+    ("LF", "Lumenflight", "Norland"),
+]
+COORDS = {
+    "VEL": (0, 0),
+    "PEL": (310, 120),
+    "HVM": (-180, 260),
+    "QNH": (820, -140),
+    "SMB": (1040, 210),
+    "LKS": (700, 380),
+    "DNM": (-420, -700),
+    "ESK": (-150, -980),
+    "TVN": (-600, -430),
+    "OST": (1500, 900),
+    "RVF": (1320, 1310),
+    "AMK": (2100, -350),
+}
 
 
 def flights(rng: random.Random) -> list[Table]:
@@ -268,11 +456,26 @@ def flights(rng: random.Random) -> list[Table]:
         (x1, y1), (x2, y2) = COORDS[origin], COORDS[destination]
         distance = round(((x1 - x2) ** 2 + (y1 - y2) ** 2) ** 0.5)
         duration = 30 + round(distance / 12) + rng.randint(-5, 15)
-        departure = day(rng, date(2025, 3, 1), date(2025, 5, 31)).isoformat() + f" {rng.randint(5, 22):02d}:{rng.choice([0, 15, 30, 45]):02d}"
-        rows.append((flight_id, number, airline, origin, destination, departure, duration, distance,
-                     rng.choice([90, 120, 150, 180])))
-    passengers = [(i, name, rng.choice(PLACES)[1], rng.randint(1950, 2006))
-                  for i, name in enumerate(people(rng, 90), start=1)]
+        departure = (
+            day(rng, date(2025, 3, 1), date(2025, 5, 31)).isoformat()
+            + f" {rng.randint(5, 22):02d}:{rng.choice([0, 15, 30, 45]):02d}"
+        )
+        rows.append(
+            (
+                flight_id,
+                number,
+                airline,
+                origin,
+                destination,
+                departure,
+                duration,
+                distance,
+                rng.choice([90, 120, 150, 180]),
+            )
+        )
+    passengers = [
+        (i, name, rng.choice(PLACES)[1], rng.randint(1950, 2006)) for i, name in enumerate(people(rng, 90), start=1)
+    ]
     cancelled_sales = set(rng.sample([f[0] for f in rows], 6))  # flights that have not sold a seat yet
     sold = [f for f in rows if f[0] not in cancelled_sales]
     frequent = [p[0] for p in passengers]
@@ -285,19 +488,33 @@ def flights(rng: random.Random) -> list[Table]:
         fare = money(base * {"economy": 1.0, "business": 2.6, "first": 4.1}[cabin] * rng.uniform(0.8, 1.3))
         bookings.append((booking_id, flight[0], rng.choices(frequent, weights)[0], cabin, fare))
     return [
-        ("CREATE TABLE airports (\n  code TEXT PRIMARY KEY,  -- three letters\n  name TEXT NOT NULL,\n  city TEXT NOT NULL,\n"
-         "  country TEXT NOT NULL\n)", airports),
-        ("CREATE TABLE airlines (\n  code TEXT PRIMARY KEY,  -- two letters\n  name TEXT NOT NULL,\n  country TEXT NOT NULL\n)",
-         airlines),
-        ("CREATE TABLE flights (\n  flight_id INTEGER PRIMARY KEY,\n  flight_no TEXT NOT NULL UNIQUE,\n"
-         "  airline_code TEXT NOT NULL REFERENCES airlines,\n  origin TEXT NOT NULL REFERENCES airports,\n"
-         "  destination TEXT NOT NULL REFERENCES airports,\n  departure TEXT NOT NULL,  -- 'YYYY-MM-DD HH:MM'\n"
-         "  duration_min INTEGER NOT NULL,\n  distance_km INTEGER NOT NULL,\n  capacity INTEGER NOT NULL  -- seats\n)", rows),
-        ("CREATE TABLE passengers (\n  passenger_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  country TEXT NOT NULL,\n"
-         "  birth_year INTEGER NOT NULL\n)", passengers),
-        ("CREATE TABLE bookings (\n  booking_id INTEGER PRIMARY KEY,\n  flight_id INTEGER NOT NULL REFERENCES flights,\n"
-         "  passenger_id INTEGER NOT NULL REFERENCES passengers,\n  cabin TEXT NOT NULL,  -- economy, business or first\n"
-         "  fare REAL NOT NULL\n)", bookings),
+        (
+            "CREATE TABLE airports (\n  code TEXT PRIMARY KEY,  -- three letters\n  name TEXT NOT NULL,\n  city TEXT NOT NULL,\n"
+            "  country TEXT NOT NULL\n)",
+            airports,
+        ),
+        (
+            "CREATE TABLE airlines (\n  code TEXT PRIMARY KEY,  -- two letters\n  name TEXT NOT NULL,\n  country TEXT NOT NULL\n)",
+            airlines,
+        ),
+        (
+            "CREATE TABLE flights (\n  flight_id INTEGER PRIMARY KEY,\n  flight_no TEXT NOT NULL UNIQUE,\n"
+            "  airline_code TEXT NOT NULL REFERENCES airlines,\n  origin TEXT NOT NULL REFERENCES airports,\n"
+            "  destination TEXT NOT NULL REFERENCES airports,\n  departure TEXT NOT NULL,  -- 'YYYY-MM-DD HH:MM'\n"
+            "  duration_min INTEGER NOT NULL,\n  distance_km INTEGER NOT NULL,\n  capacity INTEGER NOT NULL  -- seats\n)",
+            rows,
+        ),
+        (
+            "CREATE TABLE passengers (\n  passenger_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL,\n  country TEXT NOT NULL,\n"
+            "  birth_year INTEGER NOT NULL\n)",
+            passengers,
+        ),
+        (
+            "CREATE TABLE bookings (\n  booking_id INTEGER PRIMARY KEY,\n  flight_id INTEGER NOT NULL REFERENCES flights,\n"
+            "  passenger_id INTEGER NOT NULL REFERENCES passengers,\n  cabin TEXT NOT NULL,  -- economy, business or first\n"
+            "  fare REAL NOT NULL\n)",
+            bookings,
+        ),
     ]
 
 
@@ -324,8 +541,10 @@ def table_name(create: str) -> str:
 
 
 def dump_text(family: str, tables: list[Table]) -> str:
-    lines = [f"-- {family} database for the verihub sql environment. Generated by sql_env/make_data.py; do not edit.",
-             "BEGIN TRANSACTION;"]
+    lines = [
+        f"-- {family} database for the verihub sql environment. Generated by sql_env/make_data.py; do not edit.",
+        "BEGIN TRANSACTION;",
+    ]
     for create, rows in tables:
         lines.append(create + ";")
         name = table_name(create)
@@ -350,10 +569,19 @@ def build() -> tuple[dict[str, str], list[dict[str, Any]]]:
     counters: Counter[str] = Counter()
     for task in TASKS:
         counters[task["family"]] += 1
-        rows.append({"id": f"sql-{task['family']}-{counters[task['family']]:02d}", "family": task["family"],
-                     "difficulty": task["difficulty"], "ordered": task["ordered"], "main_table": task["main_table"],
-                     "question": task["question"], "query": task["query"], "wrong_query": task["wrong_query"],
-                     "schema": schemas[task["family"]]})
+        rows.append(
+            {
+                "id": f"sql-{task['family']}-{counters[task['family']]:02d}",
+                "family": task["family"],
+                "difficulty": task["difficulty"],
+                "ordered": task["ordered"],
+                "main_table": task["main_table"],
+                "question": task["question"],
+                "query": task["query"],
+                "wrong_query": task["wrong_query"],
+                "schema": schemas[task["family"]],
+            }
+        )
     return dumps, rows
 
 
@@ -374,8 +602,13 @@ def verify(dumps: dict[str, str], rows: list[dict[str, Any]]) -> list[str]:
         if not reference["rows"]:
             problems.append(f"{where}: the reference returns no rows")
         if "error" not in wrong:
-            same, _ = compare_results(reference["rows"], wrong["rows"], ordered=row["ordered"],
-                                      expected_columns=len(reference["columns"]), got_columns=len(wrong["columns"]))
+            same, _ = compare_results(
+                reference["rows"],
+                wrong["rows"],
+                ordered=row["ordered"],
+                expected_columns=len(reference["columns"]),
+                got_columns=len(wrong["columns"]),
+            )
             if same:
                 problems.append(f"{where}: the wrong query returns the same result")
         if row["ordered"]:
@@ -421,8 +654,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     files = render(dumps, rows)
     if args.check:
-        stale = [name for name, text in files.items()
-                 if not (args.out / name).is_file() or (args.out / name).read_text(encoding="utf-8") != text]
+        stale = [
+            name
+            for name, text in files.items()
+            if not (args.out / name).is_file() or (args.out / name).read_text(encoding="utf-8") != text
+        ]
         if stale:
             print(f"out of date in {args.out}: {', '.join(stale)}", file=sys.stderr)
             return 1
@@ -432,8 +668,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in files.items():
         (args.out / name).write_text(text, encoding="utf-8")
     per_family = Counter(row["family"] for row in rows)
-    print(f"wrote {len(rows)} tasks ({', '.join(f'{f} {n}' for f, n in per_family.items())}) and "
-          f"{len(dumps)} dumps to {args.out}")
+    print(
+        f"wrote {len(rows)} tasks ({', '.join(f'{f} {n}' for f, n in per_family.items())}) and "
+        f"{len(dumps)} dumps to {args.out}"
+    )
     return 0
 
 

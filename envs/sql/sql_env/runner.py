@@ -1,4 +1,5 @@
-"""Runs inside the sandbox (the jail's python3, standard library only; keep it compatible with older Pythons than the host's).
+"""Runs inside the sandbox (the jail's python3, standard library only; keep it compatible with older Pythons than
+the host's).
 
 Reads ``{"nonce", "queries": {name: sql}, "max_rows", "timeout_s", "max_chars"}`` as JSON on stdin, loads the
 dump ``db.sql`` into an in-memory SQLite database, makes the connection read-only (``PRAGMA query_only`` and
@@ -73,8 +74,10 @@ def run_query(connection, sql, max_rows=1000, timeout_s=2.0):
         return {"error": "no_rows_returned", "message": "the statement returns no result set"}
     if len(rows) > max_rows:
         return {"error": "too_many_rows", "message": f"the query returns more than {max_rows} rows"}
-    return {"columns": [column[0] for column in cursor.description],
-            "rows": [[_value(value) for value in row] for row in rows]}
+    return {
+        "columns": [column[0] for column in cursor.description],
+        "rows": [[_value(value) for value in row] for row in rows],
+    }
 
 
 def main():
@@ -86,7 +89,9 @@ def main():
         text = json.dumps(result)
         limit = request.get("max_chars", 500000)
         if len(text) > limit:
-            text = json.dumps({"error": "too_large", "message": f"the result is larger than {limit} characters of JSON"})
+            text = json.dumps(
+                {"error": "too_large", "message": f"the result is larger than {limit} characters of JSON"}
+            )
         sys.stdout.write(f"VERIHUB-SQL {request['nonce']} {name} {text}\n")
         sys.stdout.flush()
 

@@ -12,7 +12,9 @@ def make(n: int, seed: int, below: int = 20) -> Iterator[dict[str, Any]]:
     2 for one-digit operands with one, 3 when an operand has two digits."""
     pairs = [(a, b) for a in range(below) for b in range(below)]
     if n > len(pairs):
-        raise ValueError(f"there are only {len(pairs)} sums of numbers below {below}; size must be at most that (got {n})")
+        raise ValueError(
+            f"there are only {len(pairs)} sums of numbers below {below}; size must be at most that (got {n})"
+        )
     rng = random.Random(seed)
     rng.shuffle(pairs)
     for a, b in pairs[:n]:

@@ -25,7 +25,8 @@ __all__ = ["Accounts", "Identity", "RepoMeta"]
 Role = Literal["read", "write"]
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL,
+    created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS repos (id TEXT PRIMARY KEY, kind TEXT NOT NULL, private INTEGER NOT NULL,
                                   created REAL NOT NULL, downloads INTEGER NOT NULL DEFAULT 0,
                                   modified REAL NOT NULL DEFAULT 0, tags TEXT NOT NULL DEFAULT '[]',
@@ -124,7 +125,9 @@ class Accounts:
             row = self._db.execute("SELECT user, role FROM tokens WHERE hash = ?", (_hash(token),)).fetchone()
             if row is None:
                 return None
-            orgs = tuple(r[0] for r in self._db.execute("SELECT org FROM members WHERE user = ? ORDER BY org", (row[0],)))
+            orgs = tuple(
+                r[0] for r in self._db.execute("SELECT org FROM members WHERE user = ? ORDER BY org", (row[0],))
+            )
         return Identity(canonical_name(row[0], "owner"), row[1], tuple(canonical_name(org, "owner") for org in orgs))
 
     def add_member(self, org: str, user: str) -> None:
@@ -143,8 +146,10 @@ class Accounts:
             self._db.execute("SAVEPOINT add_repo")
             try:
                 self._db.execute("DELETE FROM repos WHERE id = ?", (str(repo),))
-                self._db.execute("INSERT INTO repos (id, kind, private, created, owner) VALUES (?, ?, ?, ?, ?)",
-                                 (str(repo), kind, int(private), time.time(), repo.owner))
+                self._db.execute(
+                    "INSERT INTO repos (id, kind, private, created, owner) VALUES (?, ?, ?, ?, ?)",
+                    (str(repo), kind, int(private), time.time(), repo.owner),
+                )
             except BaseException:
                 self._db.execute("ROLLBACK TO add_repo")
                 self._db.execute("RELEASE add_repo")
@@ -163,11 +168,21 @@ class Accounts:
     def update_listing(self, repo: RepoId, *, modified: float, tags: list[str], summary: str) -> None:
         """What search shows of a repository, refreshed after each commit to its main branch."""
         with self._lock:
-            self._db.execute("UPDATE repos SET modified = ?, tags = ?, summary = ? WHERE id = ?",
-                             (modified, json.dumps(tags), summary[:300], str(repo)))
+            self._db.execute(
+                "UPDATE repos SET modified = ?, tags = ?, summary = ? WHERE id = ?",
+                (modified, json.dumps(tags), summary[:300], str(repo)),
+            )
 
-    def search(self, *, text: str = "", author: str | None = None, namespaces: tuple[str, ...] = (),
-               kinds: tuple[str, ...] = (), sort: str | None = None, limit: int | None = None) -> list[RepoMeta]:
+    def search(
+        self,
+        *,
+        text: str = "",
+        author: str | None = None,
+        namespaces: tuple[str, ...] = (),
+        kinds: tuple[str, ...] = (),
+        sort: str | None = None,
+        limit: int | None = None,
+    ) -> list[RepoMeta]:
         """Repositories whose id or summary contains ``text`` (a plain substring, any case), public or in one
         of ``namespaces`` (compared exactly); ``author`` is one exact owner; ``kinds`` (if any) the kinds."""
         if author is not None:
@@ -183,8 +198,16 @@ class Accounts:
                 raise
             return self._search(text, False, author, namespaces, kinds, sort, limit)
 
-    def _search(self, text: str, indexed: bool, author: str | None, namespaces: tuple[str, ...],
-                kinds: tuple[str, ...], sort: str | None, limit: int | None) -> list[RepoMeta]:
+    def _search(
+        self,
+        text: str,
+        indexed: bool,
+        author: str | None,
+        namespaces: tuple[str, ...],
+        kinds: tuple[str, ...],
+        sort: str | None,
+        limit: int | None,
+    ) -> list[RepoMeta]:
         marks = ", ".join("?" * len(namespaces))
         clauses: list[str] = [f"(private = 0 OR owner IN ({marks}))" if namespaces else "private = 0"]
         values: list[str] = list(namespaces)
@@ -202,7 +225,9 @@ class Accounts:
         if author is not None:
             clauses.append("owner = ?")
             values.append(author)
-        order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(sort or "", order)
+        order = {"downloads": "downloads DESC", "lastModified": "modified DESC", "createdAt": "created DESC"}.get(
+            sort or "", order
+        )
         query = f"SELECT {_COLUMNS} FROM {rows} WHERE {' AND '.join(clauses)} ORDER BY {order}"
         if limit:
             query += f" LIMIT {int(limit)}"
@@ -218,12 +243,15 @@ class Accounts:
             self._db.execute("UPDATE repos SET downloads = downloads + 1 WHERE id = ?", (str(repo),))
 
 
-_COLUMNS = ", ".join(f"repos.{column}" for column in ("id", "kind", "private", "created", "downloads", "modified", "tags",
-                                                      "summary"))
+_COLUMNS = ", ".join(
+    f"repos.{column}" for column in ("id", "kind", "private", "created", "downloads", "modified", "tags", "summary")
+)
 
 
 def _meta(row: tuple) -> RepoMeta:  # type: ignore[type-arg]
-    return RepoMeta(RepoId.parse(row[0]), row[1], bool(row[2]), row[3], row[4], row[5], tuple(json.loads(row[6])), row[7])
+    return RepoMeta(
+        RepoId.parse(row[0]), row[1], bool(row[2]), row[3], row[4], row[5], tuple(json.loads(row[6])), row[7]
+    )
 
 
 def _hash(token: str) -> str:

@@ -96,13 +96,18 @@ class Preupload(_Body):
 
 @account_router.get("/api/whoami-v2")
 def whoami(who: User) -> dict[str, Any]:
-    return {"type": "user", "name": who.user, "orgs": [{"name": org, "type": "org"} for org in who.orgs],
-            "auth": {"accessToken": {"displayName": "token", "role": who.role}}}
+    return {
+        "type": "user",
+        "name": who.user,
+        "orgs": [{"name": org, "type": "org"} for org in who.orgs],
+        "auth": {"accessToken": {"displayName": "token", "role": who.role}},
+    }
 
 
 @account_router.post("/api/repos/create")
-def create_repo(request: Request, who: User, body: Annotated[CreateRepo, Depends(json_body(CreateRepo, user))],
-                hub: Hub) -> Response:
+def create_repo(
+    request: Request, who: User, body: Annotated[CreateRepo, Depends(json_body(CreateRepo, user))], hub: Hub
+) -> Response:
     owner = body.organization or who.user
     try:
         repo = RepoId(owner, body.name)
@@ -114,16 +119,23 @@ def create_repo(request: Request, who: User, body: Annotated[CreateRepo, Depends
     url = f"{base_url(request)}/{'datasets/' if kind == 'dataset' else ''}{repo}"
     private = body.visibility == "private" or bool(body.private)
     # the listing row is written under the repository's lock, so a concurrent delete cannot orphan it
-    if not hub.storage.create_repo(repo, kind, private=private, exist_ok=True,  # the client's exist_ok reads the 409
-                                   then=lambda: hub.accounts.add_repo(repo, kind, private)):
-        return error_response(409, ErrorCode.REPO_EXISTS, f"You already created this {body.type or 'model'} repo",
-                              extra={"url": url})
+    if not hub.storage.create_repo(
+        repo,
+        kind,
+        private=private,
+        exist_ok=True,  # the client's exist_ok reads the 409
+        then=lambda: hub.accounts.add_repo(repo, kind, private),
+    ):
+        return error_response(
+            409, ErrorCode.REPO_EXISTS, f"You already created this {body.type or 'model'} repo", extra={"url": url}
+        )
     return JSONResponse({"url": url, "name": str(repo)})
 
 
 @account_router.delete("/api/repos/delete")
-def delete_repo(who: User, body: Annotated[DeleteRepo, Depends(json_body(DeleteRepo, user))],
-                hub: Hub) -> dict[str, str]:
+def delete_repo(
+    who: User, body: Annotated[DeleteRepo, Depends(json_body(DeleteRepo, user))], hub: Hub
+) -> dict[str, str]:
     kinds = DATASET_KINDS if _kind_of_type(body.type) == "dataset" else MODEL_KINDS
     repo = hub.visibility.repo(who, body.organization or who.user, body.name, kinds)
     check_writer(who, repo)
@@ -138,8 +150,10 @@ def delete_repo(who: User, body: Annotated[DeleteRepo, Depends(json_body(DeleteR
 
 def _kind_of_type(repo_type: str | None) -> RepoKind:
     if repo_type not in _KIND_OF_TYPE:
-        raise InvalidRequestError(f"repository type {str(repo_type)[:40]!r}: this hub keeps models (environments, "
-                                  "verifiers) and datasets (eval results)")
+        raise InvalidRequestError(
+            f"repository type {str(repo_type)[:40]!r}: this hub keeps models (environments, "
+            "verifiers) and datasets (eval results)"
+        )
     return _KIND_OF_TYPE[repo_type]
 
 
@@ -155,30 +169,66 @@ def validate_yaml(body: Annotated[YamlToCheck, Depends(json_body(YamlToCheck, id
 
 
 @account_router.get("/api/models")
-def list_models(who: Viewer, hub: Hub,
-                search: str = "", author: str | None = None, sort: str | None = None,
-                limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
-                filter: Annotated[list[str], Query()] = []) -> list[dict[str, Any]]:  # noqa: A002, B006
+def list_models(
+    who: Viewer,
+    hub: Hub,
+    search: str = "",
+    author: str | None = None,
+    sort: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    filter: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI makes a fresh default per request
+) -> list[dict[str, Any]]:
     return _listing(who, hub, MODEL_KINDS, search, author, sort, limit, filter)
 
 
 @account_router.get("/api/datasets")
-def list_datasets(who: Viewer, hub: Hub,
-                  search: str = "", author: str | None = None, sort: str | None = None,
-                  limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
-                  filter: Annotated[list[str], Query()] = []) -> list[dict[str, Any]]:  # noqa: A002, B006
+def list_datasets(
+    who: Viewer,
+    hub: Hub,
+    search: str = "",
+    author: str | None = None,
+    sort: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    filter: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI makes a fresh default per request
+) -> list[dict[str, Any]]:
     return _listing(who, hub, DATASET_KINDS, search, author, sort, limit, filter)
 
 
-def _listing(who: Identity | None, hub: HubState, kinds: tuple[RepoKind, ...], search: str, author: str | None,
-             sort: str | None, limit: int | None, filter: list[str]) -> list[dict[str, Any]]:  # noqa: A002
+def _listing(
+    who: Identity | None,
+    hub: HubState,
+    kinds: tuple[RepoKind, ...],
+    search: str,
+    author: str | None,
+    sort: str | None,
+    limit: int | None,
+    filter: list[str],
+) -> list[dict[str, Any]]:  # noqa: A002
     wanted_tags = set(filter)
-    found = hub.accounts.search(text=search, author=author, namespaces=hub.visibility.namespaces(who), kinds=kinds,
-                                sort=sort, limit=None if wanted_tags else limit)
-    items = [{"id": str(meta.repo), "author": meta.repo.owner, "private": meta.private, "tags": list(meta.tags),
-              "downloads": meta.downloads, "likes": 0, "lastModified": _date(meta.modified or meta.created),
-              "createdAt": _date(meta.created), "kind": meta.kind, "summary": meta.summary}
-             for meta in hub.visibility.listing(who, found) if wanted_tags <= set(meta.tags)]
+    found = hub.accounts.search(
+        text=search,
+        author=author,
+        namespaces=hub.visibility.namespaces(who),
+        kinds=kinds,
+        sort=sort,
+        limit=None if wanted_tags else limit,
+    )
+    items = [
+        {
+            "id": str(meta.repo),
+            "author": meta.repo.owner,
+            "private": meta.private,
+            "tags": list(meta.tags),
+            "downloads": meta.downloads,
+            "likes": 0,
+            "lastModified": _date(meta.modified or meta.created),
+            "createdAt": _date(meta.created),
+            "kind": meta.kind,
+            "summary": meta.summary,
+        }
+        for meta in hub.visibility.listing(who, found)
+        if wanted_tags <= set(meta.tags)
+    ]
     return items[:limit] if limit else items
 
 
@@ -197,8 +247,7 @@ def model_info_at(revision: str, repo: VisibleRepo, hub: Hub) -> dict[str, Any]:
 
 
 @repo_router.get("/tree/{rest:path}")
-def tree(request: Request, repo: VisibleRepo, hub: Hub,
-         recursive: bool = False) -> list[dict[str, Any]]:
+def tree(request: Request, repo: VisibleRepo, hub: Hub, recursive: bool = False) -> list[dict[str, Any]]:
     segments = raw_segments(request)[5:]  # api, models, owner, name, tree
     revision = unquote(segments[0]) if segments else "main"
     prefix = "/".join(unquote(s) for s in segments[1:]).strip("/")
@@ -210,8 +259,9 @@ def tree(request: Request, repo: VisibleRepo, hub: Hub,
 
 
 @repo_router.post("/paths-info/{revision:path}")
-def paths_info(revision: str, repo: VisibleRepo, hub: Hub,
-               raw: Annotated[bytes, Depends(raw_body(MAX_JSON_BYTES, visible_repo))]) -> list[dict[str, Any]]:
+def paths_info(
+    revision: str, repo: VisibleRepo, hub: Hub, raw: Annotated[bytes, Depends(raw_body(MAX_JSON_BYTES, visible_repo))]
+) -> list[dict[str, Any]]:
     sha = hub.storage.resolve(repo, revision)
     try:
         wanted = parse_qs(raw.decode(), errors="strict").get("paths", [])
@@ -235,45 +285,73 @@ def paths_info(revision: str, repo: VisibleRepo, hub: Hub,
 def refs(repo: VisibleRepo, hub: Hub) -> dict[str, Any]:
     found = hub.storage.refs(repo)
     return {
-        "branches": [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": s} for n, s in sorted(found["branches"].items())],
+        "branches": [
+            {"name": n, "ref": f"refs/heads/{n}", "targetCommit": s} for n, s in sorted(found["branches"].items())
+        ],
         "tags": [{"name": n, "ref": f"refs/tags/{n}", "targetCommit": s} for n, s in sorted(found["tags"].items())],
-        "converts": [], "pullRequests": [],
+        "converts": [],
+        "pullRequests": [],
     }
 
 
 @repo_router.get("/commits/{revision:path}")
 def commits(revision: str, repo: VisibleRepo, hub: Hub) -> list[dict[str, Any]]:
-    return [{"id": c.sha, "title": c.message.splitlines()[0] if c.message else "", "message": c.message,
-             "date": _date(c.timestamp), "authors": [{"user": repo.owner}]} for c in hub.storage.history(repo, revision)]
+    return [
+        {
+            "id": c.sha,
+            "title": c.message.splitlines()[0] if c.message else "",
+            "message": c.message,
+            "date": _date(c.timestamp),
+            "authors": [{"user": repo.owner}],
+        }
+        for c in hub.storage.history(repo, revision)
+    ]
 
 
 @repo_router.post("/tag/{revision:path}")
-def create_tag(revision: str, repo: WritableRepo, body: Annotated[NewTag, Depends(json_body(NewTag, writable_repo))],
-               hub: Hub) -> dict[str, Any]:
-    hub.releases.tag(repo, body.tag, revision)  # a release tag publishes its dist/ files (again, if a crash cut it short)
+def create_tag(
+    revision: str, repo: WritableRepo, body: Annotated[NewTag, Depends(json_body(NewTag, writable_repo))], hub: Hub
+) -> dict[str, Any]:
+    hub.releases.tag(
+        repo, body.tag, revision
+    )  # a release tag publishes its dist/ files (again, if a crash cut it short)
     return {}
 
 
 @repo_router.post("/branch/{branch:path}")
-def create_branch(branch: str, repo: WritableRepo, body: Annotated[NewBranch, Depends(json_body(NewBranch, writable_repo))],
-                  hub: Hub) -> dict[str, Any]:
+def create_branch(
+    branch: str, repo: WritableRepo, body: Annotated[NewBranch, Depends(json_body(NewBranch, writable_repo))], hub: Hub
+) -> dict[str, Any]:
     hub.storage.create_branch(repo, branch, body.startingPoint or "main")
     return {}
 
 
 @repo_router.post("/preupload/{revision:path}")
-def preupload(revision: str, repo: WritableRepo, body: Annotated[Preupload, Depends(json_body(Preupload, writable_repo))],
-              hub: Hub) -> dict[str, Any]:
+def preupload(
+    revision: str,
+    repo: WritableRepo,
+    body: Annotated[Preupload, Depends(json_body(Preupload, writable_repo))],
+    hub: Hub,
+) -> dict[str, Any]:
     known = {}
     if revision in hub.storage.refs(repo)["branches"]:
         known = {entry.path: entry.blob for entry in hub.storage.files(repo, revision)}
-    return {"files": [{"path": f.path, "uploadMode": "regular", "shouldIgnore": False, "oid": known.get(f.path)}
-                      for f in body.files]}
+    return {
+        "files": [
+            {"path": f.path, "uploadMode": "regular", "shouldIgnore": False, "oid": known.get(f.path)}
+            for f in body.files
+        ]
+    }
 
 
 @repo_router.post("/commit/{revision:path}")
-def commit(request: Request, revision: str, repo: WritableRepo,
-           raw: Annotated[bytes, Depends(raw_body(MAX_COMMIT_BYTES, writable_repo))], hub: Hub) -> dict[str, Any]:
+def commit(
+    request: Request,
+    revision: str,
+    repo: WritableRepo,
+    raw: Annotated[bytes, Depends(raw_body(MAX_COMMIT_BYTES, writable_repo))],
+    hub: Hub,
+) -> dict[str, Any]:
     branches = hub.storage.refs(repo)["branches"]
     if branches and revision not in branches:
         try:
@@ -328,7 +406,9 @@ class _DeletedFolderLine(_Body):
     value: _Path
 
 
-_LINE = TypeAdapter(Annotated[_HeaderLine | _FileLine | _DeletedFileLine | _DeletedFolderLine, Field(discriminator="key")])
+_LINE = TypeAdapter(
+    Annotated[_HeaderLine | _FileLine | _DeletedFileLine | _DeletedFolderLine, Field(discriminator="key")]
+)
 _KEYS = ("header", "file", "deletedFile", "deletedFolder")
 
 
@@ -349,8 +429,10 @@ def _parse_commit(raw: bytes, existing: set[str]) -> tuple[str, dict[str, bytes]
             raise InvalidRequestError(f"commit line {number} is not JSON") from None
         key = item.get("key") if isinstance(item, dict) else None
         if key not in _KEYS:
-            raise InvalidRequestError(f"commit line {number}: unsupported commit operation {str(key)[:40]!r} "
-                                      "(no LFS here: upload files as regular)")
+            raise InvalidRequestError(
+                f"commit line {number}: unsupported commit operation {str(key)[:40]!r} "
+                "(no LFS here: upload files as regular)"
+            )
         try:
             operation = _LINE.validate_python(item)
         except ValidationError as error:
@@ -377,7 +459,9 @@ def _content(value: _File, number: int) -> bytes:
     try:
         return base64.b64decode(value.content, validate=True)
     except ValueError:  # binascii.Error, and a content that is not ASCII
-        raise InvalidRequestError(f"commit line {number}: the content of {value.path[:200]!r} is not valid base64") from None
+        raise InvalidRequestError(
+            f"commit line {number}: the content of {value.path[:200]!r} is not valid base64"
+        ) from None
 
 
 # -- answers in the client's shapes --------------------------------------------------------------------
@@ -402,7 +486,7 @@ def _tree(files: list[FileEntry], sha: str, prefix: str, recursive: bool) -> lis
     for entry in files:
         if not entry.path.startswith(lead):
             continue
-        rest = entry.path[len(lead):]
+        rest = entry.path[len(lead) :]
         if recursive or "/" not in rest:
             entries.append(_file_entry(entry))
         else:
@@ -419,15 +503,33 @@ def repo_info(hub: HubState, repo: RepoId, revision: str) -> dict[str, Any]:
         if revision != "main":
             raise
         meta = hub.accounts.repo(repo)  # a new repository: no commit yet
-        return {"id": str(repo), "author": repo.owner, "sha": None, "private": private, "tags": [], "siblings": [],
-                "downloads": 0, "likes": 0, "lastModified": _date(meta.created if meta else 0)}
+        return {
+            "id": str(repo),
+            "author": repo.owner,
+            "sha": None,
+            "private": private,
+            "tags": [],
+            "siblings": [],
+            "downloads": 0,
+            "likes": 0,
+            "lastModified": _date(meta.created if meta else 0),
+        }
     files = hub.storage.files(repo, sha)
     _, card = hub.card(repo, sha, {entry.path for entry in files})
     meta = hub.accounts.repo(repo)
-    tags = [str(tag) for tag in card.get("tags", []) if isinstance(tag, str)] if isinstance(card.get("tags"), list) else []
+    tags = (
+        [str(tag) for tag in card.get("tags", []) if isinstance(tag, str)] if isinstance(card.get("tags"), list) else []
+    )
     return {
-        "id": str(repo), "author": repo.owner, "sha": sha, "private": private,
-        "lastModified": _date(hub.storage.commit_time(repo, sha)), "tags": tags, "cardData": card,
+        "id": str(repo),
+        "author": repo.owner,
+        "sha": sha,
+        "private": private,
+        "lastModified": _date(hub.storage.commit_time(repo, sha)),
+        "tags": tags,
+        "cardData": card,
         "siblings": [{"rfilename": e.path, "size": e.size} for e in files],
-        "downloads": meta.downloads if meta else 0, "likes": 0, "kind": hub.storage.kind_of(repo),
+        "downloads": meta.downloads if meta else 0,
+        "likes": 0,
+        "kind": hub.storage.kind_of(repo),
     }

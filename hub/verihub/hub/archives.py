@@ -36,8 +36,9 @@ class _Member:
     link: str = ""
 
 
-def check_archive(filename: str, data: bytes, *, max_bytes: int = MAX_ARCHIVE_BYTES,
-                  max_members: int = MAX_ARCHIVE_MEMBERS) -> None:
+def check_archive(
+    filename: str, data: bytes, *, max_bytes: int = MAX_ARCHIVE_BYTES, max_members: int = MAX_ARCHIVE_MEMBERS
+) -> None:
     """Refuse the release file ``filename`` (UnsafeArchiveError, ArchiveTooLargeError, InvalidReleaseError)
     unless every member passes the rule, within the caps."""
     try:
@@ -63,7 +64,9 @@ def _problem(member: _Member, symlinks: set[str]) -> str | None:
         return "has a path that points outside the archive"
     if member.kind in ("symlink", "hardlink"):
         # a symlink's target is read from its directory, a hardlink's from the archive's root
-        target = posixpath.join(posixpath.dirname(member.name), member.link) if member.kind == "symlink" else member.link
+        target = (
+            posixpath.join(posixpath.dirname(member.name), member.link) if member.kind == "symlink" else member.link
+        )
         if member.link.startswith("/") or _escapes(target, dotdot_ok=True):
             return f"is a link to {member.link!r}, which points outside the archive"
         if _through(posixpath.dirname(_normal(target)) if member.kind == "symlink" else _normal(target), symlinks):
@@ -104,8 +107,17 @@ def _tar_members(filename: str, data: bytes, max_bytes: int, max_members: int) -
         for info in archive:
             if len(members) == max_members:
                 raise ArchiveTooLargeError(f"{filename} is refused: it holds more than {max_members} members")
-            kind: Kind = ("file" if info.isreg() else "dir" if info.isdir() else "symlink" if info.issym()
-                          else "hardlink" if info.islnk() else "other")
+            kind: Kind = (
+                "file"
+                if info.isreg()
+                else "dir"
+                if info.isdir()
+                else "symlink"
+                if info.issym()
+                else "hardlink"
+                if info.islnk()
+                else "other"
+            )
             members.append(_Member(info.name, kind, info.mode & 0o7777, info.linkname))
     return members
 
@@ -126,8 +138,13 @@ def _zip_members(filename: str, data: bytes, max_bytes: int, max_members: int) -
 
 def _zip_member(info: zipfile.ZipInfo) -> _Member:
     mode = info.external_attr >> 16  # the Unix mode, where the zip tool wrote one (0 where it did not)
-    kind: Kind = ("other" if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR)  # symlinks included
-                  else "dir" if info.is_dir() else "file")
+    kind: Kind = (
+        "other"
+        if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR)  # symlinks included
+        else "dir"
+        if info.is_dir()
+        else "file"
+    )
     return _Member(info.filename, kind, stat.S_IMODE(mode))
 
 
@@ -144,6 +161,5 @@ class _Capped(io.RawIOBase):
         chunk = self._source.read(min(size, self._left + 1) if size >= 0 else self._left + 1)
         self._left -= len(chunk)
         if self._left < 0:
-            raise ArchiveTooLargeError(f"{self._filename} is refused: it unpacks to more than "
-                                       f"{self._limit >> 20} MiB")
+            raise ArchiveTooLargeError(f"{self._filename} is refused: it unpacks to more than {self._limit >> 20} MiB")
         return chunk

@@ -53,22 +53,28 @@ class Built:
                 archive.extractall(scratch)
             specs = sorted(Path(scratch).glob(f"*/{SPEC_FILE}"))
             if not specs:
-                raise VerihubError(f"the built wheel has no {SPEC_FILE} inside a package; list it under "
-                                   "[tool.hatch.build.targets.wheel.force-include] in pyproject.toml")
+                raise VerihubError(
+                    f"the built wheel has no {SPEC_FILE} inside a package; list it under "
+                    "[tool.hatch.build.targets.wheel.force-include] in pyproject.toml"
+                )
             wrapped = read_wrapped(specs[0])
             if wrapped is not None:  # the files its options name must be in the wheel beside it
                 missing = [name for name in wrapped.named_files() if not (specs[0].parent / name).exists()]
                 if missing:
-                    raise VerihubError(f"the built wheel is missing files the spec's options name ({', '.join(missing)}); "
-                                       "list them under [tool.hatch.build.targets.wheel.force-include] in pyproject.toml")
+                    raise VerihubError(
+                        f"the built wheel is missing files the spec's options name ({', '.join(missing)}); "
+                        "list them under [tool.hatch.build.targets.wheel.force-include] in pyproject.toml"
+                    )
                 return
             saved_path = list(sys.path)
             try:
                 load_spec(specs[0])
             except SpecError as error:
                 problems = "; ".join(problem.message for problem in error.problems)
-                raise VerihubError(f"the built wheel is missing files the spec names ({problems}); list them under "
-                                   "[tool.hatch.build.targets.wheel.force-include] in pyproject.toml") from None
+                raise VerihubError(
+                    f"the built wheel is missing files the spec names ({problems}); list them under "
+                    "[tool.hatch.build.targets.wheel.force-include] in pyproject.toml"
+                ) from None
             finally:
                 sys.path[:] = saved_path
 
@@ -87,8 +93,10 @@ class PackageSource:
         entry_points = project.get("entry-points") or {}
         self.kind: Literal["env", "verifier"] = "env" if (self.root / "environment.yaml").is_file() else "verifier"
         if self.kind == "verifier" and "verihub.checks" not in entry_points:
-            raise VerihubError(f"{self.root}: neither an environment (environment.yaml) nor a verifier package "
-                               "(entry points in [project.entry-points.\"verihub.checks\"])")
+            raise VerihubError(
+                f"{self.root}: neither an environment (environment.yaml) nor a verifier package "
+                '(entry points in [project.entry-points."verihub.checks"])'
+            )
 
     @functools.cached_property
     def spec(self) -> LoadedSpec | WrappedSpec:
@@ -109,8 +117,10 @@ class PackageSource:
             spec = self.spec
             spec_version = spec.version if isinstance(spec, WrappedSpec) else spec.spec.version
             if spec_version != self.project_version:
-                raise VerihubError(f"{self.root}: environment.yaml says version {spec_version} but pyproject.toml "
-                                   f"says {self.project_version!r}; make them equal")
+                raise VerihubError(
+                    f"{self.root}: environment.yaml says version {spec_version} but pyproject.toml "
+                    f"says {self.project_version!r}; make them equal"
+                )
             return spec_version
         return self.project_version
 
@@ -127,7 +137,9 @@ class PackageSource:
                 content = path.read_bytes()
                 total += len(content)
                 if total > _MAX_BYTES:
-                    raise VerihubError(f"{self.root} holds more than {_MAX_BYTES >> 20} MiB of files; the hub refuses it")
+                    raise VerihubError(
+                        f"{self.root} holds more than {_MAX_BYTES >> 20} MiB of files; the hub refuses it"
+                    )
                 found[path.relative_to(self.root).as_posix()] = content
         return found
 
@@ -163,8 +175,10 @@ def _hatchling_in_process(pyproject: dict[str, Any]) -> bool:
         installed = Version(importlib.metadata.version("hatchling"))
     except (InvalidRequirement, InvalidVersion, importlib.metadata.PackageNotFoundError, TypeError):
         return False
-    if any(req.name != "hatchling" or req.marker is not None or not req.specifier.contains(installed, prereleases=True)
-           for req in requires):
+    if any(
+        req.name != "hatchling" or req.marker is not None or not req.specifier.contains(installed, prereleases=True)
+        for req in requires
+    ):
         return False
     return not _has_key((pyproject.get("tool") or {}).get("hatch") or {}, "hooks")
 
@@ -209,7 +223,7 @@ def _set_project_name(text: str, name: str) -> str:
     if section is None:
         raise VerihubError("pyproject.toml has no [project] table")
     body = re.sub(r'^name\s*=\s*["\'][^"\']*["\']', f'name = "{name}"', section.group(1), count=1, flags=re.MULTILINE)
-    return text[: section.start(1)] + body + text[section.end(1):]
+    return text[: section.start(1)] + body + text[section.end(1) :]
 
 
 def bump_version(root: Path, part: Bump) -> str:
@@ -217,10 +231,19 @@ def bump_version(root: Path, part: Bump) -> str:
     source = PackageSource(root)
     current = Version(source.version)
     major, minor, patch = (list(current.release) + [0, 0])[:3]
-    new = {"major": f"{major + 1}.0.0", "minor": f"{major}.{minor + 1}.0", "patch": f"{major}.{minor}.{patch + 1}"}[part]
+    new = {"major": f"{major + 1}.0.0", "minor": f"{major}.{minor + 1}.0", "patch": f"{major}.{minor}.{patch + 1}"}[
+        part
+    ]
     pyproject = source.root / "pyproject.toml"
-    pyproject.write_text(re.sub(r'^(version\s*=\s*["\'])[^"\']*(["\'])', rf"\g<1>{new}\g<2>", pyproject.read_text(),
-                                count=1, flags=re.MULTILINE))
+    pyproject.write_text(
+        re.sub(
+            r'^(version\s*=\s*["\'])[^"\']*(["\'])',
+            rf"\g<1>{new}\g<2>",
+            pyproject.read_text(),
+            count=1,
+            flags=re.MULTILINE,
+        )
+    )
     spec = source.root / "environment.yaml"
     if spec.is_file():
         spec.write_text(re.sub(r"^(version:\s*)\S+", rf"\g<1>{new}", spec.read_text(), count=1, flags=re.MULTILINE))
@@ -264,10 +287,14 @@ def publishable_version(version: str, root: Path) -> str:
     try:
         parsed = Version(version)
     except InvalidVersion:
-        raise VerihubError(f"{root}: version {version!r} is not one pip can order (PEP 440): use MAJOR.MINOR.PATCH, "
-                           "optionally with -rcN, -aN or -bN") from None
+        raise VerihubError(
+            f"{root}: version {version!r} is not one pip can order (PEP 440): use MAJOR.MINOR.PATCH, "
+            "optionally with -rcN, -aN or -bN"
+        ) from None
     if parsed.local is not None:
-        raise VerihubError(f"{root}: version {version!r} carries build metadata (+{parsed.local}), which pip reads as a "
-                           f"local version that `=={parsed.public}` prefers to {parsed.public} itself; publish "
-                           f"{parsed.public}")
+        raise VerihubError(
+            f"{root}: version {version!r} carries build metadata (+{parsed.local}), which pip reads as a "
+            f"local version that `=={parsed.public}` prefers to {parsed.public} itself; publish "
+            f"{parsed.public}"
+        )
     return str(parsed)

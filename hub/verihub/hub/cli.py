@@ -36,10 +36,17 @@ def login(token: Annotated[str, typer.Option(prompt=True, hide_input=True, help=
 
 def push(
     path: Annotated[Path, typer.Argument(help="The package directory (an environment or a verifier package).")],
-    owner: Annotated[str | None, typer.Option(help="Namespace to publish under (default: $VERIHUB_OWNER or your login).")] = None,
+    owner: Annotated[
+        str | None, typer.Option(help="Namespace to publish under (default: $VERIHUB_OWNER or your login).")
+    ] = None,
     bump: Annotated[str | None, typer.Option(help="Raise the version first: patch, minor or major.")] = None,
-    private: Annotated[bool, typer.Option("--private", help="Create the repository private: only your namespace "
-                                                      "sees it, its page, files and pip index entries.")] = False,
+    private: Annotated[
+        bool,
+        typer.Option(
+            "--private",
+            help="Create the repository private: only your namespace sees it, its page, files and pip index entries.",
+        ),
+    ] = False,
     hub: HubOption = None,
     token: TokenOption = None,
 ) -> None:

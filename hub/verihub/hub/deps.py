@@ -42,11 +42,29 @@ from verihub.ids import RepoId
 from verihub.serve import body
 from verihub.serve.body import describe
 
-__all__ = ["MAX_COMMIT_BYTES", "MAX_JSON_BYTES", "Hub", "User", "Viewer", "VisibleRepo", "WritableRepo",
-           "base_url", "check_writer", "error_response", "identity", "install_error_handlers",
-           "json_body", "raw_body", "raw_segments", "repo_kinds", "state", "user", "visible_project", "visible_repo",
-           "writable_repo"]
-
+__all__ = [
+    "MAX_COMMIT_BYTES",
+    "MAX_JSON_BYTES",
+    "Hub",
+    "User",
+    "Viewer",
+    "VisibleRepo",
+    "WritableRepo",
+    "base_url",
+    "check_writer",
+    "error_response",
+    "identity",
+    "install_error_handlers",
+    "json_body",
+    "raw_body",
+    "raw_segments",
+    "repo_kinds",
+    "state",
+    "user",
+    "visible_project",
+    "visible_repo",
+    "writable_repo",
+]
 
 
 async def state(request: Request) -> HubState:  # async: no blocking, so no thread-pool hop
@@ -70,8 +88,9 @@ async def user(who: Identity | None = Depends(identity)) -> Identity:
     return who
 
 
-def visible_repo(request: Request, owner: str, name: str, who: Identity | None = Depends(identity),
-                 hub: HubState = Depends(state)) -> RepoId:
+def visible_repo(
+    request: Request, owner: str, name: str, who: Identity | None = Depends(identity), hub: HubState = Depends(state)
+) -> RepoId:
     return hub.visibility.repo(who, owner, name, repo_kinds(request))
 
 
@@ -79,7 +98,7 @@ def repo_kinds(request: Request) -> tuple[RepoKind, ...]:
     """The kinds of repository a route serves, from where it is mounted: ``/api/datasets/...`` and
     ``/datasets/...`` serve datasets, every other repository route models (environments, verifiers)."""
     path, root = request.scope["path"], request.scope.get("root_path", "")
-    path = path[len(root):] if root and path.startswith(root) else path  # the path the router matched
+    path = path[len(root) :] if root and path.startswith(root) else path  # the path the router matched
     return DATASET_KINDS if path.startswith(("/api/datasets/", "/datasets/")) else MODEL_KINDS
 
 
@@ -102,8 +121,9 @@ def check_writer(who: Identity | None, repo: RepoId) -> None:
         raise ForbiddenError(f"you cannot write to {repo}: a write token of {repo.owner} is needed")
 
 
-def visible_project(request: Request, project: str, who: Identity | None = Depends(identity),
-                    hub: HubState = Depends(state)) -> RepoId:
+def visible_project(
+    request: Request, project: str, who: Identity | None = Depends(identity), hub: HubState = Depends(state)
+) -> RepoId:
     normalized = canonicalize_name(project)
     if normalized != project and request.url.path.startswith("/simple/"):
         raise StarletteHTTPException(301, headers={"Location": f"/simple/{normalized}/"})
@@ -167,8 +187,9 @@ def install_error_handlers(app: Any) -> None:
     async def _http(request: Request, error: StarletteHTTPException) -> Response:
         if 300 <= error.status_code < 400:
             return Response(status_code=error.status_code, headers=error.headers)
-        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(error.status_code,
-                                                                                 ErrorCode.INVALID_REQUEST)
+        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
+            error.status_code, ErrorCode.INVALID_REQUEST
+        )
         return error_response(error.status_code, code, str(error.detail))
 
     @app.exception_handler(Exception)
@@ -176,8 +197,9 @@ def install_error_handlers(app: Any) -> None:
         return error_response(500, ErrorCode.INTERNAL, "internal error")
 
 
-def error_response(status: int, code: str, message: str, *, commit: str | None = None,
-                   extra: dict[str, Any] | None = None) -> Response:
+def error_response(
+    status: int, code: str, message: str, *, commit: str | None = None, extra: dict[str, Any] | None = None
+) -> Response:
     # A header is one line of printable ASCII (a NUL in an echoed name made uvicorn drop the connection).
     header = "".join(char if " " <= char < "\x7f" else "?" for char in " ".join(message.split())[:200])
     headers = {"X-Error-Code": str(code), "X-Error-Message": header}

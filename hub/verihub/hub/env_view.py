@@ -78,8 +78,11 @@ def _view(storage: HubStorage, repo: RepoId, sha: str) -> EnvView:
         return EnvView(notes=("environment.yaml is not a mapping",))
     if "dataset" not in spec and isinstance(spec.get("source"), str):  # another ecosystem's, wrapped
         wrapped = _plain(spec["source"])
-        return EnvView(_plain(spec.get("description")), source=f"wraps {wrapped}",
-                       notes=(f"tasks and grading come from {wrapped} when the package is installed",))
+        return EnvView(
+            _plain(spec.get("description")),
+            source=f"wraps {wrapped}",
+            notes=(f"tasks and grading come from {wrapped} when the package is installed",),
+        )
     layers = _layers(spec.get("verifier"))
     source, rows, notes = _rows(storage, repo, sha, files, spec.get("dataset"))
     prompt = spec.get("prompt") if isinstance(spec.get("prompt"), dict) else {}
@@ -103,8 +106,9 @@ def _layers(section: Any) -> tuple[Layer, ...]:
     return tuple(layers)
 
 
-def _rows(storage: HubStorage, repo: RepoId, sha: str, files: dict[str, Any],
-          section: Any) -> tuple[str, list[dict[str, Any]], tuple[str, ...]]:
+def _rows(
+    storage: HubStorage, repo: RepoId, sha: str, files: dict[str, Any], section: Any
+) -> tuple[str, list[dict[str, Any]], tuple[str, ...]]:
     source = _plain(section.get("source")) if isinstance(section, dict) else ""
     path = source.removeprefix("./")
     if path not in files:

@@ -14,11 +14,33 @@ from typing import Any, ClassVar
 from verihub.errors import VerihubError
 
 __all__ = [
-    "ArchiveTooLargeError", "BodyTooLargeError", "CommitConflictError", "CorruptFileError", "EntryNotFoundError", "ErrorCode", "FileConflictError", "ForbiddenError",
-    "HubError", "InvalidPathError", "InvalidRefNameError", "InvalidReleaseError", "InvalidRequestError",
-    "NameTakenError", "NotFoundError", "PrivacyMismatchError", "RefExistsError", "RepoExistsError",
-    "RepoNotFoundError", "RevisionNotFoundError", "TagExistsError", "UnauthorizedError", "UnsafeArchiveError", "VersionExistsError",
-    "VersionNotFoundError", "error_for_code", "error_from_response",
+    "ArchiveTooLargeError",
+    "BodyTooLargeError",
+    "CommitConflictError",
+    "CorruptFileError",
+    "EntryNotFoundError",
+    "ErrorCode",
+    "FileConflictError",
+    "ForbiddenError",
+    "HubError",
+    "InvalidPathError",
+    "InvalidRefNameError",
+    "InvalidReleaseError",
+    "InvalidRequestError",
+    "NameTakenError",
+    "NotFoundError",
+    "PrivacyMismatchError",
+    "RefExistsError",
+    "RepoExistsError",
+    "RepoNotFoundError",
+    "RevisionNotFoundError",
+    "TagExistsError",
+    "UnauthorizedError",
+    "UnsafeArchiveError",
+    "VersionExistsError",
+    "VersionNotFoundError",
+    "error_for_code",
+    "error_from_response",
 ]
 
 
@@ -211,5 +233,9 @@ def error_from_response(response: Any) -> HubError:
     except ValueError:
         pass
     message = message or response.headers.get("X-Error-Message") or f"HTTP {response.status_code}"
-    return error_for_code(response.headers.get("X-Error-Code"), response.status_code, message,
-                          commit=response.headers.get("X-Repo-Commit"))
+    return error_for_code(
+        response.headers.get("X-Error-Code"),
+        response.status_code,
+        message,
+        commit=response.headers.get("X-Repo-Commit"),
+    )

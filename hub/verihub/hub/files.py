@@ -80,8 +80,10 @@ class PublishedFiles:
         existing = self.recorded(project, filename)
         if existing is not None:
             if existing.sha256 != sha256:
-                raise FileConflictError(f"{filename} was published with sha256 {existing.sha256}; published files "
-                                        "never change: bump the version")
+                raise FileConflictError(
+                    f"{filename} was published with sha256 {existing.sha256}; published files "
+                    "never change: bump the version"
+                )
             return existing
         stamp = datetime.datetime.now(datetime.UTC).isoformat()
         entry, metadata = describe(filename, version, data, stamp)
@@ -110,8 +112,11 @@ class PublishedFiles:
     def write_missing_pages(self) -> list[str]:
         """Write the pages of every project that has entries but no pages (a hub directory from before
         pages were written at publish); returns those projects."""
-        missing = [project for project in self.projects()
-                   if not all((self.root / "simple" / project / name).is_file() for name in _PAGES.values())]
+        missing = [
+            project
+            for project in self.projects()
+            if not all((self.root / "simple" / project / name).is_file() for name in _PAGES.values())
+        ]
         for project in missing:
             self.write_static_index(project)
         return missing
@@ -142,7 +147,9 @@ class PublishedFiles:
         return found
 
     def projects(self) -> list[str]:
-        return sorted(path.name for path in (self.root / "index").iterdir() if path.is_dir() and any(path.glob("*.json")))
+        return sorted(
+            path.name for path in (self.root / "index").iterdir() if path.is_dir() and any(path.glob("*.json"))
+        )
 
     def page(self, project: str, form: Literal["html", "json"]) -> bytes:
         """The index page of ``project`` as written at its last publish; NotFoundError if it has none."""
@@ -157,8 +164,13 @@ class PublishedFiles:
         """A published file (or a wheel's ``.metadata``), checked against the sha256 recorded at publish."""
         base = filename.removesuffix(".metadata")
         entry = self.recorded(project, base)
-        wanted = entry.metadata_sha256 if entry is not None and filename.endswith(".metadata") else \
-            entry.sha256 if entry is not None else None
+        wanted = (
+            entry.metadata_sha256
+            if entry is not None and filename.endswith(".metadata")
+            else entry.sha256
+            if entry is not None
+            else None
+        )
         if wanted is None:
             raise NotFoundError(f"no file {filename!r} for {project}")
         try:
@@ -209,7 +221,9 @@ def _write_once(path: Path, data: bytes) -> None:
         os.link(temporary, path)  # fails if the name exists: never replaces
     except FileExistsError:
         if path.read_bytes() != data:
-            raise FileConflictError(f"{path.name} exists with other content; published files are written once") from None
+            raise FileConflictError(
+                f"{path.name} exists with other content; published files are written once"
+            ) from None
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -19,7 +19,15 @@ from packaging.version import InvalidVersion, Version
 from verihub import _lazy, ids
 from verihub.hub.errors import VersionNotFoundError
 
-__all__ = ["Requirement", "VersionNotFoundError", "VersionSpec", "is_release_like", "release_version", "release_versions"]
+__all__ = [
+    "Requirement",
+    "VersionNotFoundError",
+    "VersionSpec",
+    "is_release_like",
+    "release_version",
+    "release_versions",
+]
+
 
 @dataclass(frozen=True)
 class VersionSpec:

@@ -35,7 +35,9 @@ def describe(filename: str, version: str, content: bytes, upload_time: str) -> t
     metadata = _wheel_metadata(content) if filename.endswith(".whl") else None
     requires = HeaderParser().parsestr(metadata.decode("utf-8", "replace")).get("Requires-Python") if metadata else None
     metadata_sha = hashlib.sha256(metadata).hexdigest() if metadata is not None else None
-    return IndexFile(filename, version, hashlib.sha256(content).hexdigest(), requires, metadata_sha, upload_time), metadata
+    return IndexFile(
+        filename, version, hashlib.sha256(content).hexdigest(), requires, metadata_sha, upload_time
+    ), metadata
 
 
 def _wheel_metadata(content: bytes) -> bytes | None:
@@ -88,6 +90,8 @@ def root_json(projects: list[str]) -> dict[str, object]:
 
 
 def _page(title: str, body: str) -> str:
-    return (f'<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" content="1.1">\n'
-            f"    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n"
-            f"{body}\n  </body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" content="1.1">\n'
+        f"    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n"
+        f"{body}\n  </body>\n</html>\n"
+    )

@@ -42,15 +42,21 @@ def pip_install(index_url: str, repo: RepoId, version: str, *, python: str, whee
     project = dist_name(repo)
     if wheel is not None:
         with zipfile.ZipFile(io.BytesIO(wheel)) as archive:
-            names = sorted({name.split("/")[0] for name in archive.namelist()
-                            if ".dist-info/" not in name and ".data/" not in name})
+            names = sorted(
+                {
+                    name.split("/")[0]
+                    for name in archive.namelist()
+                    if ".dist-info/" not in name and ".data/" not in name
+                }
+            )
         found = subprocess.run([python, "-c", _OWNERS, project, *names], capture_output=True, text=True)
         if found.returncode != 0:
             raise VerihubError(f"cannot check which packages {python} has installed:\n{found.stderr.strip()[-800:]}")
         owners = json.loads(found.stdout)
         for name, owner in sorted(owners.items()):
-            raise VerihubError(f"installing {project} would overwrite {name!r}, which {owner} installed; "
-                               "uninstall that first")
+            raise VerihubError(
+                f"installing {project} would overwrite {name!r}, which {owner} installed; uninstall that first"
+            )
     command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", f"{project}=={version}"]
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PIP_INDEX_URL": index_url})
     if result.returncode != 0:

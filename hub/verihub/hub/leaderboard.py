@@ -38,8 +38,23 @@ CREATE INDEX IF NOT EXISTS results_environment ON results (environment);
 CREATE TABLE IF NOT EXISTS results_heads (dataset TEXT PRIMARY KEY, environment TEXT, head TEXT NOT NULL,
                                           skipped INTEGER NOT NULL DEFAULT 0);
 """
-_FIELDS = ("dataset", "run", "environment", "version", "model", "k", "tasks", "rollouts", "pass1", "passk", "faulted",
-           "tasks_lost", "sampling", "pushed", "blob")
+_FIELDS = (
+    "dataset",
+    "run",
+    "environment",
+    "version",
+    "model",
+    "k",
+    "tasks",
+    "rollouts",
+    "pass1",
+    "passk",
+    "faulted",
+    "tasks_lost",
+    "sampling",
+    "pushed",
+    "blob",
+)
 MAX_ROWS = 500  # shown per environment, best pass@1 first
 MAX_RUNS = 5000  # indexed per results repository
 
@@ -85,10 +100,15 @@ class Leaderboard:
         except RevisionNotFoundError:
             return self.forget(dataset)
         with self._lock:
-            known = self._db.execute("SELECT head, environment FROM results_heads WHERE dataset = ?",
-                                     (str(dataset),)).fetchone()
-            earlier = {row[1]: row for row in self._db.execute(
-                f"SELECT {', '.join(_FIELDS)} FROM results WHERE dataset = ?", (str(dataset),))}
+            known = self._db.execute(
+                "SELECT head, environment FROM results_heads WHERE dataset = ?", (str(dataset),)
+            ).fetchone()
+            earlier = {
+                row[1]: row
+                for row in self._db.execute(
+                    f"SELECT {', '.join(_FIELDS)} FROM results WHERE dataset = ?", (str(dataset),)
+                )
+            }
         if known is not None and known[0] == head:
             return None
         rows, skipped, environment = self._rows(dataset, head, earlier, known[1] if known else None)
@@ -96,10 +116,13 @@ class Leaderboard:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute("DELETE FROM results WHERE dataset = ?", (str(dataset),))
-                self._db.executemany(f"INSERT INTO results ({', '.join(_FIELDS)}) VALUES ({', '.join('?' * len(_FIELDS))})",
-                                     rows)
-                self._db.execute("INSERT OR REPLACE INTO results_heads VALUES (?, ?, ?, ?)",
-                                 (str(dataset), str(environment) if environment else None, head, skipped))
+                self._db.executemany(
+                    f"INSERT INTO results ({', '.join(_FIELDS)}) VALUES ({', '.join('?' * len(_FIELDS))})", rows
+                )
+                self._db.execute(
+                    "INSERT OR REPLACE INTO results_heads VALUES (?, ?, ?, ?)",
+                    (str(dataset), str(environment) if environment else None, head, skipped),
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -130,22 +153,27 @@ class Leaderboard:
     def for_environment(self, environment: RepoId) -> list[LeaderboardRow]:
         """Every indexed run linked to ``environment``, best pass@1 first (the caller applies visibility)."""
         with self._lock:
-            found = self._db.execute(f"SELECT {', '.join(_FIELDS)} FROM results WHERE environment = ? "
-                                     "ORDER BY pass1 DESC, pushed DESC LIMIT ?", (str(environment), MAX_ROWS)).fetchall()
+            found = self._db.execute(
+                f"SELECT {', '.join(_FIELDS)} FROM results WHERE environment = ? "
+                "ORDER BY pass1 DESC, pushed DESC LIMIT ?",
+                (str(environment), MAX_ROWS),
+            ).fetchall()
         return [_row(values) for values in found]
 
     def for_dataset(self, dataset: RepoId) -> tuple[list[LeaderboardRow], int]:
         """The runs of one results repository, newest first, and how many of its runs could not be shown."""
         with self._lock:
-            found = self._db.execute(f"SELECT {', '.join(_FIELDS)} FROM results WHERE dataset = ? ORDER BY pushed DESC",
-                                     (str(dataset),)).fetchall()
+            found = self._db.execute(
+                f"SELECT {', '.join(_FIELDS)} FROM results WHERE dataset = ? ORDER BY pushed DESC", (str(dataset),)
+            ).fetchall()
             head = self._db.execute("SELECT skipped FROM results_heads WHERE dataset = ?", (str(dataset),)).fetchone()
         return [_row(values) for values in found], head[0] if head else 0
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _rows(self, dataset: RepoId, head: str, earlier: dict[str, tuple[object, ...]],
-              linked_before: str | None) -> tuple[list[tuple[object, ...]], int, RepoId | None]:
+    def _rows(
+        self, dataset: RepoId, head: str, earlier: dict[str, tuple[object, ...]], linked_before: str | None
+    ) -> tuple[list[tuple[object, ...]], int, RepoId | None]:
         """The rows of ``dataset`` at ``head``, how many runs were not shown, and the environment it links.
         A run whose metadata did not change keeps its row (nothing is read again), unless the link changed."""
         files = {entry.path: entry for entry in self.storage.files(dataset, head)}
@@ -178,9 +206,25 @@ class Leaderboard:
                 continue
             pushed = float(self.storage.added_at(dataset, path, head) or 0)
             metrics = record.metrics
-            rows.append((str(dataset), run, str(environment), record.environment_version, record.model, record.k,
-                         metrics.tasks, metrics.rollouts, metrics.pass_at_1, record.pass_at_k, metrics.rollouts_faulted,
-                         metrics.tasks_lost, record.sampling_text(), pushed, entry.blob))
+            rows.append(
+                (
+                    str(dataset),
+                    run,
+                    str(environment),
+                    record.environment_version,
+                    record.model,
+                    record.k,
+                    metrics.tasks,
+                    metrics.rollouts,
+                    metrics.pass_at_1,
+                    record.pass_at_k,
+                    metrics.rollouts_faulted,
+                    metrics.tasks_lost,
+                    record.sampling_text(),
+                    pushed,
+                    entry.blob,
+                )
+            )
         return rows, skipped, environment
 
 

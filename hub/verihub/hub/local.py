@@ -43,8 +43,15 @@ class LocalHub(Hub):
     def index_url(self) -> str:
         return (self.root / "simple").resolve().as_uri() + "/"
 
-    def push(self, path: str | Path, *, owner: str | None = None, bump: Bump | None = None, validate: bool = True,
-             private: bool = False) -> PushResult:
+    def push(
+        self,
+        path: str | Path,
+        *,
+        owner: str | None = None,
+        bump: Bump | None = None,
+        validate: bool = True,
+        private: bool = False,
+    ) -> PushResult:
         self.releases.recover()  # first finish any release a crashed push left half published
         return super().push(path, owner=owner, bump=bump, validate=validate, private=private)
 
@@ -59,8 +66,15 @@ class LocalHub(Hub):
         versions = self.versions(repo)
         latest = VersionSpec.parse("latest").best(versions) if versions else None
         card = self.storage.read(repo, "README.md", f"v{latest}").decode("utf-8", "replace") if latest else ""
-        return {"repo": str(repo), "kind": kind, "versions": versions, "latest": latest, "card": card,
-                "distribution": dist_name(repo), "install": f"verihub install {repo}@{latest}"}
+        return {
+            "repo": str(repo),
+            "kind": kind,
+            "versions": versions,
+            "latest": latest,
+            "card": card,
+            "distribution": dist_name(repo),
+            "install": f"verihub install {repo}@{latest}",
+        }
 
     def search(self, query: str = "", kind: RepoKind | None = None) -> list[dict[str, Any]]:
         words = query.lower().split()
@@ -128,8 +142,9 @@ class LocalHub(Hub):
     def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes:
         return self.storage.read(repo, path, revision)
 
-    def _commit_files(self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *,
-                      parent: str | None) -> str:
+    def _commit_files(
+        self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *, parent: str | None
+    ) -> str:
         return self.storage.commit(repo, files, message, parent=parent)
 
 

@@ -36,10 +36,17 @@ def _html(text: str) -> HTMLResponse:
 
 @listing_router.get("/", response_class=HTMLResponse)
 def home(who: Viewer, hub: Hub, q: str = "") -> HTMLResponse:
-    found = hub.accounts.search(text=q, namespaces=hub.visibility.namespaces(who), kinds=MODEL_KINDS,
-                                sort="downloads" if not q else None, limit=200)
-    rows = [{"id": str(m.repo), "kind": m.kind, "summary": m.summary, "downloads": m.downloads}
-            for m in hub.visibility.listing(who, found)]
+    found = hub.accounts.search(
+        text=q,
+        namespaces=hub.visibility.namespaces(who),
+        kinds=MODEL_KINDS,
+        sort="downloads" if not q else None,
+        limit=200,
+    )
+    rows = [
+        {"id": str(m.repo), "kind": m.kind, "summary": m.summary, "downloads": m.downloads}
+        for m in hub.visibility.listing(who, found)
+    ]
     return _html(listing_page(q, rows))
 
 
@@ -52,7 +59,9 @@ def page(request: Request, repo: VisibleRepo, who: Viewer, hub: Hub) -> HTMLResp
 
 @repo_page_router.api_route("/resolve/{rest:path}", methods=["GET", "HEAD"])
 def resolve(request: Request, repo: VisibleRepo, hub: Hub) -> Response:
-    segments = raw_segments(request)[4 if repo_kinds(request) == DATASET_KINDS else 3:]  # [datasets,] owner, name, resolve
+    segments = raw_segments(request)[
+        4 if repo_kinds(request) == DATASET_KINDS else 3 :
+    ]  # [datasets,] owner, name, resolve
     if len(segments) < 2:
         raise EntryNotFoundError("resolve needs a revision and a file")
     sha = hub.storage.resolve(repo, unquote(segments[0]))
@@ -60,8 +69,13 @@ def resolve(request: Request, repo: VisibleRepo, hub: Hub) -> Response:
     entry = next((e for e in hub.storage.files(repo, sha) if e.path == path), None)
     if entry is None:
         raise EntryNotFoundError(f"{path[:200]} does not exist at {sha[:12]}", commit=sha)
-    headers = {"X-Repo-Commit": sha, "ETag": f'"{entry.blob}"', "Content-Length": str(entry.size), "Accept-Ranges": "none",
-               "X-Content-Type-Options": "nosniff"}
+    headers = {
+        "X-Repo-Commit": sha,
+        "ETag": f'"{entry.blob}"',
+        "Content-Length": str(entry.size),
+        "Accept-Ranges": "none",
+        "X-Content-Type-Options": "nosniff",
+    }
     if request.method == "HEAD":
         return Response(status_code=200, headers=headers)
     hub.accounts.count_download(repo)
@@ -73,32 +87,52 @@ def resolve(request: Request, repo: VisibleRepo, hub: Hub) -> Response:
 
 def _package(request: Request, hub: HubState, repo: RepoId, who: Viewer) -> str:
     tags = hub.storage.tag_times(repo)
-    versions = sorted(((version, stamp) for tag, (_, stamp) in tags.items()
-                       if (version := release_version(tag)) is not None), key=lambda pair: Version(pair[0]))
+    versions = sorted(
+        ((version, stamp) for tag, (_, stamp) in tags.items() if (version := release_version(tag)) is not None),
+        key=lambda pair: Version(pair[0]),
+    )
     revision = f"v{versions[-1][0]}" if versions else "main"
     info = repo_info(hub, repo, revision)
     files = [s["rfilename"] for s in info.get("siblings", [])]
     card = hub.storage.read(repo, "README.md", revision).decode("utf-8", "replace") if "README.md" in files else ""
-    shipped = hub.storage.read(repo, "eval/metadata.json", revision).decode("utf-8", "replace") \
-        if "eval/metadata.json" in files and _size(info, "eval/metadata.json") <= MAX_METADATA_BYTES else None
+    shipped = (
+        hub.storage.read(repo, "eval/metadata.json", revision).decode("utf-8", "replace")
+        if "eval/metadata.json" in files and _size(info, "eval/metadata.json") <= MAX_METADATA_BYTES
+        else None
+    )
     install = f"verihub install {repo}" + (f"@{versions[-1][0]}" if versions else "") + f" --hub {base_url(request)}"
     kind = str(info.get("kind", "env"))
     view = environment_view(hub.storage, repo, info["sha"]) if kind == "env" and info.get("sha") else None
     published = {version for version, _ in versions}
-    rows = [row for row in hub.leaderboard.for_environment(repo) if row.version in published and _visible(hub, who, row)]
-    return package_page(PackagePage(str(repo), kind, hub.storage.is_private(repo), install, versions, files, card,
-                                    view, rows, shipped))
+    rows = [
+        row for row in hub.leaderboard.for_environment(repo) if row.version in published and _visible(hub, who, row)
+    ]
+    return package_page(
+        PackagePage(str(repo), kind, hub.storage.is_private(repo), install, versions, files, card, view, rows, shipped)
+    )
 
 
 def _dataset(hub: HubState, repo: RepoId) -> str:
     info = repo_info(hub, repo, "main")
     files = [s["rfilename"] for s in info.get("siblings", [])]
-    card = hub.storage.read(repo, CARD, "main").decode("utf-8", "replace") \
-        if CARD in files and _size(info, CARD) <= MAX_METADATA_BYTES else ""
+    card = (
+        hub.storage.read(repo, CARD, "main").decode("utf-8", "replace")
+        if CARD in files and _size(info, CARD) <= MAX_METADATA_BYTES
+        else ""
+    )
     environment = linked_environment(card)
     runs, skipped = hub.leaderboard.for_dataset(repo)
-    return dataset_page(DatasetPage(str(repo), hub.storage.is_private(repo), str(environment) if environment else None,
-                                    runs, skipped, files, card))
+    return dataset_page(
+        DatasetPage(
+            str(repo),
+            hub.storage.is_private(repo),
+            str(environment) if environment else None,
+            runs,
+            skipped,
+            files,
+            card,
+        )
+    )
 
 
 def _visible(hub: HubState, who: Viewer, row: LeaderboardRow) -> bool:
@@ -113,5 +147,3 @@ def _visible(hub: HubState, who: Viewer, row: LeaderboardRow) -> bool:
 def _size(info: dict[str, object], path: str) -> int:
     siblings = info.get("siblings") or []
     return next((int(s["size"]) for s in siblings if isinstance(s, dict) and s.get("rfilename") == path), 0)
-
-

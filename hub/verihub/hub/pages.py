@@ -70,27 +70,35 @@ def _hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
-CSP = (f"default-src 'none'; style-src {_hash(_STYLE)}; script-src {_hash(_SORT_SCRIPT)}; form-action 'self'; "
-       "base-uri 'none'; frame-ancestors 'none'")
+CSP = (
+    f"default-src 'none'; style-src {_hash(_STYLE)}; script-src {_hash(_SORT_SCRIPT)}; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in cards is escaped
 MAX_CARD_CHARS = 256 << 10  # rendered of a card: markdown costs 1-4 s a MiB, and anyone may ask for a page
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{_STYLE}</style></head><body><header><h1><a href='/'>verihub hub</a></h1>"
-            "<form action='/' method='get'><input type='search' name='q' placeholder='Search environments'>"
-            f"</form></header>{body}<script>{_SORT_SCRIPT}</script></body></html>")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+        f"<style>{_STYLE}</style></head><body><header><h1><a href='/'>verihub hub</a></h1>"
+        "<form action='/' method='get'><input type='search' name='q' placeholder='Search environments'>"
+        f"</form></header>{body}<script>{_SORT_SCRIPT}</script></body></html>"
+    )
 
 
 def listing_page(query: str, repos: list[dict[str, Any]]) -> str:
     rows = "".join(
         f"<tr><td><a href='/{_e(r['id'])}'>{_e(r['id'])}</a></td>"
         f"<td><span class='kind'>{_e(r['kind'])}</span></td><td>{_e(r['summary'])}</td>"
-        f"<td class='num'>{int(r['downloads'])}</td></tr>" for r in repos)
+        f"<td class='num'>{int(r['downloads'])}</td></tr>"
+        for r in repos
+    )
     heading = f"Results for “{_e(query)}”" if query else "Environments and verifiers"
-    body = (f"<h2>{heading}</h2><table><tr><th>Repository</th><th>Kind</th><th>Summary</th><th class='num'>Downloads</th>"
-            f"</tr>{rows or '<tr><td colspan=4>Nothing found.</td></tr>'}</table>")
+    body = (
+        f"<h2>{heading}</h2><table><tr><th>Repository</th><th>Kind</th><th>Summary</th><th class='num'>Downloads</th>"
+        f"</tr>{rows or '<tr><td colspan=4>Nothing found.</td></tr>'}</table>"
+    )
     return _page("verihub hub", body)
 
 
@@ -114,9 +122,11 @@ def package_page(page: PackagePage) -> str:
     owner = page.repo.split("/")[0]
     latest = page.versions[-1][0] if page.versions else None
     sections = [
-        f"<h2>{_e(page.repo)} <span class='kind'>{_e(page.kind)}</span>{' <span class=kind>private</span>' if page.private else ''}</h2>",
+        f"<h2>{_e(page.repo)} <span "
+        f"class='kind'>{_e(page.kind)}</span>{' <span class=kind>private</span>' if page.private else ''}</h2>",
         f"<p><strong>Install:</strong> <code id='install'>{_e(page.install)}</code></p>",
-        f"<p><strong>Versions:</strong> {', '.join(_e(v) for v, _ in reversed(page.versions)) or 'none published yet'}</p>",
+        "<p><strong>Versions:</strong> "
+        f"{', '.join(_e(v) for v, _ in reversed(page.versions)) or 'none published yet'}</p>",
     ]
     if page.view is not None and page.view.description:
         sections.append(f"<p>{_e(page.view.description)}</p>")
@@ -146,16 +156,26 @@ class DatasetPage:
 
 
 def dataset_page(page: DatasetPage) -> str:
-    link = (f"<p>Eval results for <a href='/{_e(page.environment)}'>{_e(page.environment)}</a>, pushed by "
-            f"<strong>{_e(page.repo.split('/')[0])}</strong>.</p>") if page.environment else \
-        "<p class='note'>This dataset's card links no environment (verihub: {environment: OWNER/NAME}).</p>"
-    skipped = f"<p class='note'>{page.skipped} run(s) not shown: their metadata.json is not an eval's.</p>" \
-        if page.skipped else ""
-    body = (f"<h2>{_e(page.repo)} <span class='kind'>dataset</span>"
-            f"{' <span class=kind>private</span>' if page.private else ''}</h2>{link}"
-            f"<h3>Runs</h3>{_runs_table(page.runs, None)}{skipped}"
-            f"<div class='card'>{_card_html(page.card)}</div>"
-            f"<h3>Files</h3><ul>{''.join(f'<li><code>{_e(f)}</code></li>' for f in page.files)}</ul>")
+    link = (
+        (
+            f"<p>Eval results for <a href='/{_e(page.environment)}'>{_e(page.environment)}</a>, pushed by "
+            f"<strong>{_e(page.repo.split('/')[0])}</strong>.</p>"
+        )
+        if page.environment
+        else "<p class='note'>This dataset's card links no environment (verihub: {environment: OWNER/NAME}).</p>"
+    )
+    skipped = (
+        f"<p class='note'>{page.skipped} run(s) not shown: their metadata.json is not an eval's.</p>"
+        if page.skipped
+        else ""
+    )
+    body = (
+        f"<h2>{_e(page.repo)} <span class='kind'>dataset</span>"
+        f"{' <span class=kind>private</span>' if page.private else ''}</h2>{link}"
+        f"<h3>Runs</h3>{_runs_table(page.runs, None)}{skipped}"
+        f"<div class='card'>{_card_html(page.card)}</div>"
+        f"<h3>Files</h3><ul>{''.join(f'<li><code>{_e(f)}</code></li>' for f in page.files)}</ul>"
+    )
     return _page(page.repo, body)
 
 
@@ -164,22 +184,32 @@ def dataset_page(page: DatasetPage) -> str:
 
 def _leaderboard(rows: list[LeaderboardRow], owner: str) -> str:
     if not rows:
-        return ("<h3 id='leaderboard'>Leaderboard</h3><p class='note'>No eval results yet: "
-                "<code>verihub eval ENV --model ... --push</code> adds a row.</p>")
-    return ("<h3 id='leaderboard'>Leaderboard</h3>" + _runs_table(rows, owner) +
-            f"<p class='note'>Click a column to sort. Faults: rollouts that faulted (an environment error or a "
-            f"timeout, counted as failed in pass@1) of those asked, and tasks with no rollout graded. "
-            f"<em>owner</em> rows were pushed by {_e(owner)}; every other row names who pushed it.</p>")
+        return (
+            "<h3 id='leaderboard'>Leaderboard</h3><p class='note'>No eval results yet: "
+            "<code>verihub eval ENV --model ... --push</code> adds a row.</p>"
+        )
+    return (
+        "<h3 id='leaderboard'>Leaderboard</h3>"
+        + _runs_table(rows, owner)
+        + f"<p class='note'>Click a column to sort. Faults: rollouts that faulted (an environment error or a "
+        f"timeout, counted as failed in pass@1) of those asked, and tasks with no rollout graded. "
+        f"<em>owner</em> rows were pushed by {_e(owner)}; every other row names who pushed it.</p>"
+    )
 
 
 def _runs_table(rows: list[LeaderboardRow], owner: str | None) -> str:
-    head = ("<thead><tr><th>Model</th><th data-type='number'>Version</th><th data-type='number' class='num'>pass@1</th>"
-            "<th data-type='number' class='num'>pass@k</th><th data-type='number' class='num'>Faults</th>"
-            "<th data-type='number'>Pushed</th><th>Pushed by</th></tr></thead>")
+    head = (
+        "<thead><tr><th>Model</th><th data-type='number'>Version</th><th data-type='number' class='num'>pass@1</th>"
+        "<th data-type='number' class='num'>pass@k</th><th data-type='number' class='num'>Faults</th>"
+        "<th data-type='number'>Pushed</th><th>Pushed by</th></tr></thead>"
+    )
     body = []
     for row in rows:
-        pass_k = (f"{row.passk:.3f} <span class='note'>k={row.k}</span>", f"{row.passk:.6f}") if row.passk is not None \
+        pass_k = (
+            (f"{row.passk:.3f} <span class='note'>k={row.k}</span>", f"{row.passk:.6f}")
+            if row.passk is not None
             else ("–", "-1")
+        )
         faults = row.faulted / row.rollouts if row.rollouts else 0.0
         who = _e(row.pusher)
         if owner is not None:
@@ -193,7 +223,8 @@ def _runs_table(rows: list[LeaderboardRow], owner: str | None) -> str:
             f"<td class='num' data-sort='{faults:.6f}'>{row.faulted}/{row.rollouts} rollouts, "
             f"{row.tasks_lost}/{row.tasks} tasks lost</td>"
             f"<td data-sort='{int(row.pushed)}'>{_date(row.pushed)}</td>"
-            f"<td><a href='/datasets/{_e(str(row.dataset))}'>{who}</a></td></tr>")
+            f"<td><a href='/datasets/{_e(str(row.dataset))}'>{who}</a></td></tr>"
+        )
     return f"<table class='sortable runs'>{head}<tbody>{''.join(body)}</tbody></table>"
 
 
@@ -202,8 +233,11 @@ def _shipped_eval(metadata: str | None) -> str:
         return ""
     try:
         metrics = json.loads(metadata).get("metrics", {})
-        cells = "".join(f"<tr><td>{_e(str(k))}</td><td class='num'>{_e(_fmt(v))}</td></tr>"
-                        for k, v in metrics.items() if not isinstance(v, dict | list))
+        cells = "".join(
+            f"<tr><td>{_e(str(k))}</td><td class='num'>{_e(_fmt(v))}</td></tr>"
+            for k, v in metrics.items()
+            if not isinstance(v, dict | list)
+        )
     except (json.JSONDecodeError, AttributeError, RecursionError):
         return ""
     return f"<h3>Eval results shipped with the package</h3><table>{cells}</table>"
@@ -212,14 +246,19 @@ def _shipped_eval(metadata: str | None) -> str:
 def _layers(view: EnvView, version: str | None) -> str:
     if not view.layers:
         return ""
-    rows = "".join(f"<tr><td><code>{_e(layer.name)}</code></td><td><span class='kind'>{_e(layer.kind)}</span></td>"
-                   f"<td><code>{_e(layer.checks)}</code></td><td>{'gate' if layer.gate else ''}</td>"
-                   f"<td class='num'>{_e(layer.weight)}</td></tr>" for layer in view.layers)
+    rows = "".join(
+        f"<tr><td><code>{_e(layer.name)}</code></td><td><span class='kind'>{_e(layer.kind)}</span></td>"
+        f"<td><code>{_e(layer.checks)}</code></td><td>{'gate' if layer.gate else ''}</td>"
+        f"<td class='num'>{_e(layer.weight)}</td></tr>"
+        for layer in view.layers
+    )
     where = f" (version {_e(version)})" if version else ""
-    return (f"<h3>Verifier{where}</h3><table class='layers'><thead><tr><th>Layer</th><th>Kind</th><th>Checks</th>"
-            f"<th>Gate</th><th class='num'>Weight</th></tr></thead><tbody>{rows}</tbody></table>"
-            "<p class='note'>Layers run in this order; a gate that fails stops the layers after it. The reward is "
-            "the weighted sum of the layers' scores.</p>")
+    return (
+        f"<h3>Verifier{where}</h3><table class='layers'><thead><tr><th>Layer</th><th>Kind</th><th>Checks</th>"
+        f"<th>Gate</th><th class='num'>Weight</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<p class='note'>Layers run in this order; a gate that fails stops the layers after it. The reward is "
+        "the weighted sum of the layers' scores.</p>"
+    )
 
 
 def _tasks(view: EnvView) -> str:
@@ -228,20 +267,26 @@ def _tasks(view: EnvView) -> str:
         return f"<h3>Tasks</h3>{notes}" if notes else ""
     items = []
     for task in view.tasks:
-        messages = "".join(f"<div><span class='role'>{_e(role)}</span><pre>{_e(text)}</pre></div>"
-                           for role, text in task.messages)
-        items.append(f"<details open class='task'><summary>task <code>{_e(task.task_id)}</code></summary>"
-                     f"{messages}</details>")
+        messages = "".join(
+            f"<div><span class='role'>{_e(role)}</span><pre>{_e(text)}</pre></div>" for role, text in task.messages
+        )
+        items.append(
+            f"<details open class='task'><summary>task <code>{_e(task.task_id)}</code></summary>{messages}</details>"
+        )
     source = f" from <code>{_e(view.source)}</code>" if view.source else ""
-    return f"<h3>Tasks</h3><p class='note'>The first {len(view.tasks)}{source}, as the model sees them.</p>" + \
-        "".join(items) + notes
+    return (
+        f"<h3>Tasks</h3><p class='note'>The first {len(view.tasks)}{source}, as the model sees them.</p>"
+        + "".join(items)
+        + notes
+    )
 
 
 def _history(versions: list[tuple[str, int]]) -> str:
     if not versions:
         return ""
-    rows = "".join(f"<tr><td><code>{_e(version)}</code></td><td>{_date(stamp)}</td></tr>"
-                   for version, stamp in reversed(versions))
+    rows = "".join(
+        f"<tr><td><code>{_e(version)}</code></td><td>{_date(stamp)}</td></tr>" for version, stamp in reversed(versions)
+    )
     return f"<h3>Version history</h3><table class='history'><tr><th>Version</th><th>Released</th></tr>{rows}</table>"
 
 
@@ -257,8 +302,11 @@ def _card_html(card: str) -> str:
     body = card.split("---", 2)[2] if card.startswith("---") and card.count("---") >= 2 else card
     if len(body) <= MAX_CARD_CHARS:
         return _MARKDOWN.render(body)
-    return (_MARKDOWN.render(body[:MAX_CARD_CHARS]) + f"<p class='note'>The card goes on for {len(body) - MAX_CARD_CHARS:,} "
-            "more characters; the README holds all of it.</p>")
+    return (
+        _MARKDOWN.render(body[:MAX_CARD_CHARS])
+        + f"<p class='note'>The card goes on for {len(body) - MAX_CARD_CHARS:,} "
+        "more characters; the README holds all of it.</p>"
+    )
 
 
 def _date(stamp: float) -> str:

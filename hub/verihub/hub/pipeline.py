@@ -55,8 +55,15 @@ class Hub(ABC):
 
     # -- the pipeline ---------------------------------------------------------------------------------
 
-    def push(self, path: str | Path, *, owner: str | None = None, bump: Bump | None = None, validate: bool = True,
-             private: bool = False) -> PushResult:
+    def push(
+        self,
+        path: str | Path,
+        *,
+        owner: str | None = None,
+        bump: Bump | None = None,
+        validate: bool = True,
+        private: bool = False,
+    ) -> PushResult:
         """Validate, build and publish the package at ``path`` as ``owner/<its name>``, tagged ``v{version}``.
         The same content again is a no-op; other content under a published version is refused."""
         prepared = prepare(path, owner or self._default_owner(), bump=bump, validate=validate)
@@ -77,8 +84,10 @@ class Hub(ABC):
                 if published is None:
                     raise
         if published.source != {name: blob_id(content) for name, content in prepared.files.items()}:
-            raise VersionExistsError(f"{repo} {version} is already published with different content; versions never "
-                                     "change: bump it (verihub push --bump patch|minor|major)")
+            raise VersionExistsError(
+                f"{repo} {version} is already published with different content; versions never "
+                "change: bump it (verihub push --bump patch|minor|major)"
+            )
         self._tag(repo, tag, published.commit)
         return PushResult(repo, version, published.commit, False, ())
 
@@ -110,8 +119,7 @@ class Hub(ABC):
         """pip-install ``owner/name[@spec]`` from this hub's index (pip checks every file's sha256)."""
         wanted = Requirement.parse(requirement) if isinstance(requirement, str) else requirement
         version = self.resolve(wanted)
-        pip_install(self._pip_index_url(), wanted.repo, version, python=python,
-                    wheel=self._wheel(wanted.repo, version))
+        pip_install(self._pip_index_url(), wanted.repo, version, python=python, wheel=self._wheel(wanted.repo, version))
         return wanted.repo, version
 
     def push_results(self, out: str | Path, environment: RepoId | None = None) -> ResultsPushed:
@@ -175,8 +183,9 @@ class Hub(ABC):
     def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes: ...
 
     @abstractmethod
-    def _commit_files(self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *,
-                      parent: str | None) -> str:
+    def _commit_files(
+        self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *, parent: str | None
+    ) -> str:
         """Add ``files`` to main in one commit on top of ``parent``; CommitConflictError if main moved."""
 
 

@@ -46,8 +46,11 @@ class Visibility:
     def project(self, viewer: Identity | None, project: str) -> RepoId:
         """The repository publishing the distribution ``project`` if ``viewer`` may see it; NotFoundError otherwise."""
         repo = self.files.holder(project)
-        if repo is None or self.storage.kind_of(repo) is None or \
-                not can_see(viewer, repo.owner, self.storage.is_private(repo)):
+        if (
+            repo is None
+            or self.storage.kind_of(repo) is None
+            or not can_see(viewer, repo.owner, self.storage.is_private(repo))
+        ):
             raise NotFoundError(f"no project {project}")
         return repo
 

@@ -53,8 +53,9 @@ class Releases:
         with self._in_flight(repo, tag):
             existing = self.storage.tag_target(repo, tag)
             if existing is not None and existing != sha:  # what a second publisher of this version hears first
-                raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move",
-                                     commit=existing)
+                raise TagExistsError(
+                    f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move", commit=existing
+                )
             if self.storage.kind_of(repo) != "dataset":
                 self._check_earlier_release(repo, version, dists)
             if dists:
@@ -141,8 +142,9 @@ class Releases:
                 continue
             parsed = _project_and_version(name)
             if parsed is None or parsed[0] != project:
-                raise InvalidReleaseError(f"{name!r} is not a distribution of {project!r}: {repo} can only publish "
-                                          f"{project}")
+                raise InvalidReleaseError(
+                    f"{name!r} is not a distribution of {project!r}: {repo} can only publish {project}"
+                )
             if parsed[1] == wanted:
                 own[name] = self.storage.read(repo, entry.path, sha)
         for name, data in own.items():
@@ -155,11 +157,15 @@ class Releases:
         project = dist_name(repo)
         if self.files.holder(project) != repo:
             return
-        earlier = [entry.filename for entry in self.files.entries(project, "") if Version(entry.version) == Version(version)]
+        earlier = [
+            entry.filename for entry in self.files.entries(project, "") if Version(entry.version) == Version(version)
+        ]
         missing = sorted(set(earlier) - set(dists))
         if missing:
-            raise FileConflictError(f"{project} {version} was published before with {', '.join(missing)}, which this "
-                                    "commit's dist/ does not hold; a published version never changes: bump the version")
+            raise FileConflictError(
+                f"{project} {version} was published before with {', '.join(missing)}, which this "
+                "commit's dist/ does not hold; a published version never changes: bump the version"
+            )
 
     def _public(self, repo: RepoId) -> bool:
         try:
@@ -170,8 +176,9 @@ class Releases:
     def _check_unpublished_or_same(self, project: str, name: str, data: bytes) -> None:
         recorded = self.files.recorded(project, name)
         if recorded is not None and recorded.sha256 != hashlib.sha256(data).hexdigest():
-            raise FileConflictError(f"{name} was published with sha256 {recorded.sha256}; published files never "
-                                    "change: bump the version")
+            raise FileConflictError(
+                f"{name} was published with sha256 {recorded.sha256}; published files never change: bump the version"
+            )
 
     def _journal_path(self, repo: RepoId, tag: str) -> Path:
         key = hashlib.sha256(f"{repo} {tag}".encode()).hexdigest()[:24]

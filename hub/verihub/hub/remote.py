@@ -56,11 +56,26 @@ class RemoteHub(Hub):
         if latest:
             from huggingface_hub import hf_hub_download
 
-            card = Path(self._call(hf_hub_download, str(repo), "README.md", revision=f"v{latest}", endpoint=self.url,
-                                   token=self.token or False)).read_text()
+            card = Path(
+                self._call(
+                    hf_hub_download,
+                    str(repo),
+                    "README.md",
+                    revision=f"v{latest}",
+                    endpoint=self.url,
+                    token=self.token or False,
+                )
+            ).read_text()
         kind = getattr(self._call(self.api.model_info, str(repo)), "kind", "env")
-        return {"repo": str(repo), "kind": kind, "versions": versions, "latest": latest, "card": card,
-                "distribution": dist_name(repo), "install": f"verihub install {repo}@{latest} --hub {self.url}"}
+        return {
+            "repo": str(repo),
+            "kind": kind,
+            "versions": versions,
+            "latest": latest,
+            "card": card,
+            "distribution": dist_name(repo),
+            "install": f"verihub install {repo}@{latest} --hub {self.url}",
+        }
 
     def search(self, query: str = "", kind: str | None = None) -> list[dict[str, Any]]:
         found = []
@@ -111,8 +126,11 @@ class RemoteHub(Hub):
             operations: list[Any] = [CommitOperationDelete(path) for path in sorted(current - set(files))]
             operations += [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]
             try:
-                return str(self._call(self.api.create_commit, str(repo), operations, commit_message=message,
-                                      parent_commit=head).oid)
+                return str(
+                    self._call(
+                        self.api.create_commit, str(repo), operations, commit_message=message, parent_commit=head
+                    ).oid
+                )
             except (CommitConflictError, EntryNotFoundError) as conflict:  # another push committed meanwhile
                 error = conflict
         assert error is not None
@@ -137,7 +155,9 @@ class RemoteHub(Hub):
         prefix = f"{project.replace('-', '_')}-{version}-"
         for entry in page.json().get("files", []):
             if entry["filename"].startswith(prefix) and entry["filename"].endswith(".whl"):
-                response = httpx.get(urljoin(page_url, entry["url"]), headers=headers, timeout=300)  # links are relative
+                response = httpx.get(
+                    urljoin(page_url, entry["url"]), headers=headers, timeout=300
+                )  # links are relative
                 if response.status_code != 200:
                     raise error_from_response(response)
                 if hashlib.sha256(response.content).hexdigest() != entry["hashes"]["sha256"]:
@@ -165,8 +185,9 @@ class RemoteHub(Hub):
         head = next((ref.target_commit for ref in refs.branches if ref.name == "main"), None)
         if head is None:
             return None, {}
-        tree = self._call(lambda: list(self.api.list_repo_tree(str(repo), revision=head, recursive=True,
-                                                                repo_type=_repo_type(kind))))
+        tree = self._call(
+            lambda: list(self.api.list_repo_tree(str(repo), revision=head, recursive=True, repo_type=_repo_type(kind)))
+        )
         return head, {entry.path: entry.blob_id for entry in tree if hasattr(entry, "blob_id")}
 
     def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes:
@@ -175,17 +196,34 @@ class RemoteHub(Hub):
         from huggingface_hub import hf_hub_download
 
         with tempfile.TemporaryDirectory(prefix="verihub-read-") as scratch:
-            local = self._call(hf_hub_download, str(repo), path, repo_type=_repo_type(kind), revision=revision,
-                               endpoint=self.url, token=self.token or False, cache_dir=scratch)
+            local = self._call(
+                hf_hub_download,
+                str(repo),
+                path,
+                repo_type=_repo_type(kind),
+                revision=revision,
+                endpoint=self.url,
+                token=self.token or False,
+                cache_dir=scratch,
+            )
             return Path(local).read_bytes()
 
-    def _commit_files(self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *,
-                      parent: str | None) -> str:
+    def _commit_files(
+        self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *, parent: str | None
+    ) -> str:
         from huggingface_hub import CommitOperationAdd
 
         operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]
-        return str(self._call(self.api.create_commit, str(repo), operations, commit_message=message,
-                              repo_type=_repo_type(kind), parent_commit=parent).oid)
+        return str(
+            self._call(
+                self.api.create_commit,
+                str(repo),
+                operations,
+                commit_message=message,
+                repo_type=_repo_type(kind),
+                parent_commit=parent,
+            ).oid
+        )
 
     # -- translation at the seam -----------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 A results repository is a dataset (``repo_type="dataset"``) for one environment repository::
 
-    README.md                        the card; its front-matter links the environment: verihub: {environment: OWNER/NAME}
+    README.md                        the card; its front-matter links the environment: verihub: {environment:
+    OWNER/NAME}
     runs/<run>/metadata.json         what ``verihub eval --out`` wrote: the run's identity and metrics, unchanged
     runs/<run>/results.parquet       one row per rollout, unchanged
 
@@ -23,8 +24,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verihub.ids import RepoId
 
-__all__ = ["CARD", "MAX_METADATA_BYTES", "METADATA", "RESULTS", "RUNS", "CardRun", "RunRecord", "linked_environment",
-           "results_card", "results_repo_for", "run_folder", "run_of"]
+__all__ = [
+    "CARD",
+    "MAX_METADATA_BYTES",
+    "METADATA",
+    "RESULTS",
+    "RUNS",
+    "CardRun",
+    "RunRecord",
+    "linked_environment",
+    "results_card",
+    "results_repo_for",
+    "run_folder",
+    "run_of",
+]
 
 RUNS, METADATA, RESULTS, CARD = "runs", "metadata.json", "results.parquet", "README.md"
 MAX_METADATA_BYTES = 4 << 20  # an eval's metadata holds a manifest of the environment's files: generous, bounded
@@ -64,7 +77,9 @@ class RunRecord(BaseModel):
         try:
             record = cls.model_validate_json(data)
         except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'file'}: {e['msg']}" for e in error.errors()[:4])
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'file'}: {e['msg']}" for e in error.errors()[:4]
+            )
             raise ValueError(f"metadata.json is not an eval's metadata ({problems})") from None
         if not record.complete:
             raise ValueError("metadata.json is of an eval that did not finish (complete: false)")
@@ -78,8 +93,11 @@ class RunRecord(BaseModel):
 
     def sampling_text(self) -> str:
         """``temperature=0.7 top_p=1.0 max_tokens=512``: the plain values of the sampling settings."""
-        shown = [(key, value) for key, value in sorted(self.sampling.items())
-                 if key != "n" and value is not None and isinstance(value, str | int | float | bool)]
+        shown = [
+            (key, value)
+            for key, value in sorted(self.sampling.items())
+            if key != "n" and value is not None and isinstance(value, str | int | float | bool)
+        ]
         return " ".join(f"{key}={value}" for key, value in shown)[:200]
 
 
@@ -129,26 +147,39 @@ class CardRun:
 def results_card(environment: RepoId, pusher: str, runs: list[CardRun]) -> str:
     """The dataset card: front-matter that links the environment (and a config per run, so that
     ``load_dataset(REPO, RUN)`` works on huggingface.co), then a table of the runs."""
-    front = {"tags": ["verihub", "eval-results"], "verihub": {"environment": str(environment)},
-             "configs": [{"config_name": run.folder, "data_files": f"{RUNS}/{run.folder}/{RESULTS}"} for run in runs]}
+    front = {
+        "tags": ["verihub", "eval-results"],
+        "verihub": {"environment": str(environment)},
+        "configs": [{"config_name": run.folder, "data_files": f"{RUNS}/{run.folder}/{RESULTS}"} for run in runs],
+    }
     rows = []
     for run in runs:
         record, metrics = run.record, run.record.metrics
         pass_k = f"{record.pass_at_k:.3f}" if record.pass_at_k is not None else "–"
-        cells = [run.folder, record.environment_version, record.model, record.sampling_text() or "–",
-                 f"{metrics.tasks} x {record.k}", f"{metrics.pass_at_1:.3f}", f"pass@{record.k} {pass_k}",
-                 f"{metrics.rollouts_faulted}/{metrics.rollouts}", f"{metrics.tasks_lost}/{metrics.tasks}",
-                 run.folder[:10]]
+        cells = [
+            run.folder,
+            record.environment_version,
+            record.model,
+            record.sampling_text() or "–",
+            f"{metrics.tasks} x {record.k}",
+            f"{metrics.pass_at_1:.3f}",
+            f"pass@{record.k} {pass_k}",
+            f"{metrics.rollouts_faulted}/{metrics.rollouts}",
+            f"{metrics.tasks_lost}/{metrics.tasks}",
+            run.folder[:10],
+        ]
         rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
-    return (f"---\n{yaml.safe_dump(front, sort_keys=False)}---\n\n"
-            f"# Eval results for {environment}\n\n"
-            f"Runs of `verihub eval` against [{environment}](/{environment}), pushed by `{pusher}` with "
-            "`verihub eval --push`. Each run is a folder under `runs/`: `metadata.json` (the environment's id, "
-            "version and content digest, the model, sampling, k and every metric, with the faults behind each "
-            "rate) and `results.parquet` (one row per rollout: `datasets.load_dataset(\"parquet\", "
-            "data_files=...)` opens it).\n\n"
-            "| run | environment version | model | sampling | tasks x k | pass@1 | pass@k | faulted rollouts | "
-            "tasks lost | date |\n|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+    return (
+        f"---\n{yaml.safe_dump(front, sort_keys=False)}---\n\n"
+        f"# Eval results for {environment}\n\n"
+        f"Runs of `verihub eval` against [{environment}](/{environment}), pushed by `{pusher}` with "
+        "`verihub eval --push`. Each run is a folder under `runs/`: `metadata.json` (the environment's id, "
+        "version and content digest, the model, sampling, k and every metric, with the faults behind each "
+        'rate) and `results.parquet` (one row per rollout: `datasets.load_dataset("parquet", '
+        "data_files=...)` opens it).\n\n"
+        "| run | environment version | model | sampling | tasks x k | pass@1 | pass@k | faulted rollouts | "
+        "tasks lost | date |\n|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
 
 
 def _cell(text: str) -> str:

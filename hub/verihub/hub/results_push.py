@@ -73,8 +73,10 @@ def push_results(hub: Hub, out: Path, environment: RepoId | None = None) -> Resu
     env_private = hub._is_private(environment, "env")  # RepoNotFoundError when the pusher cannot see it
     versions = hub.versions(environment)
     if record.environment_version not in versions:
-        raise VerihubError(f"{environment} has no published version {record.environment_version} (published: "
-                           f"{', '.join(versions) or 'none'}): push the environment first, results link to a release")
+        raise VerihubError(
+            f"{environment} has no published version {record.environment_version} (published: "
+            f"{', '.join(versions) or 'none'}): push the environment first, results link to a release"
+        )
     dataset = results_repo_for(environment, user, writable)
     private = env_private  # PrivacyMismatchError if the dataset exists and is public
     hub._ensure_repo(dataset, "dataset", private=private)
@@ -85,7 +87,9 @@ def push_results(hub: Hub, out: Path, environment: RepoId | None = None) -> Resu
         if same is not None:
             return ResultsPushed(environment, record.environment_version, dataset, same, private, False)
         if CARD in files:
-            linked = linked_environment(hub._read_file(dataset, CARD, "dataset", head or "main").decode("utf-8", "replace"))
+            linked = linked_environment(
+                hub._read_file(dataset, CARD, "dataset", head or "main").decode("utf-8", "replace")
+            )
             if linked is not None and linked != environment:
                 raise VerihubError(f"{dataset} holds results of {linked}, not of {environment}")
         folder = run_folder(record, datetime.datetime.now(datetime.UTC))
@@ -93,16 +97,22 @@ def push_results(hub: Hub, out: Path, environment: RepoId | None = None) -> Resu
         card = results_card(environment, dataset.owner, [*listed, CardRun(folder, record)])
         upload = {f"{RUNS}/{folder}/{METADATA}": metadata, f"{RUNS}/{folder}/{RESULTS}": results, CARD: card.encode()}
         try:
-            hub._commit_files(dataset, "dataset", upload, f"eval results: {record.model} on {environment}@"
-                              f"{record.environment_version}", parent=head)
+            hub._commit_files(
+                dataset,
+                "dataset",
+                upload,
+                f"eval results: {record.model} on {environment}@{record.environment_version}",
+                parent=head,
+            )
         except CommitConflictError:  # another push came first: list again, so its run stays on the card
             continue
         return ResultsPushed(environment, record.environment_version, dataset, folder, private, True)
     raise HubError(f"could not commit to {dataset}: concurrent pushes kept moving its main branch; try again")
 
 
-def _runs(hub: Hub, dataset: RepoId, head: str | None,
-          files: dict[str, str]) -> dict[str, tuple[str, RunRecord | None]]:
+def _runs(
+    hub: Hub, dataset: RepoId, head: str | None, files: dict[str, str]
+) -> dict[str, tuple[str, RunRecord | None]]:
     """The runs already in the dataset: folder -> (metadata blob, the record, None if it does not parse)."""
     found: dict[str, tuple[str, RunRecord | None]] = {}
     for path, blob in files.items():

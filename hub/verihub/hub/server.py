@@ -27,8 +27,13 @@ __all__ = ["MOUNTS", "ROUTERS", "create_app"]
 
 # (router, prefix), in this order: /{owner}/{name} (the package page) must not shadow the API or /datasets/...
 MOUNTS: tuple[tuple[APIRouter, str], ...] = (
-    (account_router, ""), *((repo_router, prefix) for prefix in REPO_MOUNTS), (index_router, ""), (project_router, ""),
-    (listing_router, ""), *((repo_page_router, prefix) for prefix in PAGE_MOUNTS))
+    (account_router, ""),
+    *((repo_router, prefix) for prefix in REPO_MOUNTS),
+    (index_router, ""),
+    (project_router, ""),
+    (listing_router, ""),
+    *((repo_page_router, prefix) for prefix in PAGE_MOUNTS),
+)
 ROUTERS = tuple({id(router): router for router, _ in MOUNTS}.values())
 
 

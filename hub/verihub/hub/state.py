@@ -41,8 +41,15 @@ class HubState:
         root = Path(root)
         storage = HubStorage(root)
         files = PublishedFiles(root)
-        return cls(root, storage, files, Releases(storage, files), Accounts(root / "hub.db"), Visibility(storage, files),
-                   Leaderboard(root / "hub.db", storage))
+        return cls(
+            root,
+            storage,
+            files,
+            Releases(storage, files),
+            Accounts(root / "hub.db"),
+            Visibility(storage, files),
+            Leaderboard(root / "hub.db", storage),
+        )
 
     def start(self) -> None:
         """Complete what a crash may have left half done: releases the journal names, missing listing rows.
@@ -90,5 +97,11 @@ class HubState:
         except RevisionNotFoundError:
             return
         text, data = self.card(repo, sha)
-        tags = [str(tag) for tag in data.get("tags", []) if isinstance(tag, str)] if isinstance(data.get("tags"), list) else []
-        self.accounts.update_listing(repo, modified=self.storage.commit_time(repo, sha), tags=tags, summary=summary(text))
+        tags = (
+            [str(tag) for tag in data.get("tags", []) if isinstance(tag, str)]
+            if isinstance(data.get("tags"), list)
+            else []
+        )
+        self.accounts.update_listing(
+            repo, modified=self.storage.commit_time(repo, sha), tags=tags, summary=summary(text)
+        )

@@ -43,13 +43,24 @@ from verihub.hub.errors import (
 from verihub.hub.ids import is_release_like, release_version
 from verihub.ids import RepoId
 
-__all__ = ["Commit", "FileEntry", "HubStorage", "RepoExistsError", "RepoNotFoundError", "RevisionNotFoundError",
-           "TagExistsError"]
+__all__ = [
+    "Commit",
+    "FileEntry",
+    "HubStorage",
+    "RepoExistsError",
+    "RepoNotFoundError",
+    "RevisionNotFoundError",
+    "TagExistsError",
+]
 
 RepoKind = Literal["env", "verifier", "dataset"]
 KINDS: tuple[RepoKind, ...] = ("env", "verifier", "dataset")  # one namespace: a name is one kind of repository
-_AUTHOR = {"GIT_AUTHOR_NAME": "verihub", "GIT_AUTHOR_EMAIL": "hub@verihub.invalid",
-           "GIT_COMMITTER_NAME": "verihub", "GIT_COMMITTER_EMAIL": "hub@verihub.invalid"}
+_AUTHOR = {
+    "GIT_AUTHOR_NAME": "verihub",
+    "GIT_AUTHOR_EMAIL": "hub@verihub.invalid",
+    "GIT_COMMITTER_NAME": "verihub",
+    "GIT_COMMITTER_EMAIL": "hub@verihub.invalid",
+}
 _SETTINGS = "verihub.json"  # inside the bare repository: {"private": bool}
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -84,8 +95,15 @@ class HubStorage:
 
     # -- repositories ---------------------------------------------------------------------------------
 
-    def create_repo(self, repo: RepoId, kind: RepoKind = "env", *, private: bool = False,
-                    exist_ok: bool = False, then: Callable[[], None] | None = None) -> bool:
+    def create_repo(
+        self,
+        repo: RepoId,
+        kind: RepoKind = "env",
+        *,
+        private: bool = False,
+        exist_ok: bool = False,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
         """Create ``repo``; False if it exists already (with ``exist_ok``). It appears whole, settings
         included, or not at all: it is built aside and renamed into place. ``then`` runs once it exists, under
         the repository's lock (what is derived from it, so a concurrent delete cannot come in between)."""
@@ -160,8 +178,17 @@ class HubStorage:
 
     # -- writing --------------------------------------------------------------------------------------
 
-    def commit(self, repo: RepoId, files: Mapping[str, bytes], message: str, *, branch: str = "main",
-               delete: tuple[str, ...] = (), replace: bool = False, parent: str | None = None) -> str:
+    def commit(
+        self,
+        repo: RepoId,
+        files: Mapping[str, bytes],
+        message: str,
+        *,
+        branch: str = "main",
+        delete: tuple[str, ...] = (),
+        replace: bool = False,
+        parent: str | None = None,
+    ) -> str:
         """Add or change ``files`` (path -> content) and remove ``delete`` on ``branch``; with ``replace``
         the commit holds exactly ``files``; with ``parent``, CommitConflictError unless the branch is still
         there. Returns the new commit's id."""
@@ -173,8 +200,9 @@ class HubStorage:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             head = self._ref(path, f"refs/heads/{branch}")
             if parent is not None and head != parent:
-                raise CommitConflictError(f"{repo}: {branch} is at {(head or 'nothing')[:12]}, not {parent[:12]}: "
-                                          "another commit came first")
+                raise CommitConflictError(
+                    f"{repo}: {branch} is at {(head or 'nothing')[:12]}, not {parent[:12]}: another commit came first"
+                )
             if head is None:
                 self._check_new_branch(path, branch)
             kept = set() if replace or head is None else {entry.path for entry in self._entries(path, head)}
@@ -210,8 +238,9 @@ class HubStorage:
             if existing == sha:
                 return False
             if existing is not None:
-                raise TagExistsError(f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move",
-                                     commit=existing)
+                raise TagExistsError(
+                    f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move", commit=existing
+                )
             if tag in refs["branches"]:
                 raise RefExistsError(f"{repo}: {tag!r} is a branch; a tag may not take a branch's name")
             if is_release_like(tag):
@@ -219,8 +248,9 @@ class HubStorage:
                 if Version(tag[1:]).local is not None:  # pip's ==1.0.0 would install v1.0.0+x over v1.0.0
                     raise InvalidRefNameError(f"release tag {tag!r}: a release version has no local part (+...)")
                 if version is None:
-                    raise InvalidRefNameError(f"release tag {tag!r}: write the version normalized, as "
-                                              f"v{_normalized(tag[1:])}")
+                    raise InvalidRefNameError(
+                        f"release tag {tag!r}: write the version normalized, as v{_normalized(tag[1:])}"
+                    )
                 same = [other for other in refs["tags"] if _same_version(other, version)]
                 if same:
                     raise TagExistsError(f"{repo}: version {version} is already tagged {same[0]!r}")
@@ -251,7 +281,9 @@ class HubStorage:
     def tag_times(self, repo: RepoId) -> dict[str, tuple[str, int]]:
         """``{tag: (commit, commit time)}``: what a version history shows, in one git call."""
         path = self._path(repo, self._require(repo))
-        out = _git(path, "for-each-ref", "--format=%(refname:strip=2)%00%(objectname)%00%(committerdate:unix)", "refs/tags")
+        out = _git(
+            path, "for-each-ref", "--format=%(refname:strip=2)%00%(objectname)%00%(committerdate:unix)", "refs/tags"
+        )
         found = {}
         for line in out.splitlines():
             name, sha, stamp = line.split("\0")
@@ -273,8 +305,12 @@ class HubStorage:
             seen = _seen_commits(path)
             if revision in seen:
                 return revision
-            result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
-                                    cwd=path, capture_output=True, text=True)
+            result = subprocess.run(
+                ["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+                cwd=path,
+                capture_output=True,
+                text=True,
+            )
             if result.returncode == 0:
                 commit = result.stdout.strip()
                 if commit == revision:  # (an annotated tag's object id peels to another: not remembered)
@@ -295,8 +331,12 @@ class HubStorage:
                     break
             candidates = [ref for ref in candidates if ref in found]
         for candidate in candidates + ([revision] if _HEX.match(revision) else []):
-            result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"],
-                                    cwd=path, capture_output=True, text=True)
+            result = subprocess.run(
+                ["git", "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"],
+                cwd=path,
+                capture_output=True,
+                text=True,
+            )
             if result.returncode == 0:
                 return result.stdout.strip()
         raise RevisionNotFoundError(f"{repo} has no revision {revision!r}")
@@ -326,8 +366,9 @@ class HubStorage:
         """At most the first ``limit`` bytes of a file (a preview of a file that may be large)."""
         path = self._path(repo, self._require(repo))
         sha = self.resolve(repo, revision)
-        with subprocess.Popen(["git", "cat-file", "blob", f"{sha}:{name}"], cwd=path, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL) as process:
+        with subprocess.Popen(
+            ["git", "cat-file", "blob", f"{sha}:{name}"], cwd=path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        ) as process:
             assert process.stdout is not None
             data = process.stdout.read(limit)
             process.kill()
@@ -371,7 +412,9 @@ class HubStorage:
 
     @staticmethod
     def _ref(path: Path, ref: str) -> str | None:
-        result = subprocess.run(["git", "rev-parse", "--verify", "--quiet", ref], cwd=path, capture_output=True, text=True)
+        result = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", ref], cwd=path, capture_output=True, text=True
+        )
         return result.stdout.strip() if result.returncode == 0 else None
 
     @contextmanager
@@ -424,10 +467,19 @@ def _seen_commits(path: Path) -> set[str]:
 
 def _check_path(name: str) -> None:
     parts = name.split("/")
-    if (not name or name.startswith("/") or any(part in ("", ".", "..") or _is_dot_git(part) for part in parts)
-            or "\\" in name or not name.isprintable() or len(name) > 1024 or any(len(part.encode()) > 255 for part in parts)):
-        raise InvalidPathError(f"file path {name[:200]!r} must be relative, without '..', '.git', empty parts or "
-                               "control characters, each part at most 255 bytes")
+    if (
+        not name
+        or name.startswith("/")
+        or any(part in ("", ".", "..") or _is_dot_git(part) for part in parts)
+        or "\\" in name
+        or not name.isprintable()
+        or len(name) > 1024
+        or any(len(part.encode()) > 255 for part in parts)
+    ):
+        raise InvalidPathError(
+            f"file path {name[:200]!r} must be relative, without '..', '.git', empty parts or "
+            "control characters, each part at most 255 bytes"
+        )
 
 
 def _is_dot_git(part: str) -> bool:
@@ -450,8 +502,10 @@ def _write_blobs(path: Path, scratch: Path, contents: list[bytes]) -> list[str]:
 
 def _check_message(message: str) -> None:
     if "\0" in message or len(message) > MAX_MESSAGE_CHARS:
-        raise InvalidRequestError(f"a commit message must hold no NUL character and at most {MAX_MESSAGE_CHARS:,} "
-                                  f"characters (this one: {len(message):,})")
+        raise InvalidRequestError(
+            f"a commit message must hold no NUL character and at most {MAX_MESSAGE_CHARS:,} "
+            f"characters (this one: {len(message):,})"
+        )
 
 
 def _check_layout(paths: set[str]) -> None:
@@ -466,10 +520,18 @@ def _check_layout(paths: set[str]) -> None:
 
 def _check_ref_name(name: str, what: str) -> None:
     parts = name.split("/")
-    if (not _REF_NAME.match(name) or len(name) > 200 or ".." in name or name == "HEAD" or _COMMIT_ID.match(name)
-            or any(part.startswith(".") or part.endswith((".lock", ".")) for part in parts)):
-        raise InvalidRefNameError(f"{what} name {name[:200]!r}: use letters, digits and . _ + - / (no '..', no part "
-                                  "starting with '.' or ending in '.lock', not a 40-hex commit id)")
+    if (
+        not _REF_NAME.match(name)
+        or len(name) > 200
+        or ".." in name
+        or name == "HEAD"
+        or _COMMIT_ID.match(name)
+        or any(part.startswith(".") or part.endswith((".lock", ".")) for part in parts)
+    ):
+        raise InvalidRefNameError(
+            f"{what} name {name[:200]!r}: use letters, digits and . _ + - / (no '..', no part "
+            "starting with '.' or ending in '.lock', not a 40-hex commit id)"
+        )
 
 
 def _normalized(version: str) -> str:
@@ -492,8 +554,14 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
     # Literal pathspecs: a name a command is given means that file, never a pattern (`log -- NAME`).
-    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, input=stdin,
-                            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1", **(env or {})})
+    result = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1", **(env or {})},
+    )
     if result.returncode != 0:
         raise VerihubError(f"git {args[0]} failed in {cwd.name}: {result.stderr.strip()[-300:]}")
     return result.stdout

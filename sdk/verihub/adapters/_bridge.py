@@ -36,8 +36,12 @@ class BridgeProcess:
 
     def start(self) -> None:
         self.close()
-        self._process = subprocess.Popen([self.python, "-P", "-c", _START, str(SIDES), str(SIDES / self.side)],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._process = subprocess.Popen(
+            [self.python, "-P", "-c", _START, str(SIDES), str(SIDES / self.side)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         """The far side's answer to ``request``; ``error`` when it failed, raised, died or stalled."""

@@ -21,8 +21,11 @@ from verihub.errors import describe_error
 __all__ = ["LocalSession", "Move"]
 
 FIELD = "message"  # the action's one field: the model's move, as text
-ACTION_SCHEMA = {"type": "object", "required": [FIELD], "properties": {
-    FIELD: {"type": "string", "description": "Your move or answer, as the environment asks for it."}}}
+ACTION_SCHEMA = {
+    "type": "object",
+    "required": [FIELD],
+    "properties": {FIELD: {"type": "string", "description": "Your move or answer, as the environment asks for it."}},
+}
 Move = tuple[str, float | None, bool]  # what the model is shown next, the reward (at the end), whether it ended
 _PLAYING = threading.Lock()
 
@@ -84,8 +87,22 @@ class LocalSession(RemoteSession):
         return {"observation": {"prompt": shown}, "reward": reward, "done": done}
 
 
-def local_spec(remote: Any, *, ref: str, env_id: str, version: str, domain: str, description: str, tags: list[str],
-               size: int, seed: int, max_turns: int, source: str, check: str, problems: list[Any]) -> Any:
+def local_spec(
+    remote: Any,
+    *,
+    ref: str,
+    env_id: str,
+    version: str,
+    domain: str,
+    description: str,
+    tags: list[str],
+    size: int,
+    seed: int,
+    max_turns: int,
+    source: str,
+    check: str,
+    problems: list[Any],
+) -> Any:
     """The :class:`~verihub.spec.loader.LoadedSpec` of an in-process environment: tasks from ``source`` (a
     generator ``module:function``), one check layer ``check`` scoring the first move; ``problems`` found by
     the adapter are raised with those of the common options."""
@@ -98,26 +115,50 @@ def local_spec(remote: Any, *, ref: str, env_id: str, version: str, domain: str,
     from verihub.spec.models import EnvSpec
 
     rules = {
-        "size": (isinstance(size, int) and not isinstance(size, bool) and size >= 5,
-                 "must be an integer of at least 5 (the train and eval splits each need a task)", size),
-        "seed": (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0, "must be a non-negative integer", seed),
-        "max_turns": (isinstance(max_turns, int) and 1 <= max_turns <= 1000,
-                      "must be an integer in [1, 1000] (the model's turns in an episode; 1: single-turn)", max_turns),
+        "size": (
+            isinstance(size, int) and not isinstance(size, bool) and size >= 5,
+            "must be an integer of at least 5 (the train and eval splits each need a task)",
+            size,
+        ),
+        "seed": (
+            isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0,
+            "must be a non-negative integer",
+            seed,
+        ),
+        "max_turns": (
+            isinstance(max_turns, int) and 1 <= max_turns <= 1000,
+            "must be an integer in [1, 1000] (the model's turns in an episode; 1: single-turn)",
+            max_turns,
+        ),
     }
-    problems = problems + [SpecProblem(ref, None, name, f"{rule}, got {value!r}")
-                           for name, (ok, rule, value) in rules.items() if not ok]
+    problems = problems + [
+        SpecProblem(ref, None, name, f"{rule}, got {value!r}") for name, (ok, rule, value) in rules.items() if not ok
+    ]
     if problems:
         raise SpecError(problems)
     arguments = remote.model_dump()
-    spec = EnvSpec.model_validate({
-        "id": env_id, "version": version, "domain": domain, "description": description, "tags": tags,
-        "dataset": {"source": source, "size": size, "seed": seed, "args": arguments, "split": SPLIT},
-        "prompt": {"user": "{prompt}"},
-        "interaction": {"kind": "multi_turn", "max_turns": max_turns} if max_turns > 1 else {},
-        "verifier": [{"name": "outcome", "layer": "check", "use": check, "args": arguments,
-                      "timeout_s": 3 * remote.timeout_s + 5}],
-        "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # no gold answers: the prompt as a move
-    })
+    spec = EnvSpec.model_validate(
+        {
+            "id": env_id,
+            "version": version,
+            "domain": domain,
+            "description": description,
+            "tags": tags,
+            "dataset": {"source": source, "size": size, "seed": seed, "args": arguments, "split": SPLIT},
+            "prompt": {"user": "{prompt}"},
+            "interaction": {"kind": "multi_turn", "max_turns": max_turns} if max_turns > 1 else {},
+            "verifier": [
+                {
+                    "name": "outcome",
+                    "layer": "check",
+                    "use": check,
+                    "args": arguments,
+                    "timeout_s": 3 * remote.timeout_s + 5,
+                }
+            ],
+            "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # no gold answers: the prompt as a move
+        }
+    )
     return LoadedSpec(spec, Path(ref.replace(":", "/", 1)) / "environment.yaml", LineMap())
 
 
@@ -135,8 +176,16 @@ async def first_move(params: Any, task: Mapping[str, Any], completion: str) -> A
     return CheckResult(reward, "" if reward >= 1.0 else f"reward {reward:g}")
 
 
-def load_local(ref: str, spec_of: Any, known: tuple[str, ...], *, size: int | None, seed: int | None,
-               config: Mapping[str, Any] | None, options: dict[str, Any]) -> Any:
+def load_local(
+    ref: str,
+    spec_of: Any,
+    known: tuple[str, ...],
+    *,
+    size: int | None,
+    seed: int | None,
+    config: Mapping[str, Any] | None,
+    options: dict[str, Any],
+) -> Any:
     """``load_env(PREFIX:WHAT[?OPTIONS])`` for an in-process adapter whose ``spec_of(ref, **options)`` gives
     (LoadedSpec, remote); ``judge`` and ``on_missing_judge`` go to the environment."""
     from verihub.adapters.openenv import OpenEnvEnvironment, ref_options
@@ -144,8 +193,12 @@ def load_local(ref: str, spec_of: Any, known: tuple[str, ...], *, size: int | No
 
     env_options = {key: options.pop(key) for key in ("judge", "on_missing_judge") if key in options}
     ref, given = ref_options(ref)  # PREFIX:WHAT?max_turns=10&... (the CLI's way to pass options)
-    merged = {**given, **dict(config or {}), **options,
-              **{key: value for key, value in (("size", size), ("seed", seed)) if value is not None}}
+    merged = {
+        **given,
+        **dict(config or {}),
+        **options,
+        **{key: value for key, value in (("size", size), ("seed", seed)) if value is not None},
+    }
     if unknown := sorted(set(merged) - set(known)):
         prefix = ref.partition(":")[0]
         raise TypeError(f"{prefix}: environments take no {', '.join(unknown)} (options: {', '.join(known)})")

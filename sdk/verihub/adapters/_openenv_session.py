@@ -40,10 +40,15 @@ _CLOSING: set[asyncio.Task[None]] = set()  # connections closed in the backgroun
 
 def action_tool(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """The tool schema (OpenAI form) whose arguments are the remote's action."""
-    return {"type": "function", "function": {
-        "name": TOOL, "parameters": dict(parameters),
-        "description": "Take your turn in the environment: the arguments are your action; the reply is what "
-                       "the environment shows you next. The episode ends when the environment says so."}}
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL,
+            "parameters": dict(parameters),
+            "description": "Take your turn in the environment: the arguments are your action; the reply is what "
+            "the environment shows you next. The episode ends when the environment says so.",
+        },
+    }
 
 
 class OpenEnvSession(CallsAreTurns, Session, OwnLoop):
@@ -129,8 +134,15 @@ class OpenEnvSession(CallsAreTurns, Session, OwnLoop):
         """The remote's reward as a grade by the environment's one layer (its weight and pass score)."""
         layer = self.env.verifier.layers[0].spec
         passed = reward >= layer.pass_score
-        result = LayerResult(layer.name, str(layer.layer), LayerStatus.PASSED if passed else LayerStatus.FAILED,
-                             reward, layer.weight, 0.0, detail)
+        result = LayerResult(
+            layer.name,
+            str(layer.layer),
+            LayerStatus.PASSED if passed else LayerStatus.FAILED,
+            reward,
+            layer.weight,
+            0.0,
+            detail,
+        )
         return Grade(GradeStatus.OK if passed else GradeStatus.WRONG, layer.weight * reward, (result,), "")
 
     # -- the connection ---------------------------------------------------------------------------------
@@ -172,4 +184,3 @@ def _close_on(loop: asyncio.AbstractEventLoop | None, connection: RemoteSession)
     elif loop is not None and loop.is_running():  # e.g. TRL's reset() on its main thread; the tools' loop
         asyncio.run_coroutine_threadsafe(connection.close(), loop)
     # else the connection's loop is gone, and the connection with it
-

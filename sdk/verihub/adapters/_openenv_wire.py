@@ -36,15 +36,22 @@ def _websockets() -> Any:
         from websockets.asyncio.client import connect
     except ImportError as error:
         raise MissingDependencyError(
-            f"openenv: environments need the websockets package ({error}): {INSTALL_HINT}") from error
+            f"openenv: environments need the websockets package ({error}): {INSTALL_HINT}"
+        ) from error
 
     class connect_here(connect):  # noqa: N801 - used as websockets' connect
         """websockets' connect, but a redirected handshake is refused: the rewards come from the server the
         user named (HTTP requests follow no redirects either)."""
 
         def process_redirect(self, exc: Exception) -> Exception | str:
-            return RemoteEnvError(f"the handshake was redirected (HTTP {exc.response.status_code}); verihub "
-                                  "follows no redirects: name the server itself") if _redirect(exc) else exc
+            return (
+                RemoteEnvError(
+                    f"the handshake was redirected (HTTP {exc.response.status_code}); verihub "
+                    "follows no redirects: name the server itself"
+                )
+                if _redirect(exc)
+                else exc
+            )
 
     return connect_here
 
@@ -62,8 +69,14 @@ class RemoteSession:
 
     Every failure raises :class:`RemoteEnvError` with a reason; rewards are checked and rescaled."""
 
-    def __init__(self, url: str, *, timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
-                 reward_range: tuple[float, float] = (0.0, 1.0)) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 30.0,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+        reward_range: tuple[float, float] = (0.0, 1.0),
+    ) -> None:
         self.url, self.timeout_s, self.max_reply_bytes = url, timeout_s, max_reply_bytes
         self.reward_range = reward_range
         self._ws: Any = None
@@ -76,16 +89,19 @@ class RemoteSession:
     async def connect(self) -> None:
         connect = _websockets()
         try:
-            self._ws = await connect(_ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes,
-                                     close_timeout=1)
+            self._ws = await connect(
+                _ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes, close_timeout=1
+            )
         except (OSError, TimeoutError) as error:
             raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {describe_error(error)}") from error
         except Exception as error:  # noqa: BLE001 - handshake refusals (InvalidStatus, InvalidURI, ...)
             raise RemoteEnvError(
-                f"the OpenEnv server at {self.url} refused the connection: {describe_error(error)}") from error
+                f"the OpenEnv server at {self.url} refused the connection: {describe_error(error)}"
+            ) from error
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -126,7 +142,9 @@ class RemoteSession:
             raise RemoteEnvError(f"{self.url} sent no reply to {kind} within {self.timeout_s:g}s") from error
         except Exception as error:  # noqa: BLE001 - ConnectionClosed (server died, reply over max_size), OSError
             await self.close()
-            raise RemoteEnvError(f"the connection to {self.url} broke during {kind}: {describe_error(error)}") from error
+            raise RemoteEnvError(
+                f"the connection to {self.url} broke during {kind}: {describe_error(error)}"
+            ) from error
         try:
             frame = json.loads(raw)
         except (ValueError, RecursionError) as error:
@@ -157,8 +175,9 @@ class RemoteSession:
         except OverflowError:
             value = math.nan
         if not math.isfinite(value) or not low <= value <= high:
-            raise RemoteEnvError(f"{self.url} answered {kind} with reward {str(reward)[:40]}, not a finite number "
-                                 f"in [{low:g}, {high:g}]")
+            raise RemoteEnvError(
+                f"{self.url} answered {kind} with reward {str(reward)[:40]}, not a finite number in [{low:g}, {high:g}]"
+            )
         return (value - low) / (high - low)
 
 

@@ -63,8 +63,9 @@ def bridge(python: str, timeout_s: float) -> BridgeProcess:
     """The bridge process to GEM in ``python`` (one per interpreter and process)."""
     with _BRIDGES_LOCK:
         if python not in _BRIDGES:
-            _BRIDGES[python] = BridgeProcess(python, "gem_side.py", what="GEM", timeout_s=timeout_s,
-                                             error=RemoteEnvError)
+            _BRIDGES[python] = BridgeProcess(
+                python, "gem_side.py", what="GEM", timeout_s=timeout_s, error=RemoteEnvError
+            )
         return _BRIDGES[python]
 
 
@@ -104,17 +105,33 @@ class GemSession(LocalSession):
                 pass  # a dead bridge took its episodes with it
 
 
-def gem_spec(ref: str, *, size: int | None = None, seed: int | None = None, max_turns: int | None = None,
-             reward_range: tuple[float, float] | list[float] | None = None, timeout_s: float = 30.0,
-             python: str | None = None) -> tuple[Any, GemEnv]:
+def gem_spec(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    max_turns: int | None = None,
+    reward_range: tuple[float, float] | list[float] | None = None,
+    timeout_s: float = 30.0,
+    python: str | None = None,
+) -> tuple[Any, GemEnv]:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``gem:ENV`` (see the module docstring)."""
     env_id = ref.removeprefix(PREFIX).strip()
     problems, version = [], "0.0.0"
-    env = GemEnv(url=PREFIX + env_id, action_field=FIELD, timeout_s=timeout_s, action_schema=ACTION_SCHEMA,
-                 reward_range=tuple(reward_range or (0.0, 1.0)), python=python or settings.gem_python())
+    env = GemEnv(
+        url=PREFIX + env_id,
+        action_field=FIELD,
+        timeout_s=timeout_s,
+        action_schema=ACTION_SCHEMA,
+        reward_range=tuple(reward_range or (0.0, 1.0)),
+        python=python or settings.gem_python(),
+    )
     if not _ENV_ID.fullmatch(env_id):
-        problems.append(SpecProblem(ref, None, "env", f"must name a GEM environment, like game:GuessTheNumber-v0-easy, "
-                                    f"got {env_id!r}"))
+        problems.append(
+            SpecProblem(
+                ref, None, "env", f"must name a GEM environment, like game:GuessTheNumber-v0-easy, got {env_id!r}"
+            )
+        )
     else:
         with bridge(env.python, timeout_s).lock:
             described = bridge(env.python, timeout_s).ask({"op": "describe", "env": env_id})
@@ -122,11 +139,21 @@ def gem_spec(ref: str, *, size: int | None = None, seed: int | None = None, max_
         if not described["registered"]:
             problems.append(SpecProblem(ref, None, "env", f"GEM registers no environment {env_id!r}"))
     slug = re.sub(r"[^a-z0-9._-]+", "-", env_id.lower()).strip("-._")
-    loaded = local_spec(env, ref=ref, env_id="gem-" + slug, version=version if re.fullmatch(r"\d+\.\d+\.\d+", version)
-                        else "0.0.0", domain="games", description=f"GEM's environment {env_id}.", tags=["gem", "game"],
-                        size=DEFAULT_SIZE if size is None else size, seed=seed or 0,
-                        max_turns=max_turns or DEFAULT_TURNS, source=f"{__name__}:tasks", check=f"{__name__}:gem_move",
-                        problems=problems)
+    loaded = local_spec(
+        env,
+        ref=ref,
+        env_id="gem-" + slug,
+        version=version if re.fullmatch(r"\d+\.\d+\.\d+", version) else "0.0.0",
+        domain="games",
+        description=f"GEM's environment {env_id}.",
+        tags=["gem", "game"],
+        size=DEFAULT_SIZE if size is None else size,
+        seed=seed or 0,
+        max_turns=max_turns or DEFAULT_TURNS,
+        source=f"{__name__}:tasks",
+        check=f"{__name__}:gem_move",
+        problems=problems,
+    )
     return loaded, env
 
 
@@ -141,8 +168,14 @@ async def gem_move(completion: str, task: Mapping[str, Any], params: GemEnv) -> 
     return await first_move(params, task, completion)
 
 
-def load_gem(ref: str, *, size: int | None = None, seed: int | None = None,
-             config: Mapping[str, Any] | None = None, **options: Any) -> OpenEnvEnvironment:
+def load_gem(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> OpenEnvEnvironment:
     """``verihub.load_env("gem:ENV")``: ``options`` (or ``config``) are :func:`gem_spec`'s keywords; ``judge``
     and ``on_missing_judge`` go to the environment."""
     return load_local(ref, gem_spec, OPTIONS, size=size, seed=seed, config=config, options=options)

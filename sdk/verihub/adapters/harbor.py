@@ -129,8 +129,14 @@ class HarborTask:
     timeout_s: float  # [verifier] timeout_sec
 
     def row(self) -> dict[str, Any]:
-        return {"id": self.id, "instruction": self.instruction, "files": json.dumps(self.files),
-                "tests": json.dumps(self.tests), "test_env": json.dumps(self.env), "solution": self.solution or ""}
+        return {
+            "id": self.id,
+            "instruction": self.instruction,
+            "files": json.dumps(self.files),
+            "tests": json.dumps(self.tests),
+            "test_env": json.dumps(self.env),
+            "solution": self.solution or "",
+        }
 
 
 def read_task(directory: Path) -> HarborTask:
@@ -172,9 +178,13 @@ def read_task(directory: Path) -> HarborTask:
     solution = directory / "solution" / "solve.sh"
     verifier = config.get("verifier", {})
     return HarborTask(
-        id=str(task.get("name") or directory.name), version=str(task.get("version") or "0.0.0"),
-        instruction=(directory / "instruction.md").read_text(encoding="utf-8").strip(), workdir=workdir,
-        files=files, tests=tests, solution=solution.read_text(encoding="utf-8") if solution.is_file() else None,
+        id=str(task.get("name") or directory.name),
+        version=str(task.get("version") or "0.0.0"),
+        instruction=(directory / "instruction.md").read_text(encoding="utf-8").strip(),
+        workdir=workdir,
+        files=files,
+        tests=tests,
+        solution=solution.read_text(encoding="utf-8") if solution.is_file() else None,
         env={str(key): str(value) for key, value in verifier.get("env", {}).items()},
         timeout_s=float(verifier.get("timeout_sec", 600.0)),
     )
@@ -188,8 +198,10 @@ def _read_dockerfile(path: Path, name: str) -> tuple[str | None, list[tuple[str,
         words = line.split()
         if not words or words[0].startswith("#"):
             continue
-        instruction, arguments = words[0].upper(), [word for word in words[1:] if not word.startswith("--chown")
-                                                      and not word.startswith("--chmod")]
+        instruction, arguments = (
+            words[0].upper(),
+            [word for word in words[1:] if not word.startswith("--chown") and not word.startswith("--chmod")],
+        )
         where = f"{name} line {number} ({line.strip()[:80]})"
         if instruction == "FROM":
             bases += 1
@@ -198,14 +210,25 @@ def _read_dockerfile(path: Path, name: str) -> tuple[str | None, list[tuple[str,
                 raise Refused(f"{where}: the jail stands in for one {', '.join(_BASES)} base only")
         elif instruction == "WORKDIR" and len(arguments) == 1 and arguments[0].startswith("/"):
             workdir = str(PurePosixPath(arguments[0]))
-        elif instruction in ("COPY", "ADD") and len(arguments) >= 2 and not any(
+        elif (
+            instruction in ("COPY", "ADD")
+            and len(arguments) >= 2
+            and not any(
                 word.startswith(("--", "http://", "https://")) or word.endswith((".tar", ".gz", ".tgz", ".xz"))
-                for word in arguments):
-            copies += [(source, arguments[-1] if arguments[-1].startswith("/") or workdir is None
-                        else f"{workdir}/{arguments[-1]}") for source in arguments[:-1]]
+                for word in arguments
+            )
+        ):
+            copies += [
+                (
+                    source,
+                    arguments[-1] if arguments[-1].startswith("/") or workdir is None else f"{workdir}/{arguments[-1]}",
+                )
+                for source in arguments[:-1]
+            ]
         elif instruction in ("COPY", "ADD"):
-            raise Refused(f"{where}: the jail seeds its work dir with the task's own files only (no other image, "
-                          "URL or archive)")
+            raise Refused(
+                f"{where}: the jail seeds its work dir with the task's own files only (no other image, URL or archive)"
+            )
         elif instruction not in _IGNORED:
             raise Refused(f"{where}: the jail cannot do {instruction} (it runs no build: nothing is installed)")
     return workdir, copies
@@ -236,8 +259,11 @@ def _copy(context: Path, source: str, target: str, workdir: str, files: dict[str
 def _text_files(directory: Path, name: str, skip: set[str] = frozenset()) -> dict[str, str]:  # type: ignore[assignment]
     if not directory.is_dir():
         raise Refused(f"{name}/ is missing")
-    return {str(path.relative_to(directory)): _text(path, f"{name}/{path.relative_to(directory)}")
-            for path in sorted(directory.rglob("*")) if path.is_file() and path.name not in skip}
+    return {
+        str(path.relative_to(directory)): _text(path, f"{name}/{path.relative_to(directory)}")
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name not in skip
+    }
 
 
 def _text(path: Path, name: str) -> str:
@@ -266,7 +292,9 @@ def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, l
     root = Path(ref.removeprefix(PREFIX).strip()).expanduser()
     directories = _task_dirs(root) if root.is_dir() else []
     if not directories:
-        raise SpecError([SpecProblem(ref, None, "path", f"{root} is no Harbor task (task.toml) nor a directory of them")])
+        raise SpecError(
+            [SpecProblem(ref, None, "path", f"{root} is no Harbor task (task.toml) nor a directory of them")]
+        )
     tasks, refused = [], []
     for directory in directories:
         try:
@@ -279,8 +307,17 @@ def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, l
         raise SpecError(refused)
     workdirs = {task.workdir for task in tasks}
     if len(workdirs) > 1:
-        raise SpecError([SpecProblem(ref, None, "WORKDIR", f"the tasks' WORKDIRs differ ({', '.join(sorted(workdirs))}); "
-                                     "load each WORKDIR's tasks on their own")])
+        raise SpecError(
+            [
+                SpecProblem(
+                    ref,
+                    None,
+                    "WORKDIR",
+                    f"the tasks' WORKDIRs differ ({', '.join(sorted(workdirs))}); "
+                    "load each WORKDIR's tasks on their own",
+                )
+            ]
+        )
     workdir = workdirs.pop()
     aliases = {"/tests": _TESTS, "/logs": _LOGS}
     if workdir != "/work":
@@ -288,24 +325,49 @@ def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, l
     timeout_s = min(600.0, max(task.timeout_s for task in tasks))
     name = re.sub(r"[^a-z0-9._-]+", "-", (root.name or "tasks").lower()).strip("-.") or "tasks"
     reference = {"reference": "```bash\n{solution}\n```"} if all(task.solution for task in tasks) else {}
-    spec = EnvSpec.model_validate({
-        "id": f"harbor-{name}"[:64],
-        "version": tasks[0].version if len(tasks) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", tasks[0].version) else "0.0.0",
-        "domain": "shell",
-        "description": f"{len(tasks)} Harbor task(s) from {root}, run in verihub's jail.",
-        "tags": ["harbor", "shell", "terminal-state"],
-        "dataset": {"source": f"{__name__}:rows", "size": len(tasks), "seed": seed, "args": {"path": str(root)},
-                    "split": SPLIT if len(tasks) >= _SPLIT_FROM else {"train": 1.0}},
-        "eval": {"split": "eval" if len(tasks) >= _SPLIT_FROM else "train", "n": len(tasks), "max_tokens": 1024},
-        "prompt": {"system": _SYSTEM.format(workdir=workdir), "user": "{instruction}"},
-        "interaction": {"kind": "multi_turn", "max_turns": max_turns, "tools": ["bash"]},
-        "verifier": [{"name": "tests", "layer": "check", "use": f"{__name__}:task_tests", "args": {"timeout_s": timeout_s},
-                      "timeout_s": 2 * timeout_s + 30}],  # the answer's commands, then the tests
-        "sandbox": {"wall_s": 60, "memory_mb": 2048, "max_procs": 64, "disk_mb": 256, "max_file_mb": 64,
-                    "aliases": aliases},
-        "gold": {**reference, "min_pass_rate": 1.0 if reference else 0.0,
-                 "negatives": ["I have finished the task.", "```bash\ntrue\n```"]},
-    })
+    spec = EnvSpec.model_validate(
+        {
+            "id": f"harbor-{name}"[:64],
+            "version": tasks[0].version
+            if len(tasks) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", tasks[0].version)
+            else "0.0.0",
+            "domain": "shell",
+            "description": f"{len(tasks)} Harbor task(s) from {root}, run in verihub's jail.",
+            "tags": ["harbor", "shell", "terminal-state"],
+            "dataset": {
+                "source": f"{__name__}:rows",
+                "size": len(tasks),
+                "seed": seed,
+                "args": {"path": str(root)},
+                "split": SPLIT if len(tasks) >= _SPLIT_FROM else {"train": 1.0},
+            },
+            "eval": {"split": "eval" if len(tasks) >= _SPLIT_FROM else "train", "n": len(tasks), "max_tokens": 1024},
+            "prompt": {"system": _SYSTEM.format(workdir=workdir), "user": "{instruction}"},
+            "interaction": {"kind": "multi_turn", "max_turns": max_turns, "tools": ["bash"]},
+            "verifier": [
+                {
+                    "name": "tests",
+                    "layer": "check",
+                    "use": f"{__name__}:task_tests",
+                    "args": {"timeout_s": timeout_s},
+                    "timeout_s": 2 * timeout_s + 30,
+                }
+            ],  # the answer's commands, then the tests
+            "sandbox": {
+                "wall_s": 60,
+                "memory_mb": 2048,
+                "max_procs": 64,
+                "disk_mb": 256,
+                "max_file_mb": 64,
+                "aliases": aliases,
+            },
+            "gold": {
+                **reference,
+                "min_pass_rate": 1.0 if reference else 0.0,
+                "negatives": ["I have finished the task.", "```bash\ntrue\n```"],
+            },
+        }
+    )
     return LoadedSpec(spec, root / "environment.yaml", LineMap()), tasks
 
 
@@ -340,9 +402,10 @@ def task_tests(completion: str, task: Mapping[str, Any], params: TestsParams) ->
     nonce = secrets.token_hex(16)
     job = {"nonce": nonce, "tests": tests, "script": tests["test.sh"], "env": json.loads(str(task["test_env"] or "{}"))}
     limits = params.limits.model_copy(update={"wall_s": params.timeout_s})
-    ran = sandboxed(sandbox.run(["python3", "-I", "-c", _HOST], files=state or None, stdin=json.dumps(job),
-                                 limits=limits))
-    report = next((line[len(nonce):] for line in ran.stdout.splitlines() if line.startswith(nonce)), None)
+    ran = sandboxed(
+        sandbox.run(["python3", "-I", "-c", _HOST], files=state or None, stdin=json.dumps(job), limits=limits)
+    )
+    report = next((line[len(nonce) :] for line in ran.stdout.splitlines() if line.startswith(nonce)), None)
     if report is None:
         raise RuntimeError(f"the task's tests did not finish ({ran.status}: {ran.reason or ran.stderr[-300:]})")
     return _reward(json.loads(report))
@@ -366,8 +429,11 @@ def _reward(report: Mapping[str, Any]) -> CheckResult:
             rewards = json.loads(found["reward.json"])
         except ValueError:
             raise RuntimeError("reward.json is not JSON") from None
-        if not isinstance(rewards, dict) or not rewards or not all(
-                isinstance(value, int | float) and not isinstance(value, bool) for value in rewards.values()):
+        if (
+            not isinstance(rewards, dict)
+            or not rewards
+            or not all(isinstance(value, int | float) and not isinstance(value, bool) for value in rewards.values())
+        ):
             raise RuntimeError("reward.json must be an object of numbers")
     else:
         problem = "not a regular file" if "reward.txt" in found or "reward.json" in found else "no reward"

@@ -69,8 +69,20 @@ from verihub.errors import SpecError, SpecProblem, VerihubError
 if TYPE_CHECKING:
     from verihub.environment.session import Session
 
-__all__ = ["PREFIX", "OpenEnvEnvironment", "RemoteEnvError", "RemoteSession", "TaskSession", "base_url", "episodes",
-           "first_step", "load_openenv", "openenv_spec", "remote_step", "tasks"]
+__all__ = [
+    "PREFIX",
+    "OpenEnvEnvironment",
+    "RemoteEnvError",
+    "RemoteSession",
+    "TaskSession",
+    "base_url",
+    "episodes",
+    "first_step",
+    "load_openenv",
+    "openenv_spec",
+    "remote_step",
+    "tasks",
+]
 
 PREFIX = "openenv:"
 DEFAULT_SIZE = 100
@@ -164,8 +176,10 @@ def _installed_app(ref: str) -> Any:
         if callable(app):
             return app
     looked = " or ".join(f"{name}:{attr}" for name, attr in candidates)
-    raise RemoteEnvError(f"no installed OpenEnv environment {ref!r} (no app at {looked}); pip install the "
-                         "environment's package, or give its server's URL (openenv:http://HOST:PORT)")
+    raise RemoteEnvError(
+        f"no installed OpenEnv environment {ref!r} (no app at {looked}); pip install the "
+        "environment's package, or give its server's URL (openenv:http://HOST:PORT)"
+    )
 
 
 def prompt_text(observation: Mapping[str, Any]) -> str:
@@ -205,8 +219,9 @@ class Remote(CheckParams):
         return parameters
 
     def session(self) -> RemoteSession:
-        return RemoteSession(self.url, timeout_s=self.timeout_s, max_reply_bytes=self.max_reply_bytes,
-                             reward_range=self.reward_range)
+        return RemoteSession(
+            self.url, timeout_s=self.timeout_s, max_reply_bytes=self.max_reply_bytes, reward_range=self.reward_range
+        )
 
     def action(self, completion: str) -> dict[str, Any]:
         """The action a completion stands for; ValueError if it is none."""
@@ -259,12 +274,19 @@ def tasks(n: int, seed: int, splits: list[tuple[str, int]] | None = None, **remo
     params = Remote(**remote)
     if splits is None:
         return episodes(params, n, seed, "openenv-" + hashlib.sha256(f"{params.url}/{seed}".encode()).hexdigest()[:8])
-    return _posed(params, [({"split": name, "index": index}, f"{name}-{index:05d}", name)
-                           for name, count in splits for index in range(min(n, count))])
+    return _posed(
+        params,
+        [
+            ({"split": name, "index": index}, f"{name}-{index:05d}", name)
+            for name, count in splits
+            for index in range(min(n, count))
+        ],
+    )
 
 
-def episodes(remote: Remote, n: int, seed: int, prefix: str,
-             reset: Callable[[int], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def episodes(
+    remote: Remote, n: int, seed: int, prefix: str, reset: Callable[[int], dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """``n`` tasks, the episodes ``reset(seed=seed + i)`` starts (or ``reset(**reset(i))``), with ids
     ``PREFIX-00000`` on."""
     options = reset or (lambda index: {"seed": seed + index})
@@ -273,18 +295,27 @@ def episodes(remote: Remote, n: int, seed: int, prefix: str,
 
 def _posed(params: Remote, wanted: list[tuple[dict[str, Any], str, str]]) -> list[dict[str, Any]]:
     """The task rows for (reset options, id, the remote's split), checking that the remote reproduces one."""
+
     async def collect() -> list[dict[str, Any]]:
         rows = []
         session, _ = await start(params, wanted[0][0])
         async with session:
             for options, task_id, split in wanted:
                 observation, _, _ = await session.reset(**options)
-                rows.append({"id": task_id, "reset": json.dumps(options), "prompt": prompt_text(observation),
-                             "remote_split": split})
+                rows.append(
+                    {
+                        "id": task_id,
+                        "reset": json.dumps(options),
+                        "prompt": prompt_text(observation),
+                        "remote_split": split,
+                    }
+                )
             again, _, _ = await session.reset(**wanted[0][0])
         if prompt_text(again) != rows[0]["prompt"]:
-            raise RemoteEnvError(f"{params.url} does not reproduce an episode (reset({_shown(wanted[0][0])}) gave two "
-                                 "different observations), so verihub cannot pose a task and grade it later")
+            raise RemoteEnvError(
+                f"{params.url} does not reproduce an episode (reset({_shown(wanted[0][0])}) gave two "
+                "different observations), so verihub cannot pose a task and grade it later"
+            )
         return rows
 
     if not wanted:
@@ -292,7 +323,9 @@ def _posed(params: Remote, wanted: list[tuple[dict[str, Any], str, str]]) -> lis
     return run_sync(collect())
 
 
-async def first_step(params: Remote, task: Mapping[str, Any], completion: str) -> CheckResult | tuple[float | None, bool]:
+async def first_step(
+    params: Remote, task: Mapping[str, Any], completion: str
+) -> CheckResult | tuple[float | None, bool]:
     """The remote's (reward, done) for the completion as the first action of the task's episode; a
     completion that is no action, or one the remote refuses, is malformed (its CheckResult)."""
     try:
@@ -315,8 +348,10 @@ async def remote_step(completion: str, task: Mapping[str, Any], params: Remote) 
         return stepped
     reward, done = stepped
     if reward is None and not done:
-        raise RemoteEnvError(f"{params.url}: the episode goes on after the answer, with no reward yet (a multi-turn "
-                             "environment: load it with max_turns=N, or drive it turn by turn with env.episode(task))")
+        raise RemoteEnvError(
+            f"{params.url}: the episode goes on after the answer, with no reward yet (a multi-turn "
+            "environment: load it with max_turns=N, or drive it turn by turn with env.episode(task))"
+        )
     if reward is None:
         raise RemoteEnvError(f"{params.url} gave no reward for the step")
     return CheckResult(reward, "" if reward >= 1.0 else f"remote reward {reward:g}")
@@ -341,8 +376,9 @@ def _task_splits(url: str, timeout_s: float, limit: int) -> tuple[list[tuple[str
     for entry in listed:
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not re.fullmatch(r"[\w.-]{1,64}", name):
-            raise RemoteEnvError(f"{url}{base}/splits lists a split that is not {{name: a short word}}: "
-                                 f"{str(entry)[:80]}")
+            raise RemoteEnvError(
+                f"{url}{base}/splits lists a split that is not {{name: a short word}}: {str(entry)[:80]}"
+            )
         count = fetch(url, base + "/num_tasks", timeout_s, limit, {"split": name})
         count = count.get("num_tasks") if isinstance(count, dict) else None
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
@@ -368,13 +404,30 @@ def _action_field(url: str, action: dict[str, Any], wanted: str | None) -> tuple
         required = [name for name in listed if name in fields] if isinstance(listed, list) else []
         choices = required if len(required) == 1 else list(fields)
         if len(choices) != 1:
-            raise SpecError([SpecProblem(PREFIX + url, None, "action_field", "the action has fields "
-                             f"{', '.join(fields) or '(none)'}; name the one the completion fills: "
-                             "load_env(..., action_field=NAME)")])
+            raise SpecError(
+                [
+                    SpecProblem(
+                        PREFIX + url,
+                        None,
+                        "action_field",
+                        "the action has fields "
+                        f"{', '.join(fields) or '(none)'}; name the one the completion fills: "
+                        "load_env(..., action_field=NAME)",
+                    )
+                ]
+            )
         wanted = choices[0]
     if wanted not in fields:
-        raise SpecError([SpecProblem(PREFIX + url, None, "action_field",
-                                     f"the action has no field {wanted!r}; fields: {', '.join(fields)}")])
+        raise SpecError(
+            [
+                SpecProblem(
+                    PREFIX + url,
+                    None,
+                    "action_field",
+                    f"the action has no field {wanted!r}; fields: {', '.join(fields)}",
+                )
+            ]
+        )
     return wanted, "text" if fields[wanted].get("type") == "string" else "json"
 
 
@@ -391,34 +444,56 @@ def openenv_spec(ref: str, **given: Any) -> tuple[Any, Remote]:
     return _spec(ref, url, **merged)
 
 
-def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = None, action_field: str | None = None,
-          timeout_s: float = 30.0, max_reply_bytes: int = MAX_REPLY_BYTES,
-          reward_range: tuple[float, float] | list[float] = (0.0, 1.0),
-          max_turns: int = 1) -> tuple[Any, Remote]:
+def _spec(
+    ref: str,
+    url: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    action_field: str | None = None,
+    timeout_s: float = 30.0,
+    max_reply_bytes: int = MAX_REPLY_BYTES,
+    reward_range: tuple[float, float] | list[float] = (0.0, 1.0),
+    max_turns: int = 1,
+) -> tuple[Any, Remote]:
     from verihub.spec.lines import LineMap
     from verihub.spec.loader import LoadedSpec
     from verihub.spec.models import EnvSpec
 
     size, seed = DEFAULT_SIZE if size is None else size, 0 if seed is None else seed
+
     def number(value: Any, integer: bool = False) -> bool:
         kinds = int if integer else int | float
         return isinstance(value, kinds) and not isinstance(value, bool) and math.isfinite(value)
 
     pair = list(reward_range) if isinstance(reward_range, list | tuple) else []
     rules = {
-        "size": (number(size, True) and size >= MIN_SIZE,
-                 f"must be an integer of at least {MIN_SIZE} (the train and eval splits each need a task)", size),
+        "size": (
+            number(size, True) and size >= MIN_SIZE,
+            f"must be an integer of at least {MIN_SIZE} (the train and eval splits each need a task)",
+            size,
+        ),
         "seed": (number(seed, True) and seed >= 0, "must be a non-negative integer", seed),
-        "reward_range": (len(pair) == 2 and all(map(number, pair)) and pair[0] < pair[1],
-                         "must be two finite numbers, low < high", reward_range),
+        "reward_range": (
+            len(pair) == 2 and all(map(number, pair)) and pair[0] < pair[1],
+            "must be two finite numbers, low < high",
+            reward_range,
+        ),
         "timeout_s": (number(timeout_s) and 0 < timeout_s <= 600, "must be a number of seconds in (0, 600]", timeout_s),
-        "max_reply_bytes": (number(max_reply_bytes, True) and 1024 <= max_reply_bytes <= 64 << 20,
-                            f"must be an integer in [1024, {64 << 20}]", max_reply_bytes),
-        "max_turns": (number(max_turns, True) and 1 <= max_turns <= 1000,
-                      "must be an integer in [1, 1000] (the model's turns in an episode; 1: single-turn)", max_turns),
+        "max_reply_bytes": (
+            number(max_reply_bytes, True) and 1024 <= max_reply_bytes <= 64 << 20,
+            f"must be an integer in [1024, {64 << 20}]",
+            max_reply_bytes,
+        ),
+        "max_turns": (
+            number(max_turns, True) and 1 <= max_turns <= 1000,
+            "must be an integer in [1, 1000] (the model's turns in an episode; 1: single-turn)",
+            max_turns,
+        ),
     }
-    problems = [SpecProblem(ref, None, name, f"{rule}, got {value!r}")
-                for name, (ok, rule, value) in rules.items() if not ok]
+    problems = [
+        SpecProblem(ref, None, name, f"{rule}, got {value!r}") for name, (ok, rule, value) in rules.items() if not ok
+    ]
     if problems:
         raise SpecError(problems)
     limit = min(max_reply_bytes, MAX_REPLY_BYTES)
@@ -430,24 +505,44 @@ def _spec(ref: str, url: str, *, size: int | None = None, seed: int | None = Non
     slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._")[:60] or "remote"
     version = str(metadata.get("version") or "") if isinstance(metadata, dict) else ""
     version = version if re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", version) else "0.0.0"
-    remote = {"url": url, "action_field": field, "action_kind": kind, "timeout_s": timeout_s,
-              "max_reply_bytes": max_reply_bytes, "reward_range": list(reward_range), "action_schema": action}
-    spec = EnvSpec.model_validate({
-        "id": "openenv-" + slug,
-        "version": version,  # what the remote says; verihub cannot pin what it serves
-        "domain": "openenv",
-        "description": f"The OpenEnv environment {name[:80]} at {url}.",
-        "tags": ["openenv"],
-        "dataset": {"source": f"{__name__}:tasks", "size": size, "seed": seed,
-                    "args": remote if catalog is None else {**remote, "splits": catalog[0]},
-                    "split": SPLIT if catalog is None else {_ALL: 1.0}},
-        "eval": {} if catalog is None else {"split": catalog[1]},
-        "prompt": {"user": "{prompt}"},
-        "interaction": {"kind": "multi_turn", "max_turns": max_turns} if max_turns > 1 else {},
-        "verifier": [{"name": "remote", "layer": "check", "use": f"{__name__}:remote_step", "args": remote,
-                      "timeout_s": 3 * timeout_s + 5}],
-        "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a remote ships no oracle answers
-    })
+    remote = {
+        "url": url,
+        "action_field": field,
+        "action_kind": kind,
+        "timeout_s": timeout_s,
+        "max_reply_bytes": max_reply_bytes,
+        "reward_range": list(reward_range),
+        "action_schema": action,
+    }
+    spec = EnvSpec.model_validate(
+        {
+            "id": "openenv-" + slug,
+            "version": version,  # what the remote says; verihub cannot pin what it serves
+            "domain": "openenv",
+            "description": f"The OpenEnv environment {name[:80]} at {url}.",
+            "tags": ["openenv"],
+            "dataset": {
+                "source": f"{__name__}:tasks",
+                "size": size,
+                "seed": seed,
+                "args": remote if catalog is None else {**remote, "splits": catalog[0]},
+                "split": SPLIT if catalog is None else {_ALL: 1.0},
+            },
+            "eval": {} if catalog is None else {"split": catalog[1]},
+            "prompt": {"user": "{prompt}"},
+            "interaction": {"kind": "multi_turn", "max_turns": max_turns} if max_turns > 1 else {},
+            "verifier": [
+                {
+                    "name": "remote",
+                    "layer": "check",
+                    "use": f"{__name__}:remote_step",
+                    "args": remote,
+                    "timeout_s": 3 * timeout_s + 5,
+                }
+            ],
+            "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a remote ships no oracle answers
+        }
+    )
     loaded = LoadedSpec(spec, Path(PREFIX + url.replace("://", "/")) / "environment.yaml", LineMap())
     return loaded, Remote(**remote)
 
@@ -474,7 +569,6 @@ class OpenEnvEnvironment(Environment):
     @property
     def prompts_identify_tasks(self) -> bool:
         return "splits" in self.spec.dataset.args  # the remote's task API; not its episodes from seeds
-
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -570,8 +664,14 @@ class TaskSession(OwnLoop):
             self._stop_loop()
 
 
-def load_openenv(ref: str, *, size: int | None = None, seed: int | None = None, config: Mapping[str, Any] | None = None,
-                 **options: Any) -> OpenEnvEnvironment:
+def load_openenv(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> OpenEnvEnvironment:
     """``verihub.load_env("openenv:...")``: ``options`` (or ``config``) are :func:`openenv_spec`'s keywords;
     the others (``judge``, ``on_missing_judge``) go to the environment."""
     env_options = {key: options.pop(key) for key in ("judge", "on_missing_judge") if key in options}

@@ -162,8 +162,15 @@ def list_datasets() -> list[DatasetInfo]:
         levels: dict[str, int] = {}
         if name in curricula:
             levels = {attr: len(defn.levels) for attr, defn in curricula[name]().attributes.items()}
-        infos.append(DatasetInfo(name, _category(dataset_cls), _summary(dataset_cls) or _summary(config_cls),
-                                 _settings(config_cls), levels))
+        infos.append(
+            DatasetInfo(
+                name,
+                _category(dataset_cls),
+                _summary(dataset_cls) or _summary(config_cls),
+                _settings(config_cls),
+                levels,
+            )
+        )
     return infos
 
 
@@ -180,8 +187,20 @@ def _resolve(name: str) -> str:
 
 # -- JSON that keeps Python's types ------------------------------------------------------------------------
 
-_TAGS = ("__tuple__", "__set__", "__frozenset__", "__items__", "__fraction__", "__decimal__", "__float__",
-         "__date__", "__time__", "__datetime__", "__enum__", "__dataclass__")
+_TAGS = (
+    "__tuple__",
+    "__set__",
+    "__frozenset__",
+    "__items__",
+    "__fraction__",
+    "__decimal__",
+    "__float__",
+    "__date__",
+    "__time__",
+    "__datetime__",
+    "__enum__",
+    "__dataclass__",
+)
 _DATES = {datetime.date: "__date__", datetime.time: "__time__", datetime.datetime: "__datetime__"}
 
 
@@ -343,8 +362,16 @@ def _plans(name: str, settings: Mapping[str, Any], difficulty: Any) -> list[tupl
         return [(label, dict(settings))]
     _, curricula = _registry()
     if name not in curricula:
-        raise SpecError([_problem(name, "difficulty", f"reasoning-gym defines no difficulty levels for {name}; "
-                                                      "give its settings instead (`verihub envs --reasoning-gym`)")])
+        raise SpecError(
+            [
+                _problem(
+                    name,
+                    "difficulty",
+                    f"reasoning-gym defines no difficulty levels for {name}; "
+                    "give its settings instead (`verihub envs --reasoning-gym`)",
+                )
+            ]
+        )
     if isinstance(difficulty, Mapping):
         levels: list[Any] = [dict(difficulty)]
     elif isinstance(difficulty, Sequence) and not isinstance(difficulty, str):
@@ -401,7 +428,9 @@ def _curriculum_values(name: str, curriculum_cls: type, level: Any) -> tuple[str
     config = curriculum.generate_configuration()
     fields = []
     for defn in attributes.values():
-        fields += [defn.lower_field_name, defn.upper_field_name] if hasattr(defn, "lower_field_name") else [defn.field_name]
+        fields += (
+            [defn.lower_field_name, defn.upper_field_name] if hasattr(defn, "lower_field_name") else [defn.field_name]
+        )
     return label, {field: getattr(config, field) for field in fields}
 
 
@@ -457,8 +486,13 @@ def _create(name: str, kwargs: Mapping[str, Any]) -> Any:
         return dataset_cls(config=config)
     except Exception as error:  # noqa: BLE001 - asserts, ValueErrors, TypeErrors of the config class
         settings = ", ".join(f"{key}={_short(value)}" for key, value in kwargs.items() if key not in ("seed", "size"))
-        raise SpecError([_problem(name, "", f"reasoning-gym refuses the settings ({settings or 'defaults'}): "
-                                            f"{describe_error(error)}")]) from error
+        raise SpecError(
+            [
+                _problem(
+                    name, "", f"reasoning-gym refuses the settings ({settings or 'defaults'}): {describe_error(error)}"
+                )
+            ]
+        ) from error
 
 
 # -- tasks --------------------------------------------------------------------------------------------------
@@ -511,21 +545,31 @@ def _generate(
         except Exception as error:  # noqa: BLE001 - settings the config accepts but the generator cannot use
             kwargs = {key: value for key, value in loads(config_text).items() if key not in ("seed", "size")}
             shown = ", ".join(f"{key}={_short(value)}" for key, value in kwargs.items()) or "defaults"
-            raise SpecError([_problem(name, "", f"reasoning-gym could not generate task {index} with these "
-                                                f"settings ({shown}): {describe_error(error)}")]) from error
+            raise SpecError(
+                [
+                    _problem(
+                        name,
+                        "",
+                        f"reasoning-gym could not generate task {index} with these "
+                        f"settings ({shown}): {describe_error(error)}",
+                    )
+                ]
+            ) from error
         answer = entry.get("answer")
         text = "" if answer is None else answer if isinstance(answer, str) else str(answer)
-        rows.append({
-            "id": f"{name}-{digest}-{i:05d}",
-            "question": str(entry["question"]),
-            "answer": text,
-            "wrong": _wrong_answer(instance, entry, text),
-            "difficulty": label,
-            "source_dataset": name,
-            "index": index,
-            "config": config_text,
-            "entry": _entry_text(entry),
-        })
+        rows.append(
+            {
+                "id": f"{name}-{digest}-{i:05d}",
+                "question": str(entry["question"]),
+                "answer": text,
+                "wrong": _wrong_answer(instance, entry, text),
+                "difficulty": label,
+                "source_dataset": name,
+                "index": index,
+                "config": config_text,
+                "entry": _entry_text(entry),
+            }
+        )
     return rows
 
 
@@ -664,7 +708,8 @@ def reasoning_gym_spec(
 ) -> Any:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``reasoning-gym:NAME`` (``verihub.load_env``
     builds the environment from it): ``size`` tasks (default 500) from ``seed`` (default 0).
-    Options in the ref's query string come first; keyword arguments override them. Raises :class:`UnknownDatasetError`, or :class:`~verihub.SpecError`
+    Options in the ref's query string come first; keyword arguments override them. Raises :class:`UnknownDatasetError`,
+    or :class:`~verihub.SpecError`
     naming each bad setting or level."""
     from verihub.spec.lines import LineMap
     from verihub.spec.loader import LoadedSpec
@@ -679,8 +724,13 @@ def reasoning_gym_spec(
     merged = {**options, **dict(config or {}), **settings}
     problems = []
     if not isinstance(size, int) or isinstance(size, bool) or size < MIN_SIZE:
-        problems.append(_problem(name, "size", f"must be an integer of at least {MIN_SIZE} (the train and eval "
-                                               f"splits each need a task), got {size!r}"))
+        problems.append(
+            _problem(
+                name,
+                "size",
+                f"must be an integer of at least {MIN_SIZE} (the train and eval splits each need a task), got {size!r}",
+            )
+        )
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         problems.append(_problem(name, "seed", f"must be a non-negative integer, got {seed!r}"))
     datasets, curricula = _registry()
@@ -703,32 +753,44 @@ def reasoning_gym_spec(
         args["config"] = merged
     if difficulty is not None:
         args["difficulty"] = difficulty
-    knobs = "; ".join(filter(None, [
-        ", ".join(f"{key}={_short(value)}" for key, value in merged.items()),
-        f"difficulty {_short(difficulty)}" if difficulty is not None else "",
-    ]))
+    knobs = "; ".join(
+        filter(
+            None,
+            [
+                ", ".join(f"{key}={_short(value)}" for key, value in merged.items()),
+                f"difficulty {_short(difficulty)}" if difficulty is not None else "",
+            ],
+        )
+    )
     summary = _summary(dataset_cls) or _summary(config_cls) or f"reasoning-gym's {name} tasks."
     system = _rg().utils.SYSTEM_PROMPTS["default"].replace("{", "{{").replace("}", "}}")
-    spec = EnvSpec.model_validate({
-        "id": "rg-" + name.replace("_", "-"),
-        "version": rg_version(),
-        "domain": category,
-        "description": f"{summary} (reasoning-gym {name}{'; ' + knobs if knobs else ''})",
-        "tags": ["reasoning-gym", category],
-        "license": "Apache-2.0",
-        "dataset": {"source": f"{__name__}:generate", "size": size, "seed": seed, "args": args, "split": SPLIT},
-        "prompt": {"system": system, "user": "{question}"},
-        "verifier": [
-            {"name": "format", "layer": "rule", "use": "regex", "gate": True,
-             "args": {"pattern": _ANSWER_PATTERN, "flags": ["DOTALL"]}},
-            {"name": "correct", "layer": "check", "use": f"{__name__}:score", "timeout_s": 30},
-        ],
-        "eval": {"max_tokens": 2048},
-        "gold": {
-            "reference": "<answer>{answer}</answer>",
-            "negatives": ["<answer>{wrong}</answer>", "{answer}"],
-            "min_pass_rate": math.floor(100 * with_answer / len(rows)) / 100,
-        },
-    })
+    spec = EnvSpec.model_validate(
+        {
+            "id": "rg-" + name.replace("_", "-"),
+            "version": rg_version(),
+            "domain": category,
+            "description": f"{summary} (reasoning-gym {name}{'; ' + knobs if knobs else ''})",
+            "tags": ["reasoning-gym", category],
+            "license": "Apache-2.0",
+            "dataset": {"source": f"{__name__}:generate", "size": size, "seed": seed, "args": args, "split": SPLIT},
+            "prompt": {"system": system, "user": "{question}"},
+            "verifier": [
+                {
+                    "name": "format",
+                    "layer": "rule",
+                    "use": "regex",
+                    "gate": True,
+                    "args": {"pattern": _ANSWER_PATTERN, "flags": ["DOTALL"]},
+                },
+                {"name": "correct", "layer": "check", "use": f"{__name__}:score", "timeout_s": 30},
+            ],
+            "eval": {"max_tokens": 2048},
+            "gold": {
+                "reference": "<answer>{answer}</answer>",
+                "negatives": ["<answer>{wrong}</answer>", "{answer}"],
+                "min_pass_rate": math.floor(100 * with_answer / len(rows)) / 100,
+            },
+        }
+    )
     file = Path(PREFIX + name) / "environment.yaml"
     return LoadedSpec(spec, file, LineMap())

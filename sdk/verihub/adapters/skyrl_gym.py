@@ -72,8 +72,9 @@ class SkyRLSession(LocalSession):
 
         row = dict(_rows(self.remote.data)[int(options["index"])])
         extras = {"max_turns": self.remote.max_turns, **row}
-        self._env = _skyrl_gym().make(self.remote.url.removeprefix(PREFIX),
-                                      env_config=OmegaConf.create(self.remote.env_config), extras=extras)
+        self._env = _skyrl_gym().make(
+            self.remote.url.removeprefix(PREFIX), env_config=OmegaConf.create(self.remote.env_config), extras=extras
+        )
         prompt, _ = self._env.init(_messages(row.get("prompt")))
         return _text(prompt)
 
@@ -126,10 +127,17 @@ def _rows(data: str) -> list[dict[str, Any]]:
     return rows
 
 
-def skyrl_gym_spec(ref: str, *, data: str | Path | None = None, size: int | None = None, seed: int | None = None,
-                   max_turns: int = 1, env_config: Mapping[str, Any] | None = None,
-                   reward_range: tuple[float, float] | list[float] = (0.0, 1.0),
-                   timeout_s: float = 30.0) -> tuple[Any, SkyRLEnv]:
+def skyrl_gym_spec(
+    ref: str,
+    *,
+    data: str | Path | None = None,
+    size: int | None = None,
+    seed: int | None = None,
+    max_turns: int = 1,
+    env_config: Mapping[str, Any] | None = None,
+    reward_range: tuple[float, float] | list[float] = (0.0, 1.0),
+    timeout_s: float = 30.0,
+) -> tuple[Any, SkyRLEnv]:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``skyrl-gym:ENV`` (see the module docstring)."""
     name = ref.removeprefix(PREFIX).strip()
     problems, rows = [], 0
@@ -147,15 +155,31 @@ def skyrl_gym_spec(ref: str, *, data: str | Path | None = None, size: int | None
             problems.append(SpecProblem(ref, None, "data", f"cannot read {data}: {error}"[:300]))
     if problems:
         raise SpecError(problems)
-    remote = SkyRLEnv(url=PREFIX + name, action_field=FIELD, timeout_s=timeout_s, action_schema=ACTION_SCHEMA,
-                      reward_range=tuple(reward_range), data=str(data), max_turns=max_turns,
-                      env_config=dict(env_config or {}))
-    loaded = local_spec(remote, ref=ref, env_id="skyrl-gym-" + re.sub(r"[^a-z0-9._-]+", "-", name.lower()),
-                        version=_version(), domain="skyrl-gym",
-                        description=f"The skyrl-gym environment {name}, on the tasks of {Path(str(data)).name}.",
-                        tags=["skyrl-gym"], size=rows if size is None else min(size, rows), seed=seed or 0,
-                        max_turns=max_turns, source=f"{__name__}:tasks", check=f"{__name__}:episode_reward",
-                        problems=[])
+    remote = SkyRLEnv(
+        url=PREFIX + name,
+        action_field=FIELD,
+        timeout_s=timeout_s,
+        action_schema=ACTION_SCHEMA,
+        reward_range=tuple(reward_range),
+        data=str(data),
+        max_turns=max_turns,
+        env_config=dict(env_config or {}),
+    )
+    loaded = local_spec(
+        remote,
+        ref=ref,
+        env_id="skyrl-gym-" + re.sub(r"[^a-z0-9._-]+", "-", name.lower()),
+        version=_version(),
+        domain="skyrl-gym",
+        description=f"The skyrl-gym environment {name}, on the tasks of {Path(str(data)).name}.",
+        tags=["skyrl-gym"],
+        size=rows if size is None else min(size, rows),
+        seed=seed or 0,
+        max_turns=max_turns,
+        source=f"{__name__}:tasks",
+        check=f"{__name__}:episode_reward",
+        problems=[],
+    )
     return loaded, remote
 
 
@@ -178,8 +202,14 @@ async def episode_reward(completion: str, task: Mapping[str, Any], params: SkyRL
     return await first_move(params, task, completion)
 
 
-def load_skyrl_gym(ref: str, *, size: int | None = None, seed: int | None = None,
-                   config: Mapping[str, Any] | None = None, **options: Any) -> OpenEnvEnvironment:
+def load_skyrl_gym(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> OpenEnvEnvironment:
     """``verihub.load_env("skyrl-gym:ENV", data=PATH)``: ``options`` (or ``config``) are
     :func:`skyrl_gym_spec`'s keywords; ``judge`` and ``on_missing_judge`` go to the environment."""
     return load_local(ref, skyrl_gym_spec, OPTIONS, size=size, seed=seed, config=config, options=options)

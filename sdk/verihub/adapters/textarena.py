@@ -119,7 +119,7 @@ class GameSession(LocalSession):
         """What player 0 sees that it has not seen yet (textarena repeats the whole game so far)."""
         _, observation = self._env.get_observation()
         text = observation if isinstance(observation, str) else str(observation)
-        new = text[len(self._seen):] if text.startswith(self._seen) else text
+        new = text[len(self._seen) :] if text.startswith(self._seen) else text
         self._seen = text
         return new.strip("\n") or "(the game shows nothing new)"
 
@@ -132,10 +132,17 @@ def _textarena() -> Any:
     return textarena
 
 
-def textarena_spec(ref: str, *, size: int | None = None, seed: int | None = None, max_turns: int | None = None,
-                   players: int = 1, opponent: str | Callable[[str], str] | None = None,
-                   reward_range: tuple[float, float] | list[float] | None = None,
-                   timeout_s: float = 30.0) -> tuple[Any, Game]:
+def textarena_spec(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    max_turns: int | None = None,
+    players: int = 1,
+    opponent: str | Callable[[str], str] | None = None,
+    reward_range: tuple[float, float] | list[float] | None = None,
+    timeout_s: float = 30.0,
+) -> tuple[Any, Game]:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``textarena:GAME`` (see the module docstring)."""
     game_id = ref.removeprefix(PREFIX).strip()
     if callable(opponent):  # the spec holds text: a function is registered by name
@@ -144,21 +151,45 @@ def textarena_spec(ref: str, *, size: int | None = None, seed: int | None = None
         opponent = name
     problems = []
     if not _GAME_ID.fullmatch(game_id):
-        problems.append(SpecProblem(ref, None, "game", f"must name a textarena game, like GuessTheNumber-v0, got {game_id!r}"))
+        problems.append(
+            SpecProblem(ref, None, "game", f"must name a textarena game, like GuessTheNumber-v0, got {game_id!r}")
+        )
     elif game_id not in _textarena().envs.registration.ENV_REGISTRY:
         problems.append(SpecProblem(ref, None, "game", f"textarena has no game {game_id!r}"))
     if players > 1 and opponent is None:
-        problems.append(SpecProblem(ref, None, "opponent", f"a game of {players} players needs one: 'random' or a "
-                                    "function of its observation"))
-    game = Game(url=PREFIX + game_id, action_field=FIELD, timeout_s=timeout_s, action_schema=ACTION_SCHEMA,
-                reward_range=tuple(reward_range or ((0.0, 1.0) if players == 1 else (-1.0, 1.0))),
-                players=players, opponent=opponent)
+        problems.append(
+            SpecProblem(
+                ref,
+                None,
+                "opponent",
+                f"a game of {players} players needs one: 'random' or a function of its observation",
+            )
+        )
+    game = Game(
+        url=PREFIX + game_id,
+        action_field=FIELD,
+        timeout_s=timeout_s,
+        action_schema=ACTION_SCHEMA,
+        reward_range=tuple(reward_range or ((0.0, 1.0) if players == 1 else (-1.0, 1.0))),
+        players=players,
+        opponent=opponent,
+    )
     slug = re.sub(r"[^a-z0-9._-]+", "-", game_id.lower()).strip("-._")
-    loaded = local_spec(game, ref=ref, env_id="textarena-" + slug, version=_version(), domain="games",
-                        description=f"The textarena game {game_id}, as player 0 of {players}.",
-                        tags=["textarena", "game"], size=DEFAULT_SIZE if size is None else size, seed=seed or 0,
-                        max_turns=max_turns or DEFAULT_TURNS, source=f"{__name__}:tasks", check=f"{__name__}:game_move",
-                        problems=problems)
+    loaded = local_spec(
+        game,
+        ref=ref,
+        env_id="textarena-" + slug,
+        version=_version(),
+        domain="games",
+        description=f"The textarena game {game_id}, as player 0 of {players}.",
+        tags=["textarena", "game"],
+        size=DEFAULT_SIZE if size is None else size,
+        seed=seed or 0,
+        max_turns=max_turns or DEFAULT_TURNS,
+        source=f"{__name__}:tasks",
+        check=f"{__name__}:game_move",
+        problems=problems,
+    )
     return loaded, game
 
 
@@ -179,8 +210,14 @@ async def game_move(completion: str, task: Mapping[str, Any], params: Game) -> C
     return await first_move(params, task, completion)
 
 
-def load_textarena(ref: str, *, size: int | None = None, seed: int | None = None,
-                   config: Mapping[str, Any] | None = None, **options: Any) -> OpenEnvEnvironment:
+def load_textarena(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> OpenEnvEnvironment:
     """``verihub.load_env("textarena:GAME")``: ``options`` (or ``config``) are :func:`textarena_spec`'s keywords;
     ``judge`` and ``on_missing_judge`` go to the environment."""
     return load_local(ref, textarena_spec, OPTIONS, size=size, seed=seed, config=config, options=options)

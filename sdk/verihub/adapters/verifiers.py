@@ -69,8 +69,13 @@ class Bridge:
 
     def __init__(self, ref: TasksetRef) -> None:
         self.ref = ref
-        self.process = BridgeProcess(ref.python, "verifiers_side.py", what=f"verifiers taskset {ref.taskset!r}",
-                                     timeout_s=ref.timeout_s, error=VerifiersError)
+        self.process = BridgeProcess(
+            ref.python,
+            "verifiers_side.py",
+            what=f"verifiers taskset {ref.taskset!r}",
+            timeout_s=ref.timeout_s,
+            error=VerifiersError,
+        )
         self.loaded: dict[str, Any] = {}
 
     @classmethod
@@ -96,13 +101,27 @@ class Bridge:
         if self.process.alive:
             return
         self.process.start()
-        self.loaded = self.process.ask({"op": "load", "taskset": self.ref.taskset, "config": self.ref.config,
-                                        "limit": self.ref.size, "paths": self.ref.paths})
+        self.loaded = self.process.ask(
+            {
+                "op": "load",
+                "taskset": self.ref.taskset,
+                "config": self.ref.config,
+                "limit": self.ref.size,
+                "paths": self.ref.paths,
+            }
+        )
 
 
-def verifiers_spec(ref: str, *, size: int | None = None, seed: int | None = None,
-                   config: Mapping[str, Any] | None = None, paths: list[str] | None = None,
-                   python: str | None = None, timeout_s: float = 60.0) -> tuple[Any, TasksetRef]:
+def verifiers_spec(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    paths: list[str] | None = None,
+    python: str | None = None,
+    timeout_s: float = 60.0,
+) -> tuple[Any, TasksetRef]:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``verifiers:TASKSET`` (see the module docstring)."""
     from verihub.adapters.openenv import SPLIT
     from verihub.spec.lines import LineMap
@@ -115,38 +134,69 @@ def verifiers_spec(ref: str, *, size: int | None = None, seed: int | None = None
     size = DEFAULT_SIZE if size is None else size
     if not isinstance(size, int) or isinstance(size, bool) or size < 5:
         raise SpecError([SpecProblem(ref, None, "size", f"must be an integer of at least 5, got {size!r}")])
-    target = TasksetRef(taskset=taskset, config=dict(config or {}), paths=[str(Path(p).resolve()) for p in paths or []],
-                        python=python or settings.verifiers_python(), size=size, timeout_s=timeout_s)
+    target = TasksetRef(
+        taskset=taskset,
+        config=dict(config or {}),
+        paths=[str(Path(p).resolve()) for p in paths or []],
+        python=python or settings.verifiers_python(),
+        size=size,
+        timeout_s=timeout_s,
+    )
     loaded = Bridge.of(target).tasks()
     if loaded["rewards"] and set(loaded["rewards"]) <= set(loaded["runtime_rewards"]):
-        raise SpecError([SpecProblem(ref, None, "rewards", "every reward function needs a runtime (verifiers' "
-                                     f"sandbox), which verihub does not run: {', '.join(loaded['rewards'])}")])
+        raise SpecError(
+            [
+                SpecProblem(
+                    ref,
+                    None,
+                    "rewards",
+                    "every reward function needs a runtime (verifiers' "
+                    f"sandbox), which verihub does not run: {', '.join(loaded['rewards'])}",
+                )
+            ]
+        )
     if not loaded["rewards"]:
         raise SpecError([SpecProblem(ref, None, "rewards", "the taskset's tasks declare no reward")])
     version = loaded["versions"].get(taskset.split(".")[0], "0.0.0")
     with_system = any(task["system"] for task in loaded["tasks"])
     arguments = target.model_dump()
-    spec = EnvSpec.model_validate({
-        "id": "verifiers-" + re.sub(r"[^a-z0-9._-]+", "-", taskset.lower()),
-        "version": version if re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", version) else "0.0.0",
-        "domain": "verifiers",
-        "description": f"The verifiers taskset {taskset} (verifiers {loaded['versions'].get('verifiers', '?')}).",
-        "tags": ["verifiers"],
-        "dataset": {"source": f"{__name__}:tasks", "size": len(loaded["tasks"]), "seed": seed or 0,
-                    "args": arguments, "split": SPLIT},
-        "prompt": {"system": "{system}", "user": "{prompt}"} if with_system else {"user": "{prompt}"},
-        "verifier": [{"name": "rubric", "layer": "check", "use": f"{__name__}:rubric", "args": arguments,
-                      "timeout_s": 2 * timeout_s + 5}],
-        "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a taskset ships no oracle answers
-    })
+    spec = EnvSpec.model_validate(
+        {
+            "id": "verifiers-" + re.sub(r"[^a-z0-9._-]+", "-", taskset.lower()),
+            "version": version if re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", version) else "0.0.0",
+            "domain": "verifiers",
+            "description": f"The verifiers taskset {taskset} (verifiers {loaded['versions'].get('verifiers', '?')}).",
+            "tags": ["verifiers"],
+            "dataset": {
+                "source": f"{__name__}:tasks",
+                "size": len(loaded["tasks"]),
+                "seed": seed or 0,
+                "args": arguments,
+                "split": SPLIT,
+            },
+            "prompt": {"system": "{system}", "user": "{prompt}"} if with_system else {"user": "{prompt}"},
+            "verifier": [
+                {
+                    "name": "rubric",
+                    "layer": "check",
+                    "use": f"{__name__}:rubric",
+                    "args": arguments,
+                    "timeout_s": 2 * timeout_s + 5,
+                }
+            ],
+            "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a taskset ships no oracle answers
+        }
+    )
     return LoadedSpec(spec, Path(PREFIX + taskset) / "environment.yaml", LineMap()), target
 
 
 def tasks(n: int, seed: int, **ref: Any) -> list[dict[str, Any]]:
     """The taskset's first ``n`` tasks as rows (the dataset generator)."""
     loaded = Bridge.of(TasksetRef(**ref)).tasks()
-    return [{"id": f"{task['id']}", "index": index, "prompt": task["prompt"], "system": task["system"]}
-            for index, task in enumerate(loaded["tasks"][:n])]
+    return [
+        {"id": f"{task['id']}", "index": index, "prompt": task["prompt"], "system": task["system"]}
+        for index, task in enumerate(loaded["tasks"][:n])
+    ]
 
 
 @check(params=TasksetRef, mode="thread")
@@ -158,8 +208,10 @@ def rubric(completion: str, task: Mapping[str, Any], params: TasksetRef) -> Chec
     skipped = sorted(set(bridge.loaded["runtime_rewards"]) | {name for name, value in rewards.items() if value is None})
     weight = sum(value[1] for value in scored.values())
     if not scored or weight <= 0:
-        raise VerifiersError(f"verifiers taskset {params.taskset!r} scored no reward with a positive weight "
-                             f"(skipped: {', '.join(skipped) or 'none'})")
+        raise VerifiersError(
+            f"verifiers taskset {params.taskset!r} scored no reward with a positive weight "
+            f"(skipped: {', '.join(skipped) or 'none'})"
+        )
     score = sum(value[0] * value[1] for value in scored.values()) / weight
     if not 0.0 <= score <= 1.0:
         raise VerifiersError(f"verifiers taskset {params.taskset!r}: a weighted reward of {score:g}, outside [0, 1]")
@@ -169,16 +221,25 @@ def rubric(completion: str, task: Mapping[str, Any], params: TasksetRef) -> Chec
     return CheckResult(score, detail)
 
 
-def load_verifiers(ref: str, *, size: int | None = None, seed: int | None = None,
-                   config: Mapping[str, Any] | None = None, **options: Any) -> Environment:
+def load_verifiers(
+    ref: str,
+    *,
+    size: int | None = None,
+    seed: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Environment:
     """``verihub.load_env("verifiers:TASKSET")``: ``options`` are :func:`verifiers_spec`'s keywords (``config``
     the taskset's config); ``judge`` and ``on_missing_judge`` go to the environment."""
     from verihub.adapters.openenv import ref_options
 
     env_options = {key: options.pop(key) for key in ("judge", "on_missing_judge") if key in options}
     ref, given = ref_options(ref)
-    merged = {**given, **options, **{key: value for key, value in (("size", size), ("seed", seed), ("config", config))
-                                     if value is not None}}
+    merged = {
+        **given,
+        **options,
+        **{key: value for key, value in (("size", size), ("seed", seed), ("config", config)) if value is not None},
+    }
     if unknown := sorted(set(merged) - set(OPTIONS)):
         raise TypeError(f"verifiers: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
     loaded, _ = verifiers_spec(ref, **merged)

@@ -17,9 +17,18 @@ if TYPE_CHECKING:
     from verihub.checks.exploit import Attempt, Exploit, Family
 
 _WHERE = {
-    "bash_commands": "_extract", "fenced_blocks": "_extract", "strip_think": "_extract",
-    "Check": "base", "CheckParams": "base", "CheckResult": "base", "Mode": "base", "as_check": "base", "check": "base",
-    "Attempt": "exploit", "Exploit": "exploit", "Family": "exploit",
+    "bash_commands": "_extract",
+    "fenced_blocks": "_extract",
+    "strip_think": "_extract",
+    "Check": "base",
+    "CheckParams": "base",
+    "CheckResult": "base",
+    "Mode": "base",
+    "as_check": "base",
+    "check": "base",
+    "Attempt": "exploit",
+    "Exploit": "exploit",
+    "Family": "exploit",
 }
 __all__ = sorted(_WHERE)
 __getattr__, __dir__ = _lazy.lazy_names(globals(), _WHERE)

@@ -30,7 +30,10 @@ _FENCE_LANGUAGE = re.compile(r"[\w+-]*")
 _MAX_NUMBERS = 32  # an answer holding more numbers than this is not one number
 # Every character ``str.isspace`` (and ``\s``) knows: edges are cut with str.strip, linear where a regex like
 # ``[\s.]+$`` retries from each character of a long run (quadratic).
-WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 _BRACE_CHUNK = 4096  # characters a box's closing brace is looked for in at a time
 
 
@@ -107,7 +110,7 @@ def _closing_brace(text: str, start: int) -> int | None:
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (nested braces allowed), or None."""
     spans, _ = boxed_spans(text)
-    return text[spans[-1][0]:spans[-1][1]] if spans else None
+    return text[spans[-1][0] : spans[-1][1]] if spans else None
 
 
 def tag_contents(text: str, tag: str) -> list[str]:
@@ -121,7 +124,7 @@ def tag_contents(text: str, tag: str) -> list[str]:
         if start == -1 or start > last_close:
             break
         end = text.find(closing, start + len(opening))
-        found.append(text[start + len(opening):end])
+        found.append(text[start + len(opening) : end])
         position = end + len(closing)
     return found
 
@@ -142,7 +145,7 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
         if end == -1:
             break
         language = _FENCE_LANGUAGE.match(text, start + 3).group(0)  # type: ignore[union-attr]
-        blocks.append((language, text[newline + 1:end]))
+        blocks.append((language, text[newline + 1 : end]))
         position = end + 3
     return blocks
 
@@ -415,8 +418,9 @@ def sole_number(text: str, *, percent_as_fraction: bool = False) -> tuple[Fracti
     return values[0], ""
 
 
-def answer_number(completion: str, how: Extract = "auto", *,
-                  percent_as_fraction: bool = False) -> tuple[Fraction | None, str]:
+def answer_number(
+    completion: str, how: Extract = "auto", *, percent_as_fraction: bool = False
+) -> tuple[Fraction | None, str]:
     """The one number the answer of ``completion`` states (see :func:`find_answer`), or (None, why)."""
     answer = find_answer(completion, how)
     if answer.problem:
@@ -450,8 +454,9 @@ def _float(literal: str) -> float:
     """A JSON number with a fraction or exponent, refused where the float is not the number written:
     ``1e400`` (infinity) and ``1e-400`` (zero: an equal-looking answer to 0)."""
     value = float(literal)
-    if math.isinf(value) or (value == 0 and any(digit in "123456789" for digit in literal.partition("e")[0]
-                                                .partition("E")[0])):
+    if math.isinf(value) or (
+        value == 0 and any(digit in "123456789" for digit in literal.partition("e")[0].partition("E")[0])
+    ):
         raise _Refused(f"the number {literal[:40]} is outside a float's range")
     return value
 
@@ -479,8 +484,12 @@ def _strict(text: str, start: int = 0) -> tuple[Any, int]:
 def _check_depth(value: Any) -> None:
     level = [value]
     for _ in range(_MAX_JSON_DEPTH + 1):
-        level = [child for node in level if isinstance(node, dict | list)
-                 for child in (node.values() if isinstance(node, dict) else node)]
+        level = [
+            child
+            for node in level
+            if isinstance(node, dict | list)
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
         if not level:
             return
     raise _Refused(f"JSON nested deeper than {_MAX_JSON_DEPTH} levels")

@@ -1,7 +1,8 @@
 """The host's side of python_tests' harness: the program the sandbox runs, its stdin, and its verdict.
 
 The program is ``_wire.py``, ``_test_child.py``, ``_test_process.py`` and ``_test_runner.py`` (how it
-keeps the candidate's code out of the process that runs the tests is in ``_test_runner.py``). The jail runs the host's own
+keeps the candidate's code out of the process that runs the tests is in ``_test_runner.py``). The jail runs the host's
+own
 ``/usr/bin/python3`` (its /usr is the host's, mounted read-only), so the program is compiled once per
 process by that interpreter, and main.py carries the bytecode: loading it costs a few hundredths of
 compiling 40 kB of source in every run. If the jail's Python turns out to be another, main.py reports
@@ -42,8 +43,10 @@ if sys.hexversion != {hexversion}:
 exec(marshal.loads(zlib.decompress(binascii.a2b_base64({bytecode!r}))))
 """
 # Run by the jail's Python on the host: the bytecode, without docstrings (the runner uses no assert).
-_COMPILE = ("import marshal, sys; code = compile(sys.stdin.read(), {name!r}, 'exec', optimize=2); "
-            "sys.stdout.buffer.write(b'%d\\n' % sys.hexversion + marshal.dumps(code))")
+_COMPILE = (
+    "import marshal, sys; code = compile(sys.stdin.read(), {name!r}, 'exec', optimize=2); "
+    "sys.stdout.buffer.write(b'%d\\n' % sys.hexversion + marshal.dumps(code))"
+)
 
 
 @functools.cache
@@ -58,13 +61,19 @@ def program() -> str:
     from verihub.sandbox.nsjail import PYTHON
 
     try:
-        done = subprocess.run([PYTHON, "-I", "-S", "-c", _COMPILE.format(name=_NAME)], input=source().encode(),
-                              capture_output=True, timeout=60, check=True)
+        done = subprocess.run(
+            [PYTHON, "-I", "-S", "-c", _COMPILE.format(name=_NAME)],
+            input=source().encode(),
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
         hexversion, _, bytecode = done.stdout.partition(b"\n")
         return main_for(int(hexversion), bytecode)
     except (OSError, ValueError, subprocess.SubprocessError) as error:
-        logger.warning("python_tests: cannot precompile the test runner with %s (%s); every run compiles it",
-                       PYTHON, error)
+        logger.warning(
+            "python_tests: cannot precompile the test runner with %s (%s); every run compiles it", PYTHON, error
+        )
         return source()
 
 
@@ -92,7 +101,7 @@ def read_verdict(stdout: str, nonce: str) -> dict[str, Any] | None:
     for line in reversed(stdout.splitlines()):
         if not line.startswith(marker):
             continue
-        mac, _, payload = line[len(marker):].partition(" ")
+        mac, _, payload = line[len(marker) :].partition(" ")
         expected = hashlib.blake2b(payload.encode(), key=nonce.encode(), digest_size=16).hexdigest()
         if hmac.compare_digest(mac, expected):
             verdict = json.loads(payload)

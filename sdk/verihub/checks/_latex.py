@@ -56,7 +56,7 @@ def _without_math_delimiters(text: str) -> str:
     """``$x$``, ``\\(x\\)`` or ``\\[x\\]`` around the whole answer as ``x``."""
     for opening, closing in _DELIMITERS:
         if text.startswith(opening) and text.endswith(closing) and len(text) >= len(opening) + len(closing):
-            inner = text[len(opening):-len(closing)]
+            inner = text[len(opening) : -len(closing)]
             if opening == "$":
                 inner = inner.strip("$")
             if opening not in inner and closing not in inner:
@@ -107,8 +107,11 @@ def without_redundant_parentheses(text: str) -> str:
         if opening in with_comma:
             continue
         # Around the whole answer, unless what it holds is one tuple: "((1,2))" stays a tuple in a tuple.
-        whole = opening == 0 and closing == last and not (
-            match.get(opening + 1) == closing - 1 and opening + 1 in with_comma)
+        whole = (
+            opening == 0
+            and closing == last
+            and not (match.get(opening + 1) == closing - 1 and opening + 1 in with_comma)
+        )
         lone = (
             (opening == 0 or text[opening - 1] in _OPEN_CONTEXT)
             and (closing == last or text[closing + 1] in _CLOSE_CONTEXT)
@@ -163,7 +166,9 @@ def plain_tuple(text: str) -> tuple[str, list[Plain], str] | None:
     if any(bracket in inner for bracket in "()[]") or len(text) > _MAX_DIGITS:
         return None
     numbers = [plain_number(part) for part in inner.split(",")]
-    if any(number is None or number.percent or "^" in part for number, part in zip(numbers, inner.split(","), strict=True)):
+    if any(
+        number is None or number.percent or "^" in part for number, part in zip(numbers, inner.split(","), strict=True)
+    ):
         return None
     return text[0], numbers, text[-1]  # type: ignore[return-value] - no None left
 

@@ -114,7 +114,7 @@ class _Parser:
             elif token is not None and _starts_primary(token):
                 # A bare number before "(...)" or "\frac" is a mixed number to latex2sympy: (2)(3) is 5,
                 # 2\frac{1}{2} is 5/2.
-                bare = _BARE.fullmatch("".join(self.tokens[start:self.position])) is not None
+                bare = _BARE.fullmatch("".join(self.tokens[start : self.position])) is not None
                 if divided or (bare and token in ("(", "\\frac")):
                     raise _Refused
                 start = self.position

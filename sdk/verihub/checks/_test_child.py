@@ -112,7 +112,12 @@ class Callback:
 
 
 OPERATIONS = {
-    "len": len, "bool": bool, "iter": iter, "next": next, "str": str, "repr": repr,
+    "len": len,
+    "bool": bool,
+    "iter": iter,
+    "next": next,
+    "str": str,
+    "repr": repr,
     "getitem": lambda target, key: target[key],
     "setitem": lambda target, key, value: target.__setitem__(key, value),
     "delitem": lambda target, key: target.__delitem__(key),

@@ -48,7 +48,7 @@ class Process:
         view = memoryview(frame(kind, data))
         while view:
             try:
-                view = view[os.write(self.write_fd, view):]
+                view = view[os.write(self.write_fd, view) :]
             except BlockingIOError:  # the pipe is full: wait until the child reads, or the deadline
                 if not wait(self.write_fd, select.POLLOUT, deadline):
                     raise self.gone(timed_out=True) from None
@@ -63,8 +63,8 @@ class Process:
                 if not 1 <= size <= MAX_MESSAGE + 1:  # from _wire.py
                     raise self.broken("a frame of %d bytes" % size)
                 if len(self.buffer) >= 4 + size:
-                    kind, data = bytes(self.buffer[4:5]), bytes(self.buffer[5:4 + size])
-                    del self.buffer[:4 + size]
+                    kind, data = bytes(self.buffer[4:5]), bytes(self.buffer[5 : 4 + size])
+                    del self.buffer[: 4 + size]
                     if kind not in (REQUEST, ANSWER):
                         raise self.broken("a frame of unknown kind")
                     return kind, data
@@ -78,12 +78,12 @@ class Process:
     def gone(self, timed_out=False):
         status = self.kill()
         if timed_out:
-            return SolutionFault("timed out: the solution gave no answer in the time left (wall_s %gs)"
-                                 % self.wall_s)
+            return SolutionFault("timed out: the solution gave no answer in the time left (wall_s %gs)" % self.wall_s)
         if status is not None and os.WIFSIGNALED(status):
             return SolutionFault("the solution's process was killed by signal %d" % os.WTERMSIG(status))
-        return SolutionFault("the solution's process exited (status %s)"
-                             % (os.WEXITSTATUS(status) if status is not None else "unknown"))
+        return SolutionFault(
+            "the solution's process exited (status %s)" % (os.WEXITSTATUS(status) if status is not None else "unknown")
+        )
 
     def broken(self, what):
         self.kill()
@@ -134,8 +134,11 @@ def spawn(program, read_fd, write_fd):
             except OSError:
                 pass
     argv = [sys.executable, "-I", "-S", "-B", program, CHILD_FLAG, str(read_fd), str(write_fd)]
-    null = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0), (os.POSIX_SPAWN_DUP2, 0, 1),
-            (os.POSIX_SPAWN_DUP2, 0, 2)]
+    null = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+        (os.POSIX_SPAWN_DUP2, 0, 1),
+        (os.POSIX_SPAWN_DUP2, 0, 2),
+    ]
     return os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=null, setsid=True)
 
 

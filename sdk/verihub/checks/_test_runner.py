@@ -57,7 +57,9 @@ def parent_main():
         return
     # The candidate can write the work dir and /tmp: the parent imports nothing from there.
     writable = tuple(os.path.join(os.path.realpath(path), "") for path in (os.getcwd(), "/tmp"))
-    sys.path[:] = [path for path in sys_path if path and not os.path.join(os.path.realpath(path), "").startswith(writable)]
+    sys.path[:] = [
+        path for path in sys_path if path and not os.path.join(os.path.realpath(path), "").startswith(writable)
+    ]
     sys.modules["solution"] = runner.stand_in()
     results = run_tests(runner, tests, header["expected"], started + header["budget_s"])
     runner.close()
@@ -144,8 +146,12 @@ def collect(tests):
         if type(value) is type(collect):
             if name.startswith("test") and value.__module__ == "test_solution":
                 items.append((name, value, False))
-        elif isinstance(value, type) and test_case is not None and issubclass(value, test_case) \
-                and value.__module__ == "test_solution":
+        elif (
+            isinstance(value, type)
+            and test_case is not None
+            and issubclass(value, test_case)
+            and value.__module__ == "test_solution"
+        ):
             import unittest
 
             for case in unittest.defaultTestLoader.loadTestsFromTestCase(value):
@@ -388,9 +394,14 @@ class Runner:
 
     def callback(self, process, message, table):
         """The child calls one of the tests' functions it was given."""
-        if message[0] != "callback" or len(message) != 5 or type(message[3]) is not tuple \
-                or type(message[4]) is not tuple or type(message[2]) is not int \
-                or not 0 <= message[2] < len(self.callables):
+        if (
+            message[0] != "callback"
+            or len(message) != 5
+            or type(message[3]) is not tuple
+            or type(message[4]) is not tuple
+            or type(message[2]) is not int
+            or not 0 <= message[2] < len(self.callables)
+        ):
             raise process.broken("a malformed callback")
         _, sequence, number, args, kwargs = message
         try:
@@ -424,8 +435,10 @@ class Runner:
         if callable(value):
             self.callables.append(value)
             return b"p", len(self.callables) - 1
-        raise TypeError("only plain values, functions and the solution's own objects can be passed to "
-                        "the solution, not a %s" % type(value).__name__)
+        raise TypeError(
+            "only plain values, functions and the solution's own objects can be passed to "
+            "the solution, not a %s" % type(value).__name__
+        )
 
     def close(self):
         """End the child: without waiting, since the sandbox reaps what is left when we exit."""

@@ -39,8 +39,12 @@ LOOKALIKE_CAPITALS = frozenset("АВСЕНІЈКМОРЅТХУԚԜΑΒΕΖΗΙΚ
 def _folded(code: int) -> str | None:
     """What ``fold`` makes of one code point (None: dropped)."""
     char = chr(code)
-    if unicodedata.category(char) == "Cf" or code in _INVISIBLE_MARKS or 0xFE00 <= code <= 0xFE0F \
-            or 0xE0100 <= code <= 0xE01EF:
+    if (
+        unicodedata.category(char) == "Cf"
+        or code in _INVISIBLE_MARKS
+        or 0xFE00 <= code <= 0xFE0F
+        or 0xE0100 <= code <= 0xE01EF
+    ):
         return None  # format controls, variation selectors: no meaning of their own
     if char in _DASHES:
         return "-"
@@ -77,11 +81,13 @@ class _Table(dict[int, "str | None"]):
 
 
 def _in_a_run(mapping: Callable[[int], str | None]) -> Callable[[int], str]:
-    """"\x01" for a character whose image under ``mapping`` continues a run of combining marks (a mark, or
+    """ "\x01" for a character whose image under ``mapping`` continues a run of combining marks (a mark, or
     nothing: a dropped character joins the marks around it), else "\x00"."""
+
     def marker(code: int) -> str:
         image = mapping(code)
         return "\x01" if not image or unicodedata.combining(image[0]) else "\x00"
+
     return marker
 
 
@@ -107,8 +113,9 @@ def _touched() -> tuple[frozenset[str], frozenset[str], frozenset[str], frozense
     for span in _ASSIGNED:
         for code in span:
             char = chr(code)
-            if not (unicodedata.category(char) in _READ_CATEGORIES or unicodedata.decomposition(char)
-                    or code in explicit):
+            if not (
+                unicodedata.category(char) in _READ_CATEGORIES or unicodedata.decomposition(char) or code in explicit
+            ):
                 continue
             if _folding_run(code) == "\x01":
                 joins.add(char)
@@ -118,8 +125,12 @@ def _touched() -> tuple[frozenset[str], frozenset[str], frozenset[str], frozense
                 folds.add(char)
             elif _compatibility_folded(code) != char:
                 compatible.add(char)
-    return (frozenset(folds | joins), frozenset(folds | compatible | compatible_joins), frozenset(joins),
-            frozenset(compatible_joins))
+    return (
+        frozenset(folds | joins),
+        frozenset(folds | compatible | compatible_joins),
+        frozenset(joins),
+        frozenset(compatible_joins),
+    )
 
 
 def fold(text: str) -> str:
@@ -168,7 +179,7 @@ def _capped(text: str, joins: frozenset[str], runs: _Table) -> str:
         return text
     kept, last = [], 0
     for start, end in spans:
-        kept.append(text[last:start + _MAX_MARKS])
+        kept.append(text[last : start + _MAX_MARKS])
         last = end
     kept.append(text[last:])
     return "".join(kept)

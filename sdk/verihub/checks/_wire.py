@@ -1,7 +1,8 @@
 """Plain data across the boundary between python_tests' runner and the candidate's process.
 
 Stdlib only, Python 3.8+: this text runs inside the jail (the runner's program is this file, then
-``_test_child.py``, ``_test_process.py`` and ``_test_runner.py``), and the tests import it on the host. Only values of *exact* builtin
+``_test_child.py``, ``_test_process.py`` and ``_test_runner.py``), and the tests import it on the host. Only values of
+*exact* builtin
 types cross: None, bool, int, float, complex, str, bytes, and list, tuple, dict, set and frozenset of
 them; a subclass never does. Anything else crosses as a numbered reference to an object that stays on
 its own side: ``h`` an object of the candidate's process, ``p`` a callable of the runner's (a
@@ -178,7 +179,7 @@ class Decoder:
         end = self.position + size
         if end > len(self.data):
             raise WireError("the message ends early")
-        chunk = self.data[self.position:end]
+        chunk = self.data[self.position : end]
         self.position = end
         return chunk
 
@@ -276,4 +277,4 @@ def read_exact(fd, size):
 def write_all(fd, data):
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]

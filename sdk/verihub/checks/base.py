@@ -164,8 +164,12 @@ def as_check(obj: Any, name: str | None = None) -> Check:
 
 
 def _make(
-    fn: Callable[..., Any], name: str | None, params: type[CheckParams] | None, mode: Mode | None,
-    description: str | None, exploits: tuple[Exploit, ...] = (),
+    fn: Callable[..., Any],
+    name: str | None,
+    params: type[CheckParams] | None,
+    mode: Mode | None,
+    description: str | None,
+    exploits: tuple[Exploit, ...] = (),
 ) -> Check:
     chosen: Mode = mode or ("async" if inspect.iscoroutinefunction(fn) else "thread")
     doc = description if description is not None else (inspect.getdoc(fn) or "").split("\n\n")[0]

@@ -22,13 +22,18 @@ _CODE_BLOCK = re.compile(r"```(?:python|py)?[^\n]*\n(.*?)```", re.DOTALL)
 
 
 class PythonTestsParams(CheckParams):
-    tests_field: str = Field("tests", description="Column with the tests: test_* functions and/or unittest classes "
-                             "that import from `solution`.")
+    tests_field: str = Field(
+        "tests",
+        description="Column with the tests: test_* functions and/or unittest classes that import from `solution`.",
+    )
     extract: Literal["code_block", "full"] = Field("code_block", description="The last ```python block, or all text.")
     partial: bool = Field(True, description="Score the share of passing tests; otherwise all or nothing.")
-    wall_s: float | None = Field(None, gt=0, le=600, description="Time limit of the test run "
-                                 "(default: the environment's sandbox.wall_s).")
-    memory_mb: int | None = Field(None, ge=64, description="Memory limit (default: the environment's sandbox.memory_mb).")
+    wall_s: float | None = Field(
+        None, gt=0, le=600, description="Time limit of the test run (default: the environment's sandbox.wall_s)."
+    )
+    memory_mb: int | None = Field(
+        None, ge=64, description="Memory limit (default: the environment's sandbox.memory_mb)."
+    )
     _limits: Limits = PrivateAttr(default_factory=Limits)
 
     @model_validator(mode="after")
@@ -59,8 +64,12 @@ def python_tests(completion: str, task: Mapping[str, Any], params: PythonTestsPa
     if limits.max_procs < 2:  # the runner and the candidate's process
         limits = limits.model_copy(update={"max_procs": 2})
     nonce = secrets.token_hex(16)
-    result = sandbox.run_python(_harness.program(), files={"solution.py": code}, limits=limits,
-                                stdin=_harness.stdin(tests, expected, nonce, limits.wall_s))
+    result = sandbox.run_python(
+        _harness.program(),
+        files={"solution.py": code},
+        limits=limits,
+        stdin=_harness.stdin(tests, expected, nonce, limits.wall_s),
+    )
     if result.status is sandbox.RunStatus.INFRA_ERROR:
         raise SandboxInfraError(f"python_tests: the sandbox failed: {result.reason}")
     verdict = _harness.read_verdict(result.stdout, nonce)
@@ -76,8 +85,11 @@ def python_tests(completion: str, task: Mapping[str, Any], params: PythonTestsPa
     total = len(outcomes)
     if total == 0:
         raise ValueError(f"column {params.tests_field!r} holds no test_* functions or unittest classes")
-    failed = [f"{name} ({message or outcome})" for name, (outcome, message) in sorted(outcomes.items())
-              if outcome not in ("passed", "skipped")]
+    failed = [
+        f"{name} ({message or outcome})"
+        for name, (outcome, message) in sorted(outcomes.items())
+        if outcome not in ("passed", "skipped")
+    ]
     score = len(passed) / total if params.partial else float(len(passed) == total)
     detail = f"{len(passed)}/{total} tests passed" + (f"; failed: {'; '.join(failed)}"[:600] if failed else "")
     return CheckResult(score, detail)
@@ -102,13 +114,18 @@ def _test_names(tests: str) -> set[str]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
             names.add(node.name)
         elif isinstance(node, ast.ClassDef):
-            names |= {f"{node.name}.{item.name}" for item in node.body
-                      if isinstance(item, ast.FunctionDef) and item.name.startswith("test")}
+            names |= {
+                f"{node.name}.{item.name}"
+                for item in node.body
+                if isinstance(item, ast.FunctionDef) and item.name.startswith("test")
+            }
     return names
 
 
 def _outcomes(verdict: dict[str, Any] | None) -> dict[str, list[str]] | None:
     if verdict is None or not isinstance(verdict.get("results"), dict):
         return None
-    return {str(name): [str(outcome[0]), str(outcome[1]) if len(outcome) > 1 else ""]
-            for name, outcome in verdict["results"].items()}
+    return {
+        str(name): [str(outcome[0]), str(outcome[1]) if len(outcome) > 1 else ""]
+        for name, outcome in verdict["results"].items()
+    }

@@ -30,7 +30,7 @@ def xml_tags(completion: str, task: Mapping[str, Any], params: XmlTagsParams) ->
         start, end = completion.find(opening), completion.find(closing)
         if end < start:
             return CheckResult(0.0, f"</{tag}> comes before <{tag}>")
-        if not completion[start + len(opening):end].strip():
+        if not completion[start + len(opening) : end].strip():
             return CheckResult(0.0, f"<{tag}> is empty")
         spans.append((start, end + len(closing)))
     if params.in_order and spans != sorted(spans):
@@ -84,8 +84,9 @@ def code_block(completion: str, task: Mapping[str, Any], params: CodeBlockParams
     blocks = fenced_blocks(strip_think(completion))
     if params.max_blocks is not None and len(blocks) > params.max_blocks:
         return CheckResult(0.0, f"{len(blocks)} code blocks, at most {params.max_blocks} allowed")
-    wanted = [body for language, body in blocks
-              if params.language is None or language.lower() == params.language.lower()]
+    wanted = [
+        body for language, body in blocks if params.language is None or language.lower() == params.language.lower()
+    ]
     code = [body for body in wanted if body.strip()]
     if len(code) < params.min_blocks:
         kind = f"```{params.language}" if params.language else "fenced code"

@@ -51,8 +51,15 @@ def _builtin(name: str) -> Check:
         known = getattr(importlib.import_module(f"verihub.checks.attacks.{attacks}"), attribute)
     summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
     prescreen = getattr(module, _PRESCREENS[name]) if name in _PRESCREENS else None
-    return Check(name=name, fn=fn, params=getattr(module, params), mode=mode, description=summary, exploits=known,
-                 prescreen=prescreen)
+    return Check(
+        name=name,
+        fn=fn,
+        params=getattr(module, params),
+        mode=mode,
+        description=summary,
+        exploits=known,
+        prescreen=prescreen,
+    )
 
 
 class _BuiltinChecks(Mapping[str, Check]):

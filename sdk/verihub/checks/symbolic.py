@@ -35,16 +35,19 @@ MAX_TERMS = 32  # + and - signs, plus one
 _MAX_RAW = 50_000  # characters of the answer as written, past which it is not canonicalised at all
 _NUMERIC_MARGIN = Fraction(1, 10**12)  # relative gap past which two floats differ at 15 digits
 # Where two expressions are evaluated: each variable takes one of these (irrational-looking) values.
-_POINTS = ((0.5772156649, 1.3247179572, 2.6854520010, 0.9159655942),
-           (1.6180339887, 0.7390851332, 1.2020569032, 2.5029078751),
-           (2.2360679775, 1.4142135624, 0.3678794412, 1.7320508076))
+_POINTS = (
+    (0.5772156649, 1.3247179572, 2.6854520010, 0.9159655942),
+    (1.6180339887, 0.7390851332, 1.2020569032, 2.5029078751),
+    (2.2360679775, 1.4142135624, 0.3678794412, 1.7320508076),
+)
 
 
 class MathParams(CheckParams):
     field: str = Field("answer", description="Column with the reference answer (LaTeX or plain).")
     float_rounding: int = Field(6, ge=0, le=20, description="Decimal places used when comparing floats.")
     timeout_s: int = Field(
-        5, ge=1,
+        5,
+        ge=1,
         description="math-verify's own limit per parse and per comparison, past which the answer is wrong "
         "(10^{10^{10}}); the layer's timeout_s still ends the whole check.",
     )
@@ -102,7 +105,7 @@ def _reference_answer(reference: str) -> str | None:
     one plain piece of LaTeX (then only math-verify reads it)."""
     if "\\boxed" in reference or "\\fbox" in reference:
         spans, nested = boxed_spans(reference)
-        return reference[spans[0][0]:spans[0][1]].strip() if len(spans) == 1 and not nested else None
+        return reference[spans[0][0] : spans[0][1]].strip() if len(spans) == 1 and not nested else None
     if "$" in reference:
         inner = reference.strip("$")
         return inner.strip() if "$" not in inner and reference[0] == reference[-1] == "$" else None
@@ -149,11 +152,13 @@ def _same_number(got: Plain, expected: Plain, float_rounding: int) -> bool | Non
     return None
 
 
-def _same_tuple(got: tuple[str, list[Plain], str], expected: tuple[str, list[Plain], str],
-                float_rounding: int) -> bool | None:
+def _same_tuple(
+    got: tuple[str, list[Plain], str], expected: tuple[str, list[Plain], str], float_rounding: int
+) -> bool | None:
     """Whether math-verify finds two tuples or intervals of plain numbers equal; None where only it can
     tell. latex2sympy reads (a,b) as an open interval when a < b and as a tuple otherwise, and math-verify
     compares either with the other number by number; two intervals compare brackets and ends."""
+
     def interval(value: tuple[str, list[Plain], str]) -> bool:
         return len(value[1]) == 2 and value[1][0].value < value[1][1].value
 
@@ -182,8 +187,11 @@ def _differ(answer: str, gold: str, float_rounding: int) -> bool:
             first, second = got[0](point), expected[0](point)
         except (ArithmeticError, ValueError):  # no value there (1/0, a negative square root)
             continue
-        if math.isfinite(first) and math.isfinite(second) and abs(first - second) > max(
-                band, 1e-9 * max(abs(first), abs(second))):
+        if (
+            math.isfinite(first)
+            and math.isfinite(second)
+            and abs(first - second) > max(band, 1e-9 * max(abs(first), abs(second)))
+        ):
             return True
     return False
 
@@ -203,8 +211,9 @@ def _too_large(answer: str, gold: str) -> CheckResult | None:
     measured = size(answer) if len(answer) <= bounds.length else Size(len(answer), 0, 0)
     for value, bound, what in zip(measured, bounds, ("characters long", "levels deep", "terms long"), strict=True):
         if value > bound:
-            return CheckResult(0.0, f"the answer is {value:,} {what}, more than the {bound:,} compared for this "
-                                    "reference")
+            return CheckResult(
+                0.0, f"the answer is {value:,} {what}, more than the {bound:,} compared for this reference"
+            )
     return None
 
 

@@ -82,8 +82,9 @@ def search(pattern: Any, text: str, *, full: bool = False) -> Any:
     try:
         return (pattern.fullmatch if full else pattern.search)(text, timeout=PATTERN_TIMEOUT_S)
     except TimeoutError:
-        raise PatternTimeout(f"the pattern {pattern.pattern[:60]!r} ran past {PATTERN_TIMEOUT_S:g}s on this "
-                             "answer") from None
+        raise PatternTimeout(
+            f"the pattern {pattern.pattern[:60]!r} ran past {PATTERN_TIMEOUT_S:g}s on this answer"
+        ) from None
 
 
 def must_compile(pattern: str) -> str:

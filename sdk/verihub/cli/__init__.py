@@ -34,6 +34,9 @@ def main() -> None:
 
 def _own_commands() -> set[str]:
     """The names of the SDK's commands and command groups, as typer spells them."""
-    commands = {command.name or command.callback.__name__.replace("_", "-")
-                for command in app.registered_commands if command.callback is not None}
+    commands = {
+        command.name or command.callback.__name__.replace("_", "-")
+        for command in app.registered_commands
+        if command.callback is not None
+    }
     return commands | {group.name for group in app.registered_groups if group.name}

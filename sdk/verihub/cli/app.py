@@ -8,8 +8,18 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-__all__ = ["EnvArg", "GraderOption", "GraderTimeoutOption", "GraderTokenOption", "HubOption", "TokenOption", "app",
-           "err", "grader_pool", "out"]
+__all__ = [
+    "EnvArg",
+    "GraderOption",
+    "GraderTimeoutOption",
+    "GraderTokenOption",
+    "HubOption",
+    "TokenOption",
+    "app",
+    "err",
+    "grader_pool",
+    "out",
+]
 
 app = typer.Typer(
     help="verihub: RL environments and layered verifiers as versioned packages.",
@@ -21,17 +31,35 @@ out = Console()
 err = Console(stderr=True)
 
 EnvArg = Annotated[str, typer.Argument(help="Environment directory, its environment.yaml, or an installed name.")]
-HubOption = Annotated[str | None, typer.Option("--hub", help="Hub server URL, or a hub directory (default: "
-                                               "$VERIHUB_HUB, else the embedded hub in $VERIHUB_HOME/hub).")]
-TokenOption = Annotated[str | None, typer.Option("--token", help="Hub token (default: $VERIHUB_TOKEN, $HF_TOKEN, "
-                                                 "then the one `verihub login` stored).")]
-GraderOption = Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
-                                                 "repeatable: grading and tool sessions run there, spread by load, "
-                                                 "retried on another server when one fails.")]
-GraderTokenOption = Annotated[str | None, typer.Option(show_default=False, help="The graders' --token (default: "
-                                                       "$VERIHUB_GRADER_TOKEN).")]
-GraderTimeoutOption = Annotated[float, typer.Option(min=0.1, help="Seconds a grader may take to answer one request "
-                                                    "before the work goes to another.")]
+HubOption = Annotated[
+    str | None,
+    typer.Option(
+        "--hub",
+        help="Hub server URL, or a hub directory (default: $VERIHUB_HUB, else the embedded hub in $VERIHUB_HOME/hub).",
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token", help="Hub token (default: $VERIHUB_TOKEN, $HF_TOKEN, then the one `verihub login` stored)."
+    ),
+]
+GraderOption = Annotated[
+    list[str],
+    typer.Option(
+        "--grader",
+        help="URL of a `verihub serve` of the same environments, "
+        "repeatable: grading and tool sessions run there, spread by load, "
+        "retried on another server when one fails.",
+    ),
+]
+GraderTokenOption = Annotated[
+    str | None, typer.Option(show_default=False, help="The graders' --token (default: $VERIHUB_GRADER_TOKEN).")
+]
+GraderTimeoutOption = Annotated[
+    float,
+    typer.Option(min=0.1, help="Seconds a grader may take to answer one request before the work goes to another."),
+]
 
 
 def grader_pool(urls: list[str], token: str | None, timeout_s: float) -> Any:

@@ -26,13 +26,24 @@ def schema(indent: Annotated[int, typer.Option(help="JSON indentation.")] = 2) -
 def validate(
     env: EnvArg,
     min_pass_rate: Annotated[
-        float | None, typer.Option(min=0, max=1, help="Override gold.min_pass_rate (share of references that must pass).")
+        float | None,
+        typer.Option(min=0, max=1, help="Override gold.min_pass_rate (share of references that must pass)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    judge_model: Annotated[str | None, typer.Option(help="Model for judge layers (overrides the spec), e.g. "
-                                                    "openai:MODEL@URL. Without any, judge layers are skipped.")] = None,
-    attacks: Annotated[bool, typer.Option("--attacks/--no-attacks", help="Run the red-team suite: every exploit "
-                                          "known against the verifier's checks, and gold.exploits.")] = True,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model for judge layers (overrides the spec), e.g. "
+            "openai:MODEL@URL. Without any, judge layers are skipped."
+        ),
+    ] = None,
+    attacks: Annotated[
+        bool,
+        typer.Option(
+            "--attacks/--no-attacks",
+            help="Run the red-team suite: every exploit known against the verifier's checks, and gold.exploits.",
+        ),
+    ] = True,
     grader: GraderOption = [],  # noqa: B006
     grader_token: GraderTokenOption = None,
     grader_timeout: GraderTimeoutOption = 120.0,
@@ -60,9 +71,21 @@ def validate(
 
         blocked, ran = report.exploit_tally()
         forced, forcing = report.fault_tally()
-        print(json.dumps({**asdict(report), "exploits_blocked": blocked, "exploits_ran": ran, "faults_forced": forced,
-                          "fault_forcing_ran": forcing, "answer_faults": report.answer_faults,
-                          "max_exploit_reward": report.max_exploit_reward, "ok": report.ok}, indent=2))
+        print(
+            json.dumps(
+                {
+                    **asdict(report),
+                    "exploits_blocked": blocked,
+                    "exploits_ran": ran,
+                    "faults_forced": forced,
+                    "fault_forcing_ran": forcing,
+                    "answer_faults": report.answer_faults,
+                    "max_exploit_reward": report.max_exploit_reward,
+                    "ok": report.ok,
+                },
+                indent=2,
+            )
+        )
     else:
         _print_report(report)
     raise typer.Exit(0 if report.ok else 1)
@@ -72,8 +95,17 @@ def _print_report(report: Any) -> None:
     from verihub.validation.redteam import EVERY_VERIFIER, GOLD
 
     table = Table(title=f"{report.env_id}@{report.version}: gold self-check", title_justify="left")
-    columns = ("layer", "kind", "gate", "references passed", "negatives failed", "faults", "mean ms", "exploits blocked",
-               "faults forced")
+    columns = (
+        "layer",
+        "kind",
+        "gate",
+        "references passed",
+        "negatives failed",
+        "faults",
+        "mean ms",
+        "exploits blocked",
+        "faults forced",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column in ("layer", "kind") else "right")
 
@@ -84,34 +116,58 @@ def _print_report(report: Any) -> None:
     for tally in report.layers:
         mean_ms = 1000 * tally.time_s / tally.runs if tally.runs else 0.0
         table.add_row(
-            tally.name, tally.layer, "yes" if tally.gate else "",
-            f"{tally.references_passed}/{tally.references_ran}", f"{tally.negatives_failed}/{tally.negatives_ran}",
-            str(tally.faults), f"{mean_ms:.3f}", blocked(tally.name), "",
+            tally.name,
+            tally.layer,
+            "yes" if tally.gate else "",
+            f"{tally.references_passed}/{tally.references_ran}",
+            f"{tally.negatives_failed}/{tally.negatives_ran}",
+            str(tally.faults),
+            f"{mean_ms:.3f}",
+            blocked(tally.name),
+            "",
         )
     forced, forcing = report.fault_tally()  # every fault-forcing exploit targets the whole verifier
     for target in (EVERY_VERIFIER, GOLD):
         if report.exploit_tally(target)[1]:
-            table.add_row(target, "exploits", "", "", "", "", "", blocked(target),
-                          f"{forced}/{forcing}" if target == EVERY_VERIFIER and forcing else "")
+            table.add_row(
+                target,
+                "exploits",
+                "",
+                "",
+                "",
+                "",
+                "",
+                blocked(target),
+                f"{forced}/{forcing}" if target == EVERY_VERIFIER and forcing else "",
+            )
     out.print(table)
     if report.judge_skipped and any(tally.layer == "judge" for tally in report.layers):
-        out.print("[yellow]note:[/yellow] judge layers were skipped: no judge model is configured "
-                  "(eval.judge_model in the spec, or --judge-model).")
+        out.print(
+            "[yellow]note:[/yellow] judge layers were skipped: no judge model is configured "
+            "(eval.judge_model in the spec, or --judge-model)."
+        )
     calibration = report.calibration
     if calibration is not None:
         mark = "[green]ok[/green]" if calibration.ok else "[red]TOO LOW[/red]"
-        out.print(f"judge calibration: {calibration.agreed}/{calibration.items} agree "
-                  f"({calibration.agreement:.0%}, need {calibration.min_agreement:.0%}) {mark}")
+        out.print(
+            f"judge calibration: {calibration.agreed}/{calibration.items} agree "
+            f"({calibration.agreement:.0%}, need {calibration.min_agreement:.0%}) {mark}"
+        )
         for disagreement in calibration.disagreements[:5]:
             out.print(f"  [yellow]~[/yellow] {disagreement}", highlight=False)
     for failure in report.failures:
         out.print(f"  [red]✗[/red] {failure}", highlight=False)
     if report.exploits_need_judge:
-        out.print(f"[yellow]note:[/yellow] {report.exploits_need_judge} judge-injection exploits need a judge model "
-                  "and were not run (--judge-model).")
+        out.print(
+            f"[yellow]note:[/yellow] {report.exploits_need_judge} judge-injection exploits need a judge model "
+            "and were not run (--judge-model)."
+        )
     stopped, ran = report.exploit_tally()
-    exploits = (f", exploits blocked {stopped}/{ran}, faults forced {forced}/{forcing}" if report.attacks
-                else ", exploits not run (--no-attacks)")
+    exploits = (
+        f", exploits blocked {stopped}/{ran}, faults forced {forced}/{forcing}"
+        if report.attacks
+        else ", exploits not run (--no-attacks)"
+    )
     if report.attacks and report.max_exploit_reward is not None:
         exploits += f" (highest reward {report.max_exploit_reward:g}, floor {report.exploit_floor:g})"
     verdict = "[green]valid[/green]" if report.ok else "[red]INVALID[/red]"
@@ -188,8 +244,13 @@ def list_checks() -> None:
 
 @app.command("envs")
 def list_envs(
-    reasoning_gym: Annotated[bool, typer.Option("--reasoning-gym", help="List reasoning-gym's datasets instead: "
-                                                "load one with load_env(\"reasoning-gym:NAME\", ...).")] = False,
+    reasoning_gym: Annotated[
+        bool,
+        typer.Option(
+            "--reasoning-gym",
+            help='List reasoning-gym\'s datasets instead: load one with load_env("reasoning-gym:NAME", ...).',
+        ),
+    ] = False,
 ) -> None:
     """List installed environment packages (or, with --reasoning-gym, reasoning-gym's datasets)."""
     if reasoning_gym:
@@ -208,10 +269,15 @@ def _list_reasoning_gym() -> None:
     from verihub.adapters.reasoning_gym import list_datasets, rg_version, show_setting
 
     infos = list_datasets()
-    table = Table("name", "category", "difficulty levels", "settings (defaults)",
-                  title=f"reasoning-gym {rg_version()}: {len(infos)} datasets, "
-                        "load_env(\"reasoning-gym:NAME\", size=, seed=, difficulty=, SETTING=...)",
-                  title_justify="left")
+    table = Table(
+        "name",
+        "category",
+        "difficulty levels",
+        "settings (defaults)",
+        title=f"reasoning-gym {rg_version()}: {len(infos)} datasets, "
+        'load_env("reasoning-gym:NAME", size=, seed=, difficulty=, SETTING=...)',
+        title_justify="left",
+    )
     for info in infos:
         levels = ", ".join(f"{attr} 0-{count - 1}" for attr, count in info.levels.items())
         settings = ", ".join(f"{key}={show_setting(value)}" for key, value in info.settings.items())

@@ -36,8 +36,11 @@ def add_commands(app: typer.Typer) -> None:
             register = entry.load()
             register(app)
         except Exception as error:  # noqa: BLE001 - a broken part costs its own commands, not the whole CLI
-            err.print(f"[yellow]warning:[/yellow] the commands of {escape(entry.value)} did not load: "
-                      f"{escape(describe_error(error))}", highlight=False)
+            err.print(
+                f"[yellow]warning:[/yellow] the commands of {escape(entry.value)} did not load: "
+                f"{escape(describe_error(error))}",
+                highlight=False,
+            )
 
 
 def open_hub(location: str | None, token: str | None) -> Any:
@@ -45,8 +48,9 @@ def open_hub(location: str | None, token: str | None) -> Any:
     installed hub client."""
     found = _sorted(HUBS)
     if not found:
-        raise MissingDependencyError("publishing needs verihub's hub client (the verihub-hub package): "
-                                     "pip install verihub")
+        raise MissingDependencyError(
+            "publishing needs verihub's hub client (the verihub-hub package): pip install verihub"
+        )
     return found[0].load()(location, token)
 
 

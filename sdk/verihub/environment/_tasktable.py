@@ -4,7 +4,8 @@ A generator's rows and a JSON Lines file's rows are kept as Python dicts when Ar
 they are: every row has the same keys, and each column holds one scalar type (``str``, ``int`` within
 int64, ``bool``; ``float`` from a generator) or None, and the source is of modest size. Any other shape
 (nested values, mixed types, strings Arrow reads as timestamps, ...) returns None and the caller loads
-through `datasets`, whose reading then decides. The `datasets.Dataset` form of a table is built from these very rows when asked
+through `datasets`, whose reading then decides. The `datasets.Dataset` form of a table is built from these very rows
+when asked
 for (:meth:`TaskTable.dataset`), so what validation grades and what a trainer gets cannot differ.
 """
 
@@ -51,8 +52,9 @@ class TaskTable(Sequence[dict[str, Any]]):
     carving splits uses (``column_names``, ``select``, ``shuffle``, ``add_column``, a column by name);
     each row read is a fresh dict, so a caller that edits one changes no other reader's task."""
 
-    def __init__(self, rows: list[dict[str, Any]], indices: Sequence[int] | None = None, *,
-                 _base: _Base | None = None) -> None:
+    def __init__(
+        self, rows: list[dict[str, Any]], indices: Sequence[int] | None = None, *, _base: _Base | None = None
+    ) -> None:
         self._base = _base or _Base(rows)
         self._indices = list(range(len(rows))) if indices is None else list(indices)
         self._dataset: Dataset | None = None
@@ -135,7 +137,9 @@ def plain_rows(rows: Sequence[Mapping[str, Any]], *, parsed_json: bool = False) 
                 return None
             if kind is int and value not in _INT64:
                 return None
-            if kind is str and ((not value.isascii() and not _utf8(value)) or (parsed_json and _DATE_LIKE.match(value))):
+            if kind is str and (
+                (not value.isascii() and not _utf8(value)) or (parsed_json and _DATE_LIKE.match(value))
+            ):
                 return None
         out.append(row if list(row) == keys else {key: row[key] for key in keys})
     return out

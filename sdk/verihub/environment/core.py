@@ -147,7 +147,8 @@ class Environment:
         return await self.verifier.agrade(task, completion_text(completion))
 
     def session(self, task: Task, *, sandbox: Sandbox | None = None) -> Session:
-        """One episode on ``task`` (:mod:`verihub.environment.session`): ``reset()``, then ``step(action)`` until done."""
+        """One episode on ``task`` (:mod:`verihub.environment.session`): ``reset()``, then ``step(action)``
+        until done."""
         from verihub.environment.session import Session
 
         return Session(self, task, sandbox=sandbox)
@@ -159,12 +160,18 @@ class Environment:
         problems: list[SpecProblem] = []
         for loc, template in template_locations(self.spec):
             for name in sorted(template_fields(template) - columns):
-                problems.append(self._loaded.problem(loc, f"placeholder {{{name}}} is not a dataset column (columns: {shown})"))
+                problems.append(
+                    self._loaded.problem(loc, f"placeholder {{{name}}} is not a dataset column (columns: {shown})")
+                )
         for layer in self.verifier.layers:
             index = self.spec.verifier.index(layer.spec)
             for name in sorted(layer.columns - columns):
                 loc = ("verifier", index, "args", "field") if "field" in layer.spec.args else ("verifier", index)
-                problems.append(self._loaded.problem(loc, f"check reads column {name!r}, which the dataset lacks (columns: {shown})"))
+                problems.append(
+                    self._loaded.problem(
+                        loc, f"check reads column {name!r}, which the dataset lacks (columns: {shown})"
+                    )
+                )
         if problems:
             raise SpecError(sorted(problems, key=lambda p: p.line or 0))
 
@@ -176,8 +183,6 @@ def completion_text(completion: Completion) -> str:
         if message.get("role") == "assistant":
             return str(message.get("content") or "")
     raise ValueError("the completion's messages hold no assistant message to grade")
-
-
 
 
 def load_env(
@@ -222,25 +227,36 @@ def load_env(
     if str(ref).startswith("openenv:"):
         from verihub.adapters.openenv import load_openenv
 
-        return load_openenv(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, judge=judge,
-                            on_missing_judge=on_missing_judge, **settings)
+        return load_openenv(
+            str(ref),
+            size=size,
+            seed=seed,
+            difficulty=difficulty,
+            config=config,
+            judge=judge,
+            on_missing_judge=on_missing_judge,
+            **settings,
+        )
     if str(ref).startswith("verifiers:"):
         from verihub.adapters.verifiers import load_verifiers
 
-        return load_verifiers(str(ref), size=size, seed=seed, config=config, judge=judge,
-                              on_missing_judge=on_missing_judge, **settings)
+        return load_verifiers(
+            str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge, **settings
+        )
     if str(ref).startswith("gem:"):
         from verihub.adapters.gem import load_gem
 
-        return load_gem(str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge,
-                        **settings)
+        return load_gem(
+            str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge, **settings
+        )
     if str(ref).startswith(("textarena:", "skyrl-gym:")):
         from verihub.adapters.skyrl_gym import load_skyrl_gym
         from verihub.adapters.textarena import load_textarena
 
         load = load_textarena if str(ref).startswith("textarena:") else load_skyrl_gym
-        return load(str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge,
-                    **settings)
+        return load(
+            str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge, **settings
+        )
     if str(ref).startswith("harbor:"):
         from verihub.adapters.harbor import load_harbor
 
@@ -255,18 +271,30 @@ def load_env(
         given = {"size": size, "seed": seed, "difficulty": difficulty, "config": config}
         unexpected = sorted([name for name, value in given.items() if value is not None] + list(settings))
         if unexpected:
-            raise TypeError(f"load_env() got unexpected keyword arguments {', '.join(unexpected)} "
-                            "(only reasoning-gym: and openenv: environments take them)")
+            raise TypeError(
+                f"load_env() got unexpected keyword arguments {', '.join(unexpected)} "
+                "(only reasoning-gym: and openenv: environments take them)"
+            )
         path = Path(ref)
         if not find_spec_file(path).is_file():
             path = _installed_env_dir(str(ref), path)
         wrapped = read_wrapped(find_spec_file(path))
         if wrapped is not None:  # another ecosystem's environment, under this file's identity
-            env = load_env(wrapped.source, judge=judge, judge_model=judge_model, on_missing_judge=on_missing_judge,
-                           **wrapped.resolved_options(find_spec_file(path).parent))
-            identity = {"id": wrapped.id, "version": wrapped.version, "tags": wrapped.tags or env.spec.tags,
-                        "description": wrapped.description or env.spec.description,
-                        "domain": wrapped.domain or env.spec.domain, "license": wrapped.license}
+            env = load_env(
+                wrapped.source,
+                judge=judge,
+                judge_model=judge_model,
+                on_missing_judge=on_missing_judge,
+                **wrapped.resolved_options(find_spec_file(path).parent),
+            )
+            identity = {
+                "id": wrapped.id,
+                "version": wrapped.version,
+                "tags": wrapped.tags or env.spec.tags,
+                "description": wrapped.description or env.spec.description,
+                "domain": wrapped.domain or env.spec.domain,
+                "license": wrapped.license,
+            }
             env.spec = env.spec.model_copy(update=identity)
             return env
         loaded = load_spec(path)
@@ -292,8 +320,9 @@ def _installed_env_dir(ref: str, path: Path) -> Path:
     providers = installed.get(ref, [])
     if len(providers) > 1:
         owners = ", ".join(sorted(str(ep.dist.name) if ep.dist else ep.value for ep in providers))
-        raise EnvNotFoundError(ref, sorted(installed), [],
-                               f"several installed packages provide it ({owners}); load it as owner/name")
+        raise EnvNotFoundError(
+            ref, sorted(installed), [], f"several installed packages provide it ({owners}); load it as owner/name"
+        )
     if not providers:
         names = sorted(installed)
         raise EnvNotFoundError(ref, names, difflib.get_close_matches(ref, names, n=3))

@@ -120,8 +120,11 @@ def _carve(whole: Any, spec: DatasetSpec) -> dict[str, Any]:
             rows += group
             taken += len(group)
         if not rows:
-            raise EmptySplitError(name, f"split {name!r} gets no tasks ({fraction} of {total} rounds to none "
-                                        f"after the splits before it); add tasks or raise its fraction")
+            raise EmptySplitError(
+                name,
+                f"split {name!r} gets no tasks ({fraction} of {total} rounds to none "
+                f"after the splits before it); add tasks or raise its fraction",
+            )
         splits[name] = shuffled.select(rows)
     return splits
 
@@ -131,8 +134,10 @@ def _groups(shuffled: Any, column: str | None) -> list[list[int]]:
     if column is None:
         return [[index] for index in range(len(shuffled))]
     if column not in shuffled.column_names:
-        raise SplitError(("dataset", "group_by"), f"group_by column {column!r} is not a dataset column "
-                                                   f"(columns: {', '.join(sorted(shuffled.column_names))})")
+        raise SplitError(
+            ("dataset", "group_by"),
+            f"group_by column {column!r} is not a dataset column (columns: {', '.join(sorted(shuffled.column_names))})",
+        )
     groups: dict[str, list[int]] = {}
     for index, value in enumerate(shuffled[column]):
         groups.setdefault(json.dumps(value, sort_keys=True, default=str), []).append(index)

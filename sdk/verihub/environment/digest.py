@@ -24,8 +24,9 @@ _SKIP_SUFFIXES = (".pyc", ".pyo")
 _CHUNK = 1 << 20
 
 
-def content_manifest(env: Environment, tasks: Iterable[Mapping[str, Any]], *,
-                     skip: Callable[[Path], bool] = lambda _: False) -> dict[str, str]:
+def content_manifest(
+    env: Environment, tasks: Iterable[Mapping[str, Any]], *, skip: Callable[[Path], bool] = lambda _: False
+) -> dict[str, str]:
     """sha256 of each part a grade depends on: the parsed spec, the tasks, each layer's check code (the
     module defining it) or rubric, and every file in the environment's directory except hidden ones,
     caches, build outputs and the files and directories ``skip`` names (an eval's results)."""
@@ -93,8 +94,14 @@ def _layer_digest(layer: Any, root: Path) -> str:
 def _files(root: Path, skip: Callable[[Path], bool]) -> Iterator[Path]:
     for directory, subdirs, names in os.walk(root):
         here = Path(directory)
-        subdirs[:] = sorted(name for name in subdirs if not name.startswith(".") and name not in _SKIP_DIRS
-                            and not name.endswith(".egg-info") and not skip(here / name))
+        subdirs[:] = sorted(
+            name
+            for name in subdirs
+            if not name.startswith(".")
+            and name not in _SKIP_DIRS
+            and not name.endswith(".egg-info")
+            and not skip(here / name)
+        )
         for name in sorted(names):
             path = here / name
             if not name.startswith(".") and not name.endswith(_SKIP_SUFFIXES) and path.is_file() and not skip(path):

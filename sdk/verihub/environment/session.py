@@ -67,8 +67,7 @@ class Session:
     """One episode. Usable from construction (the trainer renders its own prompts and only calls tools);
     :meth:`reset` starts it over and returns the first observation."""
 
-    def __init__(self, env: Environment, task: Task, *, sandbox: Sandbox | None = None,
-                 grader: Any = None) -> None:
+    def __init__(self, env: Environment, task: Task, *, sandbox: Sandbox | None = None, grader: Any = None) -> None:
         self.env, self.task = env, task
         self.sandbox = sandbox  # for sandboxed tools; None: the default sandbox
         self.grader = grader if grader is not None else env  # grade/agrade: in process, or a RemoteGrader
@@ -109,16 +108,21 @@ class Session:
         self._start()
         self._id = None  # a new episode
         self.messages = list(self.env.render(self.task))
-        return {"env": self.env.id, "task_id": str(self.task.get("id", "")), "messages": list(self.messages),
-                "tools": self.tool_schemas}
+        return {
+            "env": self.env.id,
+            "task_id": str(self.task.get("id", "")),
+            "messages": list(self.messages),
+            "tools": self.tool_schemas,
+        }
 
     async def areset(self) -> Observation:
         return self.reset()
 
     def step(self, action: Action) -> StepResult:
         calls = self._begin(action)
-        outputs = [self._tool_message(call, self._refusal(call) or self.call_tool(call.name, call.arguments))
-                   for call in calls]
+        outputs = [
+            self._tool_message(call, self._refusal(call) or self.call_tool(call.name, call.arguments)) for call in calls
+        ]
         if self._ends_now(calls) and (task := self._graded_task()) is not None:
             try:
                 self._end(grade=self.grader.grade(task, self.messages))
@@ -128,8 +132,10 @@ class Session:
 
     async def astep(self, action: Action) -> StepResult:
         calls = self._begin(action)
-        outputs = [self._tool_message(call, self._refusal(call) or await self.acall_tool(call.name, call.arguments))
-                   for call in calls]
+        outputs = [
+            self._tool_message(call, self._refusal(call) or await self.acall_tool(call.name, call.arguments))
+            for call in calls
+        ]
         if self._ends_now(calls) and (task := self._graded_task()) is not None:
             try:
                 self._end(grade=await self.grader.agrade(task, self.messages))
@@ -138,17 +144,30 @@ class Session:
         return self._result(outputs)
 
     def state(self) -> dict[str, Any]:
-        return {"episode_id": self.id, "step_count": self.turns, "env": self.env.id, "version": self.env.version,
-                "task_id": str(self.task.get("id", "")), "max_turns": self.max_turns, "done": self.done,
-                "messages": list(self.messages), **(self.info() if self.done else {})}
+        return {
+            "episode_id": self.id,
+            "step_count": self.turns,
+            "env": self.env.id,
+            "version": self.env.version,
+            "task_id": str(self.task.get("id", "")),
+            "max_turns": self.max_turns,
+            "done": self.done,
+            "messages": list(self.messages),
+            **(self.info() if self.done else {}),
+        }
 
     def info(self) -> dict[str, Any]:
         """What the episode came to: ``turns``, and once done ``status``, ``reason`` and ``layers``."""
         if self.grade is not None:
             return {"turns": self.turns, **grade_detail(self.grade)}
         if self.fault is not None:
-            return {"turns": self.turns, "status": str(GradeStatus.ENV_ERROR), "reward": None, "reason": self.fault,
-                    "layers": []}
+            return {
+                "turns": self.turns,
+                "status": str(GradeStatus.ENV_ERROR),
+                "reward": None,
+                "reason": self.fault,
+                "layers": [],
+            }
         return {"turns": self.turns}
 
     def close(self) -> None:
@@ -243,7 +262,7 @@ class Session:
 
     @staticmethod
     def _refusal(call: _Call) -> str:
-        return (f"error: at most {MAX_TOOL_CALLS} tool calls a turn; this one did not run" if call.surplus else "")
+        return f"error: at most {MAX_TOOL_CALLS} tool calls a turn; this one did not run" if call.surplus else ""
 
     def _end(self, *, grade: Grade | None = None, fault: str | None = None) -> None:
         self.grade, self.fault, self.done = grade, fault[:500] if fault else None, True
@@ -275,12 +294,23 @@ class CallsAreTurns:
     def _refused(self) -> str:
         if not self.done:
             return ""
-        return f"error: {self.fault}; this rollout will not be scored" if self.fault else \
-            "error: the episode is over; this call did not run"
+        return (
+            f"error: {self.fault}; this rollout will not be scored"
+            if self.fault
+            else "error: the episode is over; this call did not run"
+        )
 
     def _single_call(self, name: str, arguments: dict[str, Any] | None) -> Message:
-        return {"content": "", "tool_calls": [{"id": f"call_{self.turns}", "type": "function", "function": {
-            "name": name, "arguments": json.dumps(arguments) if arguments is not None else "null"}}]}
+        return {
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": f"call_{self.turns}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments) if arguments is not None else "null"},
+                }
+            ],
+        }
 
     @staticmethod
     def _output(result: StepResult) -> str:

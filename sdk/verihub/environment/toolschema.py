@@ -43,8 +43,10 @@ def function_schema(function: Callable[..., Any], name: str | None = None) -> di
     for prop in parameters.get("properties", {}).values():
         prop.pop("title", None)
     parameters.setdefault("required", [])
-    return {"type": "function", "function": {"name": name or function.__name__, "description": summary,
-                                             "parameters": parameters}}
+    return {
+        "type": "function",
+        "function": {"name": name or function.__name__, "description": summary, "parameters": parameters},
+    }
 
 
 def _field(default: Any, description: str | None) -> Any:

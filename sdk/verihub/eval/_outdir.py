@@ -153,17 +153,23 @@ class RunDirectory:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
-            raise EvalResultsError(self.path, f"another verihub eval is writing to {relative_display(self.path)}; "
-                                   "wait for it, or write to a new --out") from None
+            raise EvalResultsError(
+                self.path,
+                f"another verihub eval is writing to {relative_display(self.path)}; "
+                "wait for it, or write to a new --out",
+            ) from None
         self._lock = descriptor
 
     def _check_same_run(self) -> None:
         metadata, log = self.path / METADATA_FILE, self.path / ROLLOUTS_FILE
         if not metadata.exists():
             if log.exists() and log.stat().st_size:
-                raise EvalResultsError(self.path, f"cannot resume {relative_display(self.path)}: it has {ROLLOUTS_FILE} "
-                                       f"but no {METADATA_FILE}, so nothing says which run wrote them; move them "
-                                       "away, or write to a new --out")
+                raise EvalResultsError(
+                    self.path,
+                    f"cannot resume {relative_display(self.path)}: it has {ROLLOUTS_FILE} "
+                    f"but no {METADATA_FILE}, so nothing says which run wrote them; move them "
+                    "away, or write to a new --out",
+                )
             return
         try:
             earlier = json.loads(metadata.read_text(encoding="utf-8"))
@@ -194,8 +200,10 @@ class RunDirectory:
                 json.loads(tail)
             except ValueError:  # cut short: the earlier run died while writing it
                 os.truncate(log, end)
-                self._note(f"{relative_display(log)}: dropped its torn last line (line {len(lines) + 1}, {len(tail)} "
-                           "bytes): the earlier run stopped while writing it, and that rollout runs again")
+                self._note(
+                    f"{relative_display(log)}: dropped its torn last line (line {len(lines) + 1}, {len(tail)} "
+                    "bytes): the earlier run stopped while writing it, and that rollout runs again"
+                )
             else:  # whole, but its newline was never written
                 rollout = _parse(log, len(lines) + 1, tail, keys)
                 found[(rollout.task_id, rollout.sample)] = rollout
@@ -229,7 +237,9 @@ def _parse(log: Path, number: int, line: bytes, keys: set[Key]) -> Rollout:
     except ValueError as error:  # bad UTF-8, or JSON that is not a rollout record
         raise CorruptResultsError(log, number, str(error)) from None
     if (rollout.task_id, rollout.sample) not in keys:
-        raise CorruptResultsError(log, number, f"task {rollout.task_id!r} sample {rollout.sample} is not part of this run")
+        raise CorruptResultsError(
+            log, number, f"task {rollout.task_id!r} sample {rollout.sample} is not part of this run"
+        )
     return rollout
 
 

@@ -159,8 +159,9 @@ async def aevaluate(
         raise ValueError("resume needs out: the directory that holds the earlier run's results")
     defaults = env.spec.eval
     n, k, split = n or defaults.n, k or defaults.k, split or defaults.split
-    sampling = sampling or Sampling(temperature=defaults.temperature, top_p=defaults.top_p,
-                                    max_tokens=defaults.max_tokens)
+    sampling = sampling or Sampling(
+        temperature=defaults.temperature, top_p=defaults.top_p, max_tokens=defaults.max_tokens
+    )
     dataset = env.dataset(split)
     tasks = [dataset[i] for i in range(min(n, len(dataset)))]
     task_ids = [str(task["id"]) for task in tasks]
@@ -188,19 +189,36 @@ async def aevaluate(
             await drift.after_grade()
 
         start = time.perf_counter()
-        engine = RolloutEngine(env, backend, sampling, concurrency=concurrency,
-                               grader=graders.grader(env, split) if graders is not None else None)
+        engine = RolloutEngine(
+            env,
+            backend,
+            sampling,
+            concurrency=concurrency,
+            grader=graders.grader(env, split) if graders is not None else None,
+        )
         fresh = await engine.run(tasks, wanted, record) if wanted else []
         rollouts = sorted([*kept.values(), *fresh], key=lambda r: (r.task_id, r.sample))
-        report = EvalReport(env.id, env.version, backend.model, settings, len(tasks), k, rollouts,
-                            time.perf_counter() - start, rerun=len(fresh), domain=env.domain,
-                            notes=list(run.notes) if run is not None else [])
+        report = EvalReport(
+            env.id,
+            env.version,
+            backend.model,
+            settings,
+            len(tasks),
+            k,
+            rollouts,
+            time.perf_counter() - start,
+            rerun=len(fresh),
+            domain=env.domain,
+            notes=list(run.notes) if run is not None else [],
+        )
         report.metrics = metrics(task_ids, k, rollouts)
         if drift.history:
             report.metrics["judge_drift_agreement"] = drift.history
         if run is not None:
-            run.finish([rows.get((rollout.task_id, rollout.sample)) or rollout.row() for rollout in rollouts],
-                       {"wall_s": report.wall_s, "metrics": report.metrics})
+            run.finish(
+                [rows.get((rollout.task_id, rollout.sample)) or rollout.row() for rollout in rollouts],
+                {"wall_s": report.wall_s, "metrics": report.metrics},
+            )
     finally:
         if run is not None:
             run.close()
@@ -211,14 +229,23 @@ async def aevaluate(
     return report
 
 
-def _identity(env: Environment, model: str, split: str, tasks: list[Any], k: int, sampling: dict[str, Any],
-              out: Path) -> RunIdentity:
+def _identity(
+    env: Environment, model: str, split: str, tasks: list[Any], k: int, sampling: dict[str, Any], out: Path
+) -> RunIdentity:
     from verihub import __version__
     from verihub.environment.digest import content_manifest, manifest_digest
 
     content = content_manifest(env, tasks, skip=eval_output(out))
     return RunIdentity(
-        environment=env.id, environment_version=env.version, model=model, split=split, tasks=len(tasks), k=k,
-        sampling=sampling, judge_model=getattr(env.verifier.judge, "override", None), verihub_version=__version__,
-        environment_digest=manifest_digest(content), environment_content=content,
+        environment=env.id,
+        environment_version=env.version,
+        model=model,
+        split=split,
+        tasks=len(tasks),
+        k=k,
+        sampling=sampling,
+        judge_model=getattr(env.verifier.judge, "override", None),
+        verihub_version=__version__,
+        environment_digest=manifest_digest(content),
+        environment_content=content,
     )

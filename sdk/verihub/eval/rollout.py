@@ -5,7 +5,8 @@ overlaps with the generation of the others. A backend that fails after its retri
 sandbox fails, or a verifier fault ends a rollout as ``env_error`` with the reason; a model mistake
 (bad tool arguments, a wrong answer) is ``wrong``. A multi-turn rollout with sandboxed tools starts from
 the task's ``files`` column and is graded on its terminal state: the verifier gets the task with the final
-work dir under ``verihub.sandbox.tools.WORKDIR``. Each rollout drives one :class:`verihub.environment.session.Session`: the
+work dir under ``verihub.sandbox.tools.WORKDIR``. Each rollout drives one :class:`verihub.environment.session.Session`:
+the
 tool loop and the terminal-state grading are the session's, shared with the trainer and ``verihub serve``.
 """
 
@@ -57,12 +58,22 @@ class Rollout:
     def row(self) -> dict[str, Any]:
         """A flat record for parquet/jsonl (conversation and layer maps as JSON text)."""
         return {
-            "task_id": self.task_id, "sample": self.sample, "completion": self.completion, "status": self.status,
-            "reward": self.reward, "reason": self.reason, "turns": self.turns, "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens, "generation_s": self.generation_s,
-            "grading_s": self.grading_s, "layers": json.dumps(self.layers),
-            "layers_passed": json.dumps(self.layers_passed), "messages": json.dumps(self.messages),
-            "finish_reason": self.finish_reason, "logprobs": json.dumps(self.logprobs),
+            "task_id": self.task_id,
+            "sample": self.sample,
+            "completion": self.completion,
+            "status": self.status,
+            "reward": self.reward,
+            "reason": self.reason,
+            "turns": self.turns,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "generation_s": self.generation_s,
+            "grading_s": self.grading_s,
+            "layers": json.dumps(self.layers),
+            "layers_passed": json.dumps(self.layers_passed),
+            "messages": json.dumps(self.messages),
+            "finish_reason": self.finish_reason,
+            "logprobs": json.dumps(self.logprobs),
             "answer_fault": self.answer_fault,
         }
 
@@ -95,18 +106,32 @@ _GRADED = (GradeStatus.OK.value, GradeStatus.WRONG.value)
 class RolloutEngine:
     """Runs rollouts of one environment against one backend."""
 
-    def __init__(self, env: Environment, backend: Backend, sampling: Sampling, *, concurrency: int = 32,
-                 sandbox: Any = None, grader: Any = None) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        backend: Backend,
+        sampling: Sampling,
+        *,
+        concurrency: int = 32,
+        sandbox: Any = None,
+        grader: Any = None,
+    ) -> None:
         self.env, self.backend, self.sampling = env, backend, sampling
         self.concurrency = concurrency
         self.sandbox = sandbox  # for tool runs; None: the default sandbox
         # whose sessions grade: the environment in this process, or a verihub.serve.graders.RemoteGrader
         self.grader = grader if grader is not None else env
-        self.multi_turn = env.spec.interaction.kind == "multi_turn"  # each rollout drives a verihub.environment.session.Session
+        self.multi_turn = (
+            env.spec.interaction.kind == "multi_turn"
+        )  # each rollout drives a verihub.environment.session.Session
 
     async def run(
-        self, tasks: Iterable[Task], samples: Iterable[tuple[Task, int]] | None = None,
-        on_rollout: Callable[[Rollout], Awaitable[None] | None] | None = None, *, k: int = 1,
+        self,
+        tasks: Iterable[Task],
+        samples: Iterable[tuple[Task, int]] | None = None,
+        on_rollout: Callable[[Rollout], Awaitable[None] | None] | None = None,
+        *,
+        k: int = 1,
     ) -> list[Rollout]:
         """Rollouts for each task (``k`` samples each), or for the given ``(task, sample)`` pairs."""
         limit = asyncio.Semaphore(self.concurrency)
@@ -132,8 +157,9 @@ class RolloutEngine:
         await asyncio.gather(*jobs)
         return sorted(results, key=lambda r: (r.task_id, r.sample))
 
-    async def _single_turn(self, task: Task, indexes: list[int], limit: asyncio.Semaphore,
-                           finish: Callable[[Rollout], Awaitable[None]]) -> None:
+    async def _single_turn(
+        self, task: Task, indexes: list[int], limit: asyncio.Semaphore, finish: Callable[[Rollout], Awaitable[None]]
+    ) -> None:
         prompt = self.env.render(task)
         start = time.perf_counter()
         async with limit:  # the k samples of one task go out as one request (n=k)
@@ -153,11 +179,14 @@ class RolloutEngine:
             await session.astep(generation.message())
             await finish(_rollout(session, index, [generation], seconds, time.perf_counter() - began))
 
-        await asyncio.gather(*(grade(index, generation) for index, generation in zip(indexes, generations, strict=False)),
-                             *(finish(_fault(task, index, prompt, short)) for index in indexes[len(generations):]))
+        await asyncio.gather(
+            *(grade(index, generation) for index, generation in zip(indexes, generations, strict=False)),
+            *(finish(_fault(task, index, prompt, short)) for index in indexes[len(generations) :]),
+        )
 
-    async def _multi_turn(self, task: Task, index: int, limit: asyncio.Semaphore,
-                          finish: Callable[[Rollout], Awaitable[None]]) -> None:
+    async def _multi_turn(
+        self, task: Task, index: int, limit: asyncio.Semaphore, finish: Callable[[Rollout], Awaitable[None]]
+    ) -> None:
         session = self.grader.session(task, sandbox=self.sandbox)
         schemas = session.reset()["tools"] or None
         single = self.sampling.model_copy(update={"n": 1})
@@ -183,8 +212,9 @@ class RolloutEngine:
 def _rollout(session: Session, index: int, turns: list[Generation], generation_s: float, grading_s: float) -> Rollout:
     """The rollout a finished session makes of the model's ``turns``: its grade, or its fault (reward None)."""
     if session.grade is None:
-        return _fault(session.task, index, session.messages, session.fault or "the session ended ungraded",
-                      session.turns)
+        return _fault(
+            session.task, index, session.messages, session.fault or "the session ended ungraded", session.turns
+        )
     rollout = _graded(session.task, index, session.messages, turns[-1].text if turns else "", session.grade)
     rollout.turns, rollout.generation_s, rollout.grading_s = session.turns, generation_s, grading_s
     rollout.prompt_tokens = sum(turn.prompt_tokens for turn in turns)
@@ -197,11 +227,18 @@ def _rollout(session: Session, index: int, turns: list[Generation], generation_s
 
 def _graded(task: Task, index: int, messages: list[Message], completion: str, grade: Grade) -> Rollout:
     return Rollout(
-        task_id=str(task["id"]), sample=index, messages=messages, completion=completion, status=str(grade.status),
-        reward=grade.reward, reason=grade.reason or _first_failure(grade),
+        task_id=str(task["id"]),
+        sample=index,
+        messages=messages,
+        completion=completion,
+        status=str(grade.status),
+        reward=grade.reward,
+        reason=grade.reason or _first_failure(grade),
         layers={layer.name: layer.score for layer in grade.layers},
-        layers_passed={layer.name: None if layer.status is LayerStatus.SKIPPED else layer.status is LayerStatus.PASSED
-                       for layer in grade.layers},
+        layers_passed={
+            layer.name: None if layer.status is LayerStatus.SKIPPED else layer.status is LayerStatus.PASSED
+            for layer in grade.layers
+        },
         answer_fault=fault.name if (fault := grade.answer_fault) is not None else "",
     )
 
@@ -214,5 +251,13 @@ def _first_failure(grade: Grade) -> str:
 
 
 def _fault(task: Task, index: int, messages: list[Message], reason: str, turns: int = 0) -> Rollout:
-    return Rollout(task_id=str(task["id"]), sample=index, messages=messages, completion="",
-                   status=str(GradeStatus.ENV_ERROR), reward=None, reason=reason[:500], turns=turns)
+    return Rollout(
+        task_id=str(task["id"]),
+        sample=index,
+        messages=messages,
+        completion="",
+        status=str(GradeStatus.ENV_ERROR),
+        reward=None,
+        reason=reason[:500],
+        turns=turns,
+    )

@@ -30,8 +30,10 @@ def load_backend(model: str, *, adapter: str | None = None, concurrency: int | N
     """
     kind, _, rest = model.partition(":")
     if adapter is not None and kind not in ("hf", "vllm"):
-        raise ValueError(f"--adapter works with hf: and vllm: models; {model!r} is an endpoint: serve the adapter "
-                         "there (vllm serve BASE --enable-lora --lora-modules NAME=DIR) and name it as the model")
+        raise ValueError(
+            f"--adapter works with hf: and vllm: models; {model!r} is an endpoint: serve the adapter "
+            "there (vllm serve BASE --enable-lora --lora-modules NAME=DIR) and name it as the model"
+        )
     if kind == "openai" and rest:
         from verihub.generation.openai import OpenAIBackend
 

@@ -35,8 +35,11 @@ class Sampling(BaseModel):
     max_tokens: int = Field(1024, ge=1)
     n: int = Field(1, ge=1, description="Samples per request (the K of pass@k).")
     seed: int | None = Field(None, description="Sampling seed, where the backend supports one.")
-    logprobs: bool = Field(False, description="Return each sampled token's log-probability, where the backend "
-                                              "supports it (vLLM and other OpenAI-compatible servers, transformers).")
+    logprobs: bool = Field(
+        False,
+        description="Return each sampled token's log-probability, where the backend "
+        "supports it (vLLM and other OpenAI-compatible servers, transformers).",
+    )
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,14 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
         payload = model_json(raw)
         name = payload.get("name", "") if isinstance(payload, dict) else ""
         arguments = payload.get("arguments") if isinstance(payload, dict) else None
-        calls.append(ToolCall(id=f"call_{next(_call_ids)}", name=str(name),
-                              arguments=arguments if isinstance(arguments, dict) else None,
-                              raw_arguments=json.dumps(arguments) if arguments is not None else raw))
+        calls.append(
+            ToolCall(
+                id=f"call_{next(_call_ids)}",
+                name=str(name),
+                arguments=arguments if isinstance(arguments, dict) else None,
+                raw_arguments=json.dumps(arguments) if arguments is not None else raw,
+            )
+        )
     content = text.split("<tool_call>", 1)[0].strip() if calls else text
     return content, calls
 
@@ -85,8 +90,9 @@ class HFBackend:
     async def aclose(self) -> None:
         return None
 
-    async def generate(self, messages: list[Message], sampling: Sampling,
-                       tools: list[dict[str, Any]] | None = None) -> list[Generation]:
+    async def generate(
+        self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None = None
+    ) -> list[Generation]:
         loop = asyncio.get_running_loop()
         request = _Request(messages, sampling, tools, loop.create_future())
         self._queue.append(request)
@@ -105,11 +111,12 @@ class HFBackend:
             if not self._queue:
                 return
             key = self._queue[0].batch_key()
-            batch = [request for request in self._queue if request.batch_key() == key][:self.max_batch]
+            batch = [request for request in self._queue if request.batch_key() == key][: self.max_batch]
             self._queue = [request for request in self._queue if request not in batch]
             try:
-                results = await asyncio.to_thread(self._generate_batch, [r.messages for r in batch],
-                                                  batch[0].sampling, batch[0].tools)
+                results = await asyncio.to_thread(
+                    self._generate_batch, [r.messages for r in batch], batch[0].sampling, batch[0].tools
+                )
             except Exception as error:  # noqa: BLE001 - each caller gets the failure of its own request
                 for request in batch:
                     if not request.future.done():
@@ -119,19 +126,26 @@ class HFBackend:
                 if not request.future.done():  # its caller may have been cancelled meanwhile
                     request.future.set_result(generations)
 
-    def _generate_batch(self, conversations: list[list[Message]], sampling: Sampling,
-                        tools: list[dict[str, Any]] | None) -> list[list[Generation]]:
+    def _generate_batch(
+        self, conversations: list[list[Message]], sampling: Sampling, tools: list[dict[str, Any]] | None
+    ) -> list[list[Generation]]:
         """``sampling.n`` generations for each conversation, from one call of the model's ``generate``."""
         import torch
 
         tokenizer = self.tokenizer
-        texts = [tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
-                 for messages in conversations]
+        texts = [
+            tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+            for messages in conversations
+        ]
         inputs = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         prompt_length = inputs["input_ids"].shape[1]
         prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()
-        options: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "num_return_sequences": sampling.n,
-                                   "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
+        options: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens,
+            "num_return_sequences": sampling.n,
+            "pad_token_id": tokenizer.pad_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+        }
         if sampling.temperature > 0:
             options.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
         else:
@@ -161,9 +175,14 @@ class HFBackend:
             length = new_tokens.index(tokenizer.eos_token_id) + 1 if finished else len(new_tokens)
             text = tokenizer.decode(new_tokens[:length], skip_special_tokens=True)
             content, calls = split_tool_calls(text)
-            results[row // sampling.n].append(Generation(
-                text=content, tool_calls=calls, finish_reason="tool_calls" if calls else "stop" if finished else "length",
-                prompt_tokens=int(prompt_tokens[row // sampling.n]), completion_tokens=length,
-                logprobs=tuple(scored[row][:length]) if scored is not None else None,
-            ))
+            results[row // sampling.n].append(
+                Generation(
+                    text=content,
+                    tool_calls=calls,
+                    finish_reason="tool_calls" if calls else "stop" if finished else "length",
+                    prompt_tokens=int(prompt_tokens[row // sampling.n]),
+                    completion_tokens=length,
+                    logprobs=tuple(scored[row][:length]) if scored is not None else None,
+                )
+            )
         return results

@@ -32,14 +32,24 @@ class OpenAIBackend:
     the server's prefix cache shares the prompt (greedy ones, at temperature 0, one request each); a
     server that returns fewer is asked for the rest."""
 
-    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
-                 max_connections: int = 256) -> None:
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        max_connections: int = 256,
+    ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         key = settings.api_key(api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx2.AsyncClient(  # one connection per request in flight, each kept alive
-            base_url=self.base_url, headers=headers, timeout=timeout_s, verify=_tls_context(),
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout_s,
+            verify=_tls_context(),
             limits=httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
         )
 
@@ -60,10 +70,16 @@ class OpenAIBackend:
             generations += await self._post(body)
         return generations[: sampling.n]
 
-    def _body(self, messages: list[Message], sampling: Sampling, n: int, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def _body(
+        self, messages: list[Message], sampling: Sampling, n: int, tools: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": self.model, "messages": messages, "temperature": sampling.temperature,
-            "top_p": sampling.top_p, "max_tokens": sampling.max_tokens, "n": n,
+            "model": self.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "n": n,
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
@@ -92,8 +108,10 @@ class OpenAIBackend:
                 return _parse(_Completion.model_validate_json(response.content))
             except ValidationError as error:
                 first = error.errors()[0]
-                problem = (f"not a chat completion ({'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}): "
-                           f"{response.text[:200]}")
+                problem = (
+                    f"not a chat completion ({'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}): "
+                    f"{response.text[:200]}"
+                )
         raise GenerationError(f"{self.base_url} failed after {_RETRIES} attempts: {problem}")
 
 
@@ -152,17 +170,25 @@ def _parse(payload: _Completion) -> list[Generation]:
     for choice in sorted(payload.choices, key=lambda choice: choice.index):
         scored = choice.logprobs.content if choice.logprobs is not None else None
         logprobs = tuple(token.logprob for token in scored) if scored is not None else None
-        generations.append(Generation(
-            text=choice.message.content or "", tool_calls=[_tool_call(call) for call in choice.message.tool_calls or []],
-            finish_reason=choice.finish_reason or "", prompt_tokens=prompt_tokens,
-            completion_tokens=len(logprobs) if logprobs is not None else completion_tokens,  # exact, with logprobs
-            logprobs=logprobs))
+        generations.append(
+            Generation(
+                text=choice.message.content or "",
+                tool_calls=[_tool_call(call) for call in choice.message.tool_calls or []],
+                finish_reason=choice.finish_reason or "",
+                prompt_tokens=prompt_tokens,
+                completion_tokens=len(logprobs) if logprobs is not None else completion_tokens,  # exact, with logprobs
+                logprobs=logprobs,
+            )
+        )
     return generations
 
 
 def _tool_call(call: _Call) -> ToolCall:
     raw = call.function.arguments or ""
     arguments = model_json(raw) if isinstance(raw, str) else raw
-    return ToolCall(id=call.id or "", name=call.function.name or "",
-                    arguments=arguments if isinstance(arguments, dict) else None,
-                    raw_arguments=raw if isinstance(raw, str) else json.dumps(raw))
+    return ToolCall(
+        id=call.id or "",
+        name=call.function.name or "",
+        arguments=arguments if isinstance(arguments, dict) else None,
+        raw_arguments=raw if isinstance(raw, str) else json.dumps(raw),
+    )

@@ -48,10 +48,19 @@ class VLLMServer:
     ``training`` opens the routes a trainer syncs weights through (vLLM's development mode); ``cpus`` are the
     cores a CPU engine runs on (default: all of them)."""
 
-    def __init__(self, path: str | Path, *, adapter: str | Path | None = None, max_loras: int = 0,
-                 lora_rank: int = 16, api_key: str | None = "", training: bool = False,
-                 cpus: Sequence[int] | None = None, start_timeout_s: float = 900.0,
-                 extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        adapter: str | Path | None = None,
+        max_loras: int = 0,
+        lora_rank: int = 16,
+        api_key: str | None = "",
+        training: bool = False,
+        cpus: Sequence[int] | None = None,
+        start_timeout_s: float = 900.0,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.python = settings.vllm_python()  # refused now, not after a run has begun, when there is none
         self.path = str(path)
         self.adapter = str(adapter) if adapter is not None else None
@@ -76,14 +85,30 @@ class VLLMServer:
         return self._process is not None and self._process.poll() is None
 
     def command(self) -> list[str]:
-        command = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.path,
-                   "--host", "127.0.0.1", "--port", str(self.port), "--enable-prefix-caching",
-                   "--served-model-name", Path(self.path).name or self.path]
+        command = [
+            self.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.path,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--enable-prefix-caching",
+            "--served-model-name",
+            Path(self.path).name or self.path,
+        ]
         if _writes_hermes_tool_calls(self.path):
             command += ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
         if self.adapter is not None:
-            command += ["--enable-lora", "--max-lora-rank", str(_rank(self.adapter)),
-                        "--lora-modules", f"adapter={self.adapter}"]
+            command += [
+                "--enable-lora",
+                "--max-lora-rank",
+                str(_rank(self.adapter)),
+                "--lora-modules",
+                f"adapter={self.adapter}",
+            ]
         elif self.max_loras:
             command += ["--enable-lora", "--max-lora-rank", str(self.lora_rank), "--max-loras", str(self.max_loras)]
         return command + self.extra_args
@@ -107,8 +132,14 @@ class VLLMServer:
         handle, name = tempfile.mkstemp(prefix="verihub-vllm-", suffix=".log")
         self.log_path = Path(name)
         with os.fdopen(handle, "wb") as log:
-            self._process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+            self._process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                start_new_session=True,
+            )
         atexit.register(self.close)  # a session of its own gets no signal of ours: never outlive this process
         try:
             self._wait_until_healthy()
@@ -124,16 +155,20 @@ class VLLMServer:
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
-                raise GenerationError(f"the vLLM server for {self.path} exited ({self._process.returncode}) while "
-                                      f"starting; its log ({self.log_path}) ends:\n{self.log_tail()}")
+                raise GenerationError(
+                    f"the vLLM server for {self.path} exited ({self._process.returncode}) while "
+                    f"starting; its log ({self.log_path}) ends:\n{self.log_tail()}"
+                )
             try:
                 if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(_HEALTH_POLL_S)
-        raise GenerationError(f"the vLLM server for {self.path} did not answer /health within "
-                              f"{self.start_timeout_s:.0f} s; its log ({self.log_path}) ends:\n{self.log_tail()}")
+        raise GenerationError(
+            f"the vLLM server for {self.path} did not answer /health within "
+            f"{self.start_timeout_s:.0f} s; its log ({self.log_path}) ends:\n{self.log_tail()}"
+        )
 
     def log_tail(self, characters: int = 3000) -> str:
         if self.log_path is None or not self.log_path.is_file():
@@ -176,16 +211,19 @@ class VLLMBackend:
         self._failed: GenerationError | None = None
         self._starting = asyncio.Lock()
 
-    async def generate(self, messages: list[Message], sampling: Sampling,
-                       tools: list[dict[str, Any]] | None = None) -> list[Generation]:
+    async def generate(
+        self, messages: list[Message], sampling: Sampling, tools: list[dict[str, Any]] | None = None
+    ) -> list[Generation]:
         client = await self._started()
         try:
             return await client.generate(messages, sampling, tools)
         except GenerationError:
             if self.server.running:
                 raise
-            raise GenerationError(f"the vLLM server for {self.server.path} died; its log ({self.server.log_path}) "
-                                  f"ends:\n{self.server.log_tail()}") from None
+            raise GenerationError(
+                f"the vLLM server for {self.server.path} died; its log ({self.server.log_path}) "
+                f"ends:\n{self.server.log_tail()}"
+            ) from None
 
     async def _started(self) -> OpenAIBackend:
         async with self._starting:
@@ -197,8 +235,12 @@ class VLLMBackend:
                 except GenerationError as error:
                     self._failed = error
                     raise
-                self._client = OpenAIBackend(self.server.served_name, f"{self.server.url}/v1",
-                                             api_key=self.server.api_key, max_connections=self._connections)
+                self._client = OpenAIBackend(
+                    self.server.served_name,
+                    f"{self.server.url}/v1",
+                    api_key=self.server.api_key,
+                    max_connections=self._connections,
+                )
         return self._client
 
     async def aclose(self) -> None:

@@ -30,6 +30,7 @@ def serve() -> None:
     _die_with_parent()
     # pydantic, which every check's params need, loads before READY: outside the first check's time limit.
     import verihub.checks.base  # noqa: F401
+
     replies.send_bytes(READY)
     while True:
         try:

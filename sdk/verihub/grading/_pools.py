@@ -149,7 +149,8 @@ class ThreadWorkers:
 
     def _fail_queued(self) -> None:
         stuck = RuntimeError(
-            f"no thread is left to run checks: {len(self._abandoned)} thread checks never returned after their time limit"
+            f"no thread is left to run checks: {len(self._abandoned)} thread checks never returned after their time "
+            "limit"
         )
         while True:
             try:
@@ -223,7 +224,9 @@ class _WorkerProcess:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", _BOOTSTRAP.format(path=list(sys.path))],
-                stdin=to_child, stdout=from_child, close_fds=True,
+                stdin=to_child,
+                stdout=from_child,
+                close_fds=True,
             )
         except OSError as error:
             self.failed = WorkerDied(f"could not start a check worker process: {error}")

@@ -13,7 +13,8 @@ faults too, or never reaches the layer, or the task has no reference, it stays t
 sandbox failed or was killed from outside: :class:`~verihub.errors.SandboxInfraError`), whatever the
 reference shows: an outage that spared the reference must not make a right answer wrong. An answer that
 could make the sandbox report such a fault would escape its penalty; the red-team suite's fault-forcing
-family exists to find one (an argument past the kernel's limit was one, now the program's own failure). A check may also say so itself with
+family exists to find one (an argument past the kernel's limit was one, now the program's own failure). A check may also
+say so itself with
 :meth:`verihub.checks.base.CheckResult.malformed`.
 
 The no-fault path pays nothing; a fault costs two more grades of the answer and one of the reference. The
@@ -85,8 +86,9 @@ def attribute(fault: Grade, evidence: Grade | None, floor: float, *, is_referenc
     return fault._replace(reason=f"{fault.reason} ({why})")
 
 
-def reference_task(task: Mapping[str, Any], reference: Callable[[Mapping[str, Any]], str]) -> tuple[
-        Mapping[str, Any], str] | None:
+def reference_task(
+    task: Mapping[str, Any], reference: Callable[[Mapping[str, Any]], str]
+) -> tuple[Mapping[str, Any], str] | None:
     """What the reference is graded as, for ``task``: the reference's text, and for a terminal-state task
     the task with its untouched work dir in place of the answer's. None when there is no reference."""
     from verihub.sandbox.tools import WORKDIR, task_files

@@ -85,9 +85,21 @@ class Grade(NamedTuple):
 
 def grade_detail(grade: Grade) -> dict[str, Any]:
     """A grade as JSON: status, reward, reason and each layer's verdict."""
-    return {"status": str(grade.status), "reward": grade.reward, "reason": grade.reason,
-            "layers": [{"name": layer.name, "layer": layer.layer, "status": str(layer.status), "score": layer.score,
-                        "detail": layer.detail} for layer in grade.layers]}
+    return {
+        "status": str(grade.status),
+        "reward": grade.reward,
+        "reason": grade.reason,
+        "layers": [
+            {
+                "name": layer.name,
+                "layer": layer.layer,
+                "status": str(layer.status),
+                "score": layer.score,
+                "detail": layer.detail,
+            }
+            for layer in grade.layers
+        ],
+    }
 
 
 def grades_json(grades: Iterable[Grade]) -> bytes:
@@ -106,8 +118,10 @@ def _grade_json(grade: Grade) -> str:
     except TypeError:  # a detail or reason that is no string (and unhashable): written each time
         key = text = None
     if text is None:
-        text = (f'{{"status":{_text(status)},"reward":{_number(reward)},"reason":{_string(reason)},'
-                f'"layers":[{",".join(map(_layer_json, layers, keys))}]}}')
+        text = (
+            f'{{"status":{_text(status)},"reward":{_number(reward)},"reason":{_string(reason)},'
+            f'"layers":[{",".join(map(_layer_json, layers, keys))}]}}'
+        )
         _remember(_GRADES, key, text)
     return text
 
@@ -119,8 +133,10 @@ def _layer_json(layer: LayerResult, key: tuple[Any, ...]) -> str:
         key, text = None, None
     if text is None:
         name, kind, status, score, _, _, detail = layer
-        text = (f'{{"name":{_text(name)},"layer":{_text(kind)},"status":{_text(status)},"score":{_number(score)},'
-                f'"detail":{_string(detail)}}}')
+        text = (
+            f'{{"name":{_text(name)},"layer":{_text(kind)},"status":{_text(status)},"score":{_number(score)},'
+            f'"detail":{_string(detail)}}}'
+        )
         _remember(_LAYERS, key, text)
     return text
 
@@ -167,9 +183,17 @@ def grade_from_detail(detail: Mapping[str, Any], weights: Mapping[str, float]) -
         score = layer["score"]
         if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
             raise ValueError(f"score {score!r} is not a number")
-        layers.append(LayerResult(str(layer["name"]), str(layer["layer"]), LayerStatus(layer["status"]),
-                                  None if score is None else float(score), weights.get(str(layer["name"]), 0.0), 0.0,
-                                  str(layer.get("detail") or "")))
+        layers.append(
+            LayerResult(
+                str(layer["name"]),
+                str(layer["layer"]),
+                LayerStatus(layer["status"]),
+                None if score is None else float(score),
+                weights.get(str(layer["name"]), 0.0),
+                0.0,
+                str(layer.get("detail") or ""),
+            )
+        )
     return Grade(status, reward, tuple(layers), str(detail.get("reason") or ""))
 
 

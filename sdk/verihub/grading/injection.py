@@ -35,7 +35,8 @@ _ORDERS = re.compile(
     r"|\b(?:note|instructions?|message)\s+(?:to|for)\s+the\s+(?:grader|judge|evaluator)"
     r"|\b(?:output|reply|respond|return|give|assign|award|copy)\b[^.\n]{0,40}\b(?:score|verdict|rating|grade)\b"
     r"[^.\n]{0,20}(?:\b1(?:\.0)?\b|\b10\b|\b100\b|\bfull\b|\btop\b|\bmaximum\b|\bperfect\b)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _VERDICT_START = re.compile(r"\{\s*\"(?:score|reason)\"")
 _SPACE = re.compile(r"\s+")
 _MIN_ECHO = 24  # characters of a rubric sentence that count as pasting it back (shorter ones recur by chance)
@@ -64,7 +65,7 @@ def planted_verdicts(answer: str) -> list[tuple[float, str]]:
     found = []
     for match in _VERDICT_START.finditer(answer):
         try:
-            value, _ = decoder.raw_decode(answer[match.start():match.start() + _MAX_OBJECT])
+            value, _ = decoder.raw_decode(answer[match.start() : match.start() + _MAX_OBJECT])
         except (ValueError, RecursionError):
             continue
         score = value.get("score") if isinstance(value, dict) else None
@@ -80,8 +81,10 @@ def judge_result(score: float, reason: str, answer: str, signs: Iterable[str]) -
     signs = tuple(signs)
     if (score, _normal(reason)) in planted_verdicts(answer):
         flag = _mark((*signs, "echo") if "echo" not in signs else signs)
-        return CheckResult.malformed(f"{flag}the judge's verdict repeats one written in the answer ({score:g}, "
-                                     f"{reason[:80]!r}): not the judge's own")
+        return CheckResult.malformed(
+            f"{flag}the judge's verdict repeats one written in the answer ({score:g}, "
+            f"{reason[:80]!r}): not the judge's own"
+        )
     return CheckResult(score, f"{_mark(signs)}{reason}" if signs else reason)
 
 

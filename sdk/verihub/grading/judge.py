@@ -80,8 +80,9 @@ def parse_verdict(text: str) -> JudgeVerdict:
     return JudgeVerdict(float(score), reason)
 
 
-def judge_messages(rubric: str, messages: list[dict[str, str]], completion: str,
-                   delimiter: str | None = None) -> list[dict[str, str]]:
+def judge_messages(
+    rubric: str, messages: list[dict[str, str]], completion: str, delimiter: str | None = None
+) -> list[dict[str, str]]:
     """The chat messages that ask a judge to score ``completion``: the rubric, the conversation, then the
     answer fenced by ``<response-ID>`` lines (ID: ``delimiter``, random by default). Fence-like tags and
     chat-template turn tokens inside the answer are escaped, so it can end neither the fence (even if it
@@ -90,8 +91,10 @@ def judge_messages(rubric: str, messages: list[dict[str, str]], completion: str,
     conversation = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
     answer = _FENCE_LIKE.sub(lambda found: f"<{found.group(1)}\\{found.group(2)}", completion)
     answer = _TURN_TOKEN.sub(lambda found: found.group(0) + "\\", answer)
-    user = (f"RUBRIC:\n{rubric}\n\nCONVERSATION:\n{conversation}\n\n"
-            f"RESPONSE:\n<response-{fence}>\n{answer}\n</response-{fence}>")
+    user = (
+        f"RUBRIC:\n{rubric}\n\nCONVERSATION:\n{conversation}\n\n"
+        f"RESPONSE:\n<response-{fence}>\n{answer}\n</response-{fence}>"
+    )
     return [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": user}]
 
 
@@ -103,7 +106,9 @@ class ModelJudge:
         self.retries = retries
         self.max_tokens = max_tokens
         # httpx clients belong to one event loop, and sync grading runs a loop per call.
-        self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
+        self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._cache: dict[str, JudgeVerdict] = {}
         self.requests = 0
 

@@ -135,7 +135,9 @@ class Verifier:
         self._stop_below = [s.pass_score if s.gate else float("-inf") for s in specs]
         self._inline_plan = [(layer.run, layer.spec.timeout_s) for layer in self.layers]
         self._skipped_after_gate = [_skipped(layer, "an earlier gate failed") for layer in self.layers]
-        self._skipped_after_fault = [_skipped(layer, "grading stopped at an environment fault") for layer in self.layers]
+        self._skipped_after_fault = [
+            _skipped(layer, "grading stopped at an environment fault") for layer in self.layers
+        ]
         # The cache keys on what the layers read of a task: the columns every layer declares when all
         # of them do (built-in checks), else the whole task.
         self._key_columns: tuple[str, ...] | None = None
@@ -143,7 +145,9 @@ class Verifier:
             self._key_columns = tuple(sorted(set().union(*(layer.reads or () for layer in self.layers)) - {WORKDIR}))
         self._cache: dict[CacheKey, Grade] = {}
         self._cache_size = cache_size
-        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
         # One inline layer (most rule and check verifiers): the whole grade in one precompiled function.
         self._single_inline = self._compile_single_inline() if self.all_inline and len(self.layers) == 1 else None
 
@@ -241,11 +245,15 @@ class Verifier:
     def too_long(self, chars: int) -> Grade:
         """The grade of an answer (or a turn) of ``chars`` characters, past ``max_answer_chars``: an answer
         fault before any layer runs (a remote grader gives it without sending the answer)."""
-        detail = (f"the answer has {chars:,} characters, past this environment's limit of "
-                  f"{self.max_answer_chars:,} (max_answer_chars)")
+        detail = (
+            f"the answer has {chars:,} characters, past this environment's limit of "
+            f"{self.max_answer_chars:,} (max_answer_chars)"
+        )
         first = self.layers[0].spec
-        layers = (LayerResult(first.name, first.layer.value, _ANSWER_FAULT, None, first.weight, 0.0, detail),
-                  *self._skipped_after_fault[1:])
+        layers = (
+            LayerResult(first.name, first.layer.value, _ANSWER_FAULT, None, first.weight, 0.0, detail),
+            *self._skipped_after_fault[1:],
+        )
         return _new_grade((_WRONG, self.floor, layers, answer_fault_reason(first.name, detail)))
 
     # -- cache -------------------------------------------------------------------------------------
@@ -311,7 +319,9 @@ class Verifier:
             name, kind, weight, pass_score, gate = rules[index]
             if status is None:
                 passed = score >= pass_score  # type: ignore[operator]
-                results.append(_new_layer_result((name, kind, _PASSED if passed else _FAILED, score, weight, seconds, detail)))
+                results.append(
+                    _new_layer_result((name, kind, _PASSED if passed else _FAILED, score, weight, seconds, detail))
+                )
                 reward += weight * score  # type: ignore[operator]
                 if not passed:
                     all_passed = False
@@ -362,8 +372,12 @@ class Verifier:
             except Exception:  # noqa: BLE001 - a fault: whose, the evidence decides
                 return remember(key, attribute_(task, completion))
             seconds = perf_counter() - start
-            if (output.__class__ is not result_class or not 0.0 <= (score := output.score) <= 1.0 or seconds > timeout
-                    or output.answer_fault):
+            if (
+                output.__class__ is not result_class
+                or not 0.0 <= (score := output.score) <= 1.0
+                or seconds > timeout
+                or output.answer_fault
+            ):
                 graded = conclude((_inline_outcome(output, seconds, timeout),))
                 return remember(key, graded if graded.reward is not None else attribute_(task, completion))
             reward = weight * score
@@ -462,7 +476,10 @@ class Verifier:
         signs = injection_signs(completion, layer.rubric)  # flagged whatever the judge makes of it
         try:
             verdict = await self.judge.judge(
-                rubric=layer.rubric, messages=messages, completion=completion, model=layer.spec.model or self.judge_model
+                rubric=layer.rubric,
+                messages=messages,
+                completion=completion,
+                model=layer.spec.model or self.judge_model,
             )
         except JudgeError as error:
             raise JudgeError(flagged(str(error), signs)) from error
@@ -585,7 +602,3 @@ def _as_score(output: Any) -> tuple[float | None, str]:
 
 def _skipped(layer: BoundLayer, why: str) -> LayerResult:
     return LayerResult(layer.spec.name, layer.spec.layer.value, LayerStatus.SKIPPED, None, layer.spec.weight, 0.0, why)
-
-
-
-

@@ -105,11 +105,24 @@ def run_python(
     return _submit(sandbox, code=code, files=files, limits=limits, stdin=stdin, keep_files=keep_files)
 
 
-def _submit(sandbox: Sandbox | None, *, files: Files, limits: Limits | None, stdin: str | bytes | None,
-            keep_files: bool, command: list[str] | None = None, code: str | None = None) -> Result:
-    request = Request(command=command, code=code, files=Snapshot.of(files) if files else None,
-                      limits=limits or Limits(), stdin=stdin.encode() if isinstance(stdin, str) else stdin,
-                      keep_files=keep_files)
+def _submit(
+    sandbox: Sandbox | None,
+    *,
+    files: Files,
+    limits: Limits | None,
+    stdin: str | bytes | None,
+    keep_files: bool,
+    command: list[str] | None = None,
+    code: str | None = None,
+) -> Result:
+    request = Request(
+        command=command,
+        code=code,
+        files=Snapshot.of(files) if files else None,
+        limits=limits or Limits(),
+        stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+        keep_files=keep_files,
+    )
     return (sandbox or default_sandbox()).run(request)
 
 

@@ -97,8 +97,14 @@ def check(entries):
                 raise UnsafeArchive("hard link %r -> %r does not name an earlier file of the archive" % (name, target))
         elif kind == SYMLINK:
             target = str(target)
-        kept[name] = Entry(name, kind, entry.mode & _MODE_BITS, entry.mtime, target if kind in (SYMLINK, HARDLINK) else "",
-                           entry.data if kind == FILE else b"")
+        kept[name] = Entry(
+            name,
+            kind,
+            entry.mode & _MODE_BITS,
+            entry.mtime,
+            target if kind in (SYMLINK, HARDLINK) else "",
+            entry.data if kind == FILE else b"",
+        )
     links = {name: entry.target for name, entry in kept.items() if entry.kind == SYMLINK}
     for name in [name for name in links if _resolve(name.split("/")[:-1], links[name], links, [0]) is None]:
         del kept[name]  # a link out of the root: harmless in the jail, not on a host that unpacks it
@@ -188,7 +194,7 @@ def from_tar(data):
                     end = member.offset_data + member.size
                     if end > len(data):
                         raise UnsafeArchive("%r is cut short in the archive" % member.name)
-                    payload = view[member.offset_data:end]
+                    payload = view[member.offset_data : end]
                 else:
                     kind = "other"  # devices, FIFOs, sparse files: dropped by the rule
                 entries.append(Entry(member.name, kind, member.mode, member.mtime, member.linkname, payload))
@@ -231,8 +237,9 @@ def to_frames(entries):
     for entry in entries:
         name = entry.name.encode("utf-8", "surrogateescape")
         target = entry.target.encode("utf-8", "surrogateescape")
-        parts.append(_HEADER.pack(_KINDS.index(entry.kind), entry.mode, entry.mtime, len(name), len(target),
-                                  len(entry.data)))
+        parts.append(
+            _HEADER.pack(_KINDS.index(entry.kind), entry.mode, entry.mtime, len(name), len(target), len(entry.data))
+        )
         parts += [name, target, entry.data]
     return b"".join(parts)
 
@@ -262,9 +269,9 @@ def from_frames(data):
         end = offset + name_size + target_size + data_size
         if end > len(data) or code >= len(_KINDS):
             raise UnsafeArchive("the archive is cut short or malformed")
-        name = bytes(view[offset:offset + name_size]).decode("utf-8", "surrogateescape")
+        name = bytes(view[offset : offset + name_size]).decode("utf-8", "surrogateescape")
         offset += name_size
-        target = bytes(view[offset:offset + target_size]).decode("utf-8", "surrogateescape")
+        target = bytes(view[offset : offset + target_size]).decode("utf-8", "surrogateescape")
         offset += target_size
         entries.append(Entry(name, _KINDS[code], mode, mtime, target, view[offset:end]))
         offset = end
@@ -354,11 +361,13 @@ def unpack(entries, directory):
                 made.add(path)
             directories.append((entry.name.count("/"), path, entry))
         elif entry.kind == FILE:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+            fd = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600
+            )
             try:
                 data = memoryview(entry.data)
                 while data:
-                    data = data[os.write(fd, data):]
+                    data = data[os.write(fd, data) :]
                 os.fchmod(fd, entry.mode)
                 os.utime(fd, (entry.mtime, entry.mtime))
             finally:

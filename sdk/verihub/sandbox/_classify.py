@@ -66,9 +66,12 @@ def to_result(
     stderr = finished.stderr if stderr is None else stderr
     status, reason = classify(finished, stderr, limits, started=started, jail_log=jail_log)
     if files is not None and not files_error and files.size > limits.disk_mb << 20:
-        # sparse files take no room in the jail, but their every byte once restored: a state no later run could start from
-        files_error = (f"its files take {files.size >> 20} MiB once restored (sparse files in full), more than "
-                       f"disk_mb={limits.disk_mb}")
+        # sparse files take no room in the jail, but their every byte once restored: a state no later run could start
+        # from
+        files_error = (
+            f"its files take {files.size >> 20} MiB once restored (sparse files in full), more than "
+            f"disk_mb={limits.disk_mb}"
+        )
     if files_error and status in _FINISHED:
         status, reason, files = RunStatus.OUTPUT_LIMIT, f"the work dir cannot be kept: {files_error}", None
     return Result(

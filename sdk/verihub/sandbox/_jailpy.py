@@ -16,8 +16,9 @@ def run_main(code, path):
     sys.argv = [os.path.basename(path)]
     sys.path.insert(0, directory)
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                  line_buffering=True)
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+    )
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     module = type(sys)("__main__")
     module.__dict__.update({"__file__": path, "__builtins__": builtins})
@@ -56,7 +57,7 @@ def read_all(fd):
 def write_all(fd, data):
     data = memoryview(data)
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def packed(directory):

@@ -26,20 +26,56 @@ PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 
 REFUSED: dict[str, tuple[str, ...]] = {  # why -> syscalls refused with EPERM
     "namespaces": ("unshare", "setns"),
-    "mounts and root changes": ("mount", "pivot_root", "chroot", "move_mount", "fsopen", "fsconfig",
-                                "fsmount", "fspick", "open_tree", "open_tree_attr", "mount_setattr"),
+    "mounts and root changes": (
+        "mount",
+        "pivot_root",
+        "chroot",
+        "move_mount",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "open_tree",
+        "open_tree_attr",
+        "mount_setattr",
+    ),
     "other processes": ("ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd"),
     "kernel keyrings": ("add_key", "keyctl", "request_key"),
     "kernel programs and tracing": ("bpf", "perf_event_open", "userfaultfd", "lookup_dcookie", "fanotify_init"),
     "io_uring (its own syscall surface)": ("io_uring_setup", "io_uring_enter", "io_uring_register"),
-    "kernel modules and kexec": ("init_module", "finit_module", "delete_module", "create_module", "query_module",
-                                 "get_kernel_syms", "kexec_load", "kexec_file_load"),
-    "the machine": ("reboot", "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd", "nfsservctl",
-                    "vhangup", "sethostname", "setdomainname"),
+    "kernel modules and kexec": (
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "create_module",
+        "query_module",
+        "get_kernel_syms",
+        "kexec_load",
+        "kexec_file_load",
+    ),
+    "the machine": (
+        "reboot",
+        "swapon",
+        "swapoff",
+        "syslog",
+        "acct",
+        "quotactl",
+        "quotactl_fd",
+        "nfsservctl",
+        "vhangup",
+        "sethostname",
+        "setdomainname",
+    ),
     "the clock": ("settimeofday", "clock_settime", "adjtimex", "clock_adjtime"),
     "file handles (bypass path checks)": ("open_by_handle_at", "name_to_handle_at"),
-    "NUMA placement": ("mbind", "set_mempolicy", "get_mempolicy", "set_mempolicy_home_node", "move_pages",
-                       "migrate_pages"),
+    "NUMA placement": (
+        "mbind",
+        "set_mempolicy",
+        "get_mempolicy",
+        "set_mempolicy_home_node",
+        "move_pages",
+        "migrate_pages",
+    ),
     "obsolete": ("uselib", "ustat", "sysfs"),
 }
 # Kafel names umount2 "umount" on x86_64, where port I/O and segment tables are refused too.
@@ -53,18 +89,20 @@ def _policy(machine: str) -> str:
     personality = " && ".join(f"(persona & 0xffffffff) != {value:#x}" for value in PERSONALITIES)
     allowed = ", ".join(f"SYSCALL[{number}]" for number in range(NEWEST_REVIEWED + 1))
     # Kafel takes the first rule that matches: the refusals come before the allow-list.
-    return "\n".join([
-        "POLICY verihub {",
-        f"  ERRNO({EPERM}) {{",
-        f"    clone(flags) {{ (flags & {CLONE_NEW_ANY:#x}) != 0 }},",
-        f"    personality(persona) {{ {personality} }},",
-        "    " + ", ".join(refused),
-        "  },",
-        f"  ERRNO({ENOSYS}) {{ clone3 }},",
-        f"  ALLOW {{ {allowed} }}",
-        "}",
-        f"USE verihub DEFAULT ERRNO({ENOSYS})",
-    ])
+    return "\n".join(
+        [
+            "POLICY verihub {",
+            f"  ERRNO({EPERM}) {{",
+            f"    clone(flags) {{ (flags & {CLONE_NEW_ANY:#x}) != 0 }},",
+            f"    personality(persona) {{ {personality} }},",
+            "    " + ", ".join(refused),
+            "  },",
+            f"  ERRNO({ENOSYS}) {{ clone3 }},",
+            f"  ALLOW {{ {allowed} }}",
+            "}",
+            f"USE verihub DEFAULT ERRNO({ENOSYS})",
+        ]
+    )
 
 
 POLICY = _policy(platform.machine().lower())

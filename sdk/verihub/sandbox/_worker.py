@@ -234,7 +234,7 @@ class Outputs:
         return count
 
     def view(self, which, size):
-        return memoryview(self.buffer)[which * self.size:which * self.size + size]
+        return memoryview(self.buffer)[which * self.size : which * self.size + size]
 
     def total(self):
         return self.used[0] + self.used[1]
@@ -243,7 +243,7 @@ class Outputs:
         """Zero what the last run wrote (only that: a full buffer is megabytes)."""
         for which, used in enumerate(self.used):
             start = which * self.size
-            self.buffer[start:start + used] = bytes(used)
+            self.buffer[start : start + used] = bytes(used)
         self.used = [0, 0]
 
 

@@ -28,9 +28,17 @@ class UnsafeLocalSandbox:
         if (refused := exec_refusal(request)) is not None:
             return refused
         if request.limits.aliases:
-            return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason="the unsafe-local backend cannot make "
-                          "sandbox.aliases (paths outside its work dir); use nsjail")
-        logger.warning("verihub sandbox: running WITHOUT isolation (unsafe-local backend); never use it for untrusted code")
+            return Result(
+                RunStatus.INFRA_ERROR,
+                None,
+                "",
+                "",
+                0.0,
+                reason="the unsafe-local backend cannot make sandbox.aliases (paths outside its work dir); use nsjail",
+            )
+        logger.warning(
+            "verihub sandbox: running WITHOUT isolation (unsafe-local backend); never use it for untrusted code"
+        )
         limits = request.limits
         command = list(request.command) if request.command is not None else [PYTHON, "main.py"]
         files = request.files or Snapshot()
@@ -40,12 +48,19 @@ class UnsafeLocalSandbox:
         try:
             _archive.unpack(files.entries(), directory)
             # ulimit gives the memory, CPU, file size and process limits; the wall clock is ours.
-            script = (f"ulimit -v {limits.memory_mb * 1024} -t {max(1, round(limits.cpu_limit_s))} "
-                      f"-f {limits.max_file_mb * 1024} -u {limits.max_procs + 64} 2>/dev/null; "
-                      f'cd {directory} && exec "$@"')
+            script = (
+                f"ulimit -v {limits.memory_mb * 1024} -t {max(1, round(limits.cpu_limit_s))} "
+                f"-f {limits.max_file_mb * 1024} -u {limits.max_procs + 64} 2>/dev/null; "
+                f'cd {directory} && exec "$@"'
+            )
             env = {**JAIL_ENV, "HOME": str(directory)}
-            finished = run_process(["/bin/bash", "-c", script, "verihub", *command], env=env, stdin=request.stdin,
-                                   wall_s=limits.wall_s, max_output=limits.max_output_kb * 1024)
+            finished = run_process(
+                ["/bin/bash", "-c", script, "verihub", *command],
+                env=env,
+                stdin=request.stdin,
+                wall_s=limits.wall_s,
+                max_output=limits.max_output_kb * 1024,
+            )
             kept, files_error = None, ""
             if request.keep_files:
                 try:

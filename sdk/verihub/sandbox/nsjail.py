@@ -108,14 +108,29 @@ class NsjailSandbox:
                 bootstrap = _compiled_bootstrap()
             except (OSError, subprocess.SubprocessError) as error:
                 pipes.close()
-                return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, attempts=attempts,
-                              reason=f"{PYTHON} cannot compile the jail's bootstrap: {error}")
-            inbound = pipes.feed(len(bootstrap).to_bytes(8, "big") + bootstrap
-                                 + _python_frames(request.files, request.code))
-            entry = [PYTHON, "-I", "-c", _STUB, str(inbound), str(control), "1" if keep_files else "0",
-                     str(cpu_seconds(limits))]
-            configure = functools.partial(self.jail_config, entry, limits, inbound, control, keep_files,
-                                          wrapper=False)
+                return Result(
+                    RunStatus.INFRA_ERROR,
+                    None,
+                    "",
+                    "",
+                    0.0,
+                    attempts=attempts,
+                    reason=f"{PYTHON} cannot compile the jail's bootstrap: {error}",
+                )
+            inbound = pipes.feed(
+                len(bootstrap).to_bytes(8, "big") + bootstrap + _python_frames(request.files, request.code)
+            )
+            entry = [
+                PYTHON,
+                "-I",
+                "-c",
+                _STUB,
+                str(inbound),
+                str(control),
+                "1" if keep_files else "0",
+                str(cpu_seconds(limits)),
+            ]
+            configure = functools.partial(self.jail_config, entry, limits, inbound, control, keep_files, wrapper=False)
         else:
             # A command: a bash wrapper unpacks the snapshot's (canonical) tar archive.
             assert request.command is not None
@@ -125,41 +140,69 @@ class NsjailSandbox:
             config = configure()
         except OSError as error:  # the host cannot write the jail's /etc (a full disk, no temp dir)
             pipes.close()
-            return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, attempts=attempts,
-                          reason=f"the host cannot set up the jail: {error}")
+            return Result(
+                RunStatus.INFRA_ERROR,
+                None,
+                "",
+                "",
+                0.0,
+                attempts=attempts,
+                reason=f"the host cannot set up the jail: {error}",
+            )
         config.log_fd = log
         config_fd = pipes.feed(to_textproto(config).encode())
         argv = [self.nsjail_path, "--config", f"/proc/self/fd/{config_fd}"]
         try:
             finished = run_process(
-                argv, env=JAIL_ENV, stdin=request.stdin, wall_s=limits.wall_s,
-                max_output=limits.max_output_kb * 1024, pipes=pipes,
+                argv,
+                env=JAIL_ENV,
+                stdin=request.stdin,
+                wall_s=limits.wall_s,
+                max_output=limits.max_output_kb * 1024,
+                pipes=pipes,
             )
         except OSError as error:  # could not even start nsjail (out of fds, processes, memory)
-            return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason=f"cannot start nsjail: {error}",
-                          attempts=attempts)
+            return Result(
+                RunStatus.INFRA_ERROR, None, "", "", 0.0, reason=f"cannot start nsjail: {error}", attempts=attempts
+            )
         if (killed := _killed_from_outside(finished)) is not None:
-            return Result(RunStatus.INFRA_ERROR, None, "", "", finished.wall_s, cpu_s=finished.cpu_s,
-                          reason=killed, attempts=attempts)
+            return Result(
+                RunStatus.INFRA_ERROR,
+                None,
+                "",
+                "",
+                finished.wall_s,
+                cpu_s=finished.cpu_s,
+                reason=killed,
+                attempts=attempts,
+            )
         control_out = finished.extra.get(control, b"")
         files, files_error = None, ""
         if keep_files and control_out.startswith(_STARTED):
             try:
-                files = Snapshot.received(control_out[len(_STARTED):], tar=request.code is None)
+                files = Snapshot.received(control_out[len(_STARTED) :], tar=request.code is None)
             except UnsafeArchive as error:
                 files_error = str(error)
         return to_result(
-            finished, limits,
+            finished,
+            limits,
             stderr=_without_loader_noise(finished.stderr, self.nsjail_path),
             started=control_out.startswith(_STARTED),
             jail_log=finished.extra.get(log, b"").decode("utf-8", "replace"),
-            files=files, files_error=files_error,
+            files=files,
+            files_error=files_error,
             attempts=attempts,
         )
 
     def jail_config(
-        self, command: Sequence[str], limits: Limits, inbound: int | None, control: int | None, keep_files: bool,
-        *, wrapper: bool = True,
+        self,
+        command: Sequence[str],
+        limits: Limits,
+        inbound: int | None,
+        control: int | None,
+        keep_files: bool,
+        *,
+        wrapper: bool = True,
     ) -> NsJailConfig:
         """The nsjail config of one run (the warm pool starts its workers from it too). With
         ``wrapper`` the bash wrapper runs ``command``; without, ``command`` is the jail's pid 1."""
@@ -194,9 +237,17 @@ class NsjailSandbox:
         config.mount.append(MountPt(src=etc, dst="/etc", is_bind=True, rw=False))
         config.mount.append(MountPt(dst="/proc", fstype="proc"))
         for path in ("/tmp", WORK_DIR):
-            config.mount.append(MountPt(dst=path, fstype="tmpfs", rw=True, is_dir=True,
-                                        options=f"size={limits.disk_mb}m,nr_inodes={_archive.MAX_ENTRIES},mode=1777",
-                                        nosuid=True, nodev=True))
+            config.mount.append(
+                MountPt(
+                    dst=path,
+                    fstype="tmpfs",
+                    rw=True,
+                    is_dir=True,
+                    options=f"size={limits.disk_mb}m,nr_inodes={_archive.MAX_ENTRIES},mode=1777",
+                    nosuid=True,
+                    nodev=True,
+                )
+            )
         config.mount.extend(MountPt(src=target, dst=path, is_symlink=True) for path, target in limits.aliases)
         if wrapper:
             assert control is not None
@@ -247,9 +298,17 @@ def _wrapper(inbound: int | None, control: int, keep_files: bool, cpu: int) -> s
 @functools.cache
 def _compiled_bootstrap() -> bytes:
     """The bootstrap compiled and marshalled by the jail's own Python (once per process)."""
-    marshal = "import marshal, sys; sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), '<verihub>', 'exec')))"
-    return subprocess.run([PYTHON, "-I", "-c", marshal], input=_BOOTSTRAP.encode(), capture_output=True, check=True,
-                          timeout=60, env=JAIL_ENV).stdout
+    marshal = (
+        "import marshal, sys; sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), '<verihub>', 'exec')))"
+    )
+    return subprocess.run(
+        [PYTHON, "-I", "-c", marshal],
+        input=_BOOTSTRAP.encode(),
+        capture_output=True,
+        check=True,
+        timeout=60,
+        env=JAIL_ENV,
+    ).stdout
 
 
 def _python_frames(files: Snapshot | None, code: str) -> bytes:
@@ -304,5 +363,3 @@ def _without_loader_noise(stderr: bytes, nsjail_path: str) -> bytes:
     if prefix not in stderr:
         return stderr
     return b"".join(line for line in stderr.splitlines(keepends=True) if not line.startswith(prefix))
-
-

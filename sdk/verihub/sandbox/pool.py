@@ -56,8 +56,9 @@ class _Worker:
     def __init__(self, jail: NsjailSandbox, limits: Limits, python: str) -> None:
         options = json.dumps({"own_network": not limits.network})
         source = jail_source("_jailpy.py", "_worker.py")
-        config = jail.jail_config([python, "-I", "-c", source, options], limits, None, None, keep_files=False,
-                                  wrapper=False)
+        config = jail.jail_config(
+            [python, "-I", "-c", source, options], limits, None, None, keep_files=False, wrapper=False
+        )
         config.time_limit = 0  # lives until the pool closes
         config.rlimit_cpu_type = RLimitType.INF
         config.rlimit_as = limits.memory_mb + 256  # the worker itself; each run lowers it to memory_mb
@@ -71,8 +72,12 @@ class _Worker:
         try:
             self.process = subprocess.Popen(
                 [jail.nsjail_path, "--quiet", "--config", f"/proc/self/fd/{read_config}"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                pass_fds=[read_config], env=JAIL_ENV, start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                pass_fds=[read_config],
+                env=JAIL_ENV,
+                start_new_session=True,
             )
         except BaseException:
             self._log.close()
@@ -103,7 +108,9 @@ class _Worker:
         reply = self._receive(deadline)
         reply["stdout"] = self._read(reply["stdout"], deadline)
         reply["stderr"] = self._read(reply["stderr"], deadline)
-        reply["files"] = self._read(struct.unpack(">I", self._read(4, deadline))[0], deadline) if reply["files"] else None
+        reply["files"] = (
+            self._read(struct.unpack(">I", self._read(4, deadline))[0], deadline) if reply["files"] else None
+        )
         # The run's result is whole here: however long what it left takes to clear, that is the jail's
         # cost (the worker is replaced), never the run's verdict.
         try:
@@ -170,8 +177,14 @@ class WarmPool:
 
     name = "pool"
 
-    def __init__(self, size: int | None = None, *, limits: Limits | None = None, python: str = "/usr/bin/python3",
-                 nsjail_path: str | None = None) -> None:
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        limits: Limits | None = None,
+        python: str = "/usr/bin/python3",
+        nsjail_path: str | None = None,
+    ) -> None:
         self.size = size or len(os.sched_getaffinity(0))  # the CPUs this process may use (nsjail is Linux-only)
         self.limits = limits or Limits()
         self.python = python
@@ -207,9 +220,13 @@ class WarmPool:
         """Whether the pool's jails can honour ``limits`` exactly (else runs go to a fresh jail). Memory,
         processes and time are set per run; network, the tmpfs size and aliases are fixed when a jail starts."""
         ceiling = self.limits
-        return (limits.network == ceiling.network and limits.disk_mb == ceiling.disk_mb
-                and limits.aliases == ceiling.aliases
-                and limits.memory_mb <= ceiling.memory_mb and limits.max_procs <= ceiling.max_procs)
+        return (
+            limits.network == ceiling.network
+            and limits.disk_mb == ceiling.disk_mb
+            and limits.aliases == ceiling.aliases
+            and limits.memory_mb <= ceiling.memory_mb
+            and limits.max_procs <= ceiling.max_procs
+        )
 
     def run(self, request: Request) -> Result:
         if (refused := exec_refusal(request)) is not None:
@@ -227,7 +244,9 @@ class WarmPool:
                 failures.append(str(error))
                 break
             try:
-                reply = worker.call(message, timeout=request.limits.wall_s + _REPLY_MARGIN_S, stdin=request.stdin or b"")
+                reply = worker.call(
+                    message, timeout=request.limits.wall_s + _REPLY_MARGIN_S, stdin=request.stdin or b""
+                )
             except WorkerGone as error:
                 failures.append(str(error))
                 self._retire(worker)
@@ -265,8 +284,10 @@ class WarmPool:
                 if not self._starting:
                     self._start_in_background()
             if time.monotonic() > give_up:
-                raise WorkerGone(f"no warm worker is alive, and none became ready within {wait_s:g}s"
-                                 + (f" (last start failure: {self._last_failure})" if self._last_failure else ""))
+                raise WorkerGone(
+                    f"no warm worker is alive, and none became ready within {wait_s:g}s"
+                    + (f" (last start failure: {self._last_failure})" if self._last_failure else "")
+                )
 
     def _retire(self, worker: _Worker) -> None:
         """Kill ``worker`` and start its replacement in the background."""

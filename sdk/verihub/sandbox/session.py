@@ -26,8 +26,15 @@ class SandboxSession:
 
     def run(self, command: str | Sequence[str], *, stdin: str | bytes | None = None) -> Result:
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
-        return self._run(Request(command=argv, files=self._state or None, limits=self.limits,
-                                 stdin=stdin.encode() if isinstance(stdin, str) else stdin, keep_files=True))
+        return self._run(
+            Request(
+                command=argv,
+                files=self._state or None,
+                limits=self.limits,
+                stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+                keep_files=True,
+            )
+        )
 
     def run_python(self, code: str) -> Result:
         return self._run(Request(code=code, files=self._state or None, limits=self.limits, keep_files=True))

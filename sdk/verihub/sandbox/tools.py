@@ -84,8 +84,9 @@ def _report(result: Result) -> str:
     """Output for the model. A sandbox fault raises: it is the environment's, not the model's, problem."""
     if result.status is RunStatus.INFRA_ERROR:
         raise SandboxInfraError(f"sandbox failed: {result.reason}")
-    text = result.stdout + (("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr
-                            if result.stderr else "")
+    text = result.stdout + (
+        ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr if result.stderr else ""
+    )
     if len(text) > _SHOWN:
         text = text[: _SHOWN // 2] + f"\n[... {len(text) - _SHOWN} characters cut ...]\n" + text[-_SHOWN // 2 :]
     if result.status is not RunStatus.OK:

@@ -68,9 +68,17 @@ class Snapshot:
     def adding(self, files: Mapping[str, str | bytes]) -> Snapshot:
         """A new snapshot: this one plus ``files`` (which win over files of the same name)."""
         now = time.time()
-        added = [_archive.Entry(_archive.clean_name(name), _archive.FILE, 0o644, now, "",
-                                content.encode() if isinstance(content, str) else bytes(content))
-                 for name, content in files.items()]
+        added = [
+            _archive.Entry(
+                _archive.clean_name(name),
+                _archive.FILE,
+                0o644,
+                now,
+                "",
+                content.encode() if isinstance(content, str) else bytes(content),
+            )
+            for name, content in files.items()
+        ]
         replaced = {entry.name for entry in added}
         kept = [entry for entry in self.entries() if entry.name not in replaced]
         return Snapshot.from_entries(kept + added)
@@ -178,5 +186,11 @@ def exec_refusal(request: Request) -> Result | None:
     if max(sizes) <= MAX_ARG_BYTES and sum(sizes) <= MAX_ARGV_BYTES:
         return None
     longest = max(sizes) - 1
-    return Result(RunStatus.NONZERO_EXIT, 126, "", f"{request.command[0]}: Argument list too long (an argument of "
-                  f"{longest:,} bytes; at most {MAX_ARG_BYTES - 1:,} each, {MAX_ARGV_BYTES:,} in all)\n", 0.0)
+    return Result(
+        RunStatus.NONZERO_EXIT,
+        126,
+        "",
+        f"{request.command[0]}: Argument list too long (an argument of "
+        f"{longest:,} bytes; at most {MAX_ARG_BYTES - 1:,} each, {MAX_ARGV_BYTES:,} in all)\n",
+        0.0,
+    )

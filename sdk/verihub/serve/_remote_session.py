@@ -67,8 +67,12 @@ class RemoteSession(CallsAreTurns):
         self.close()
         self._start()
         self.messages = list(self.env.render(self.task))
-        return {"env": self.env.id, "task_id": str(self.task.get("id", "")), "messages": list(self.messages),
-                "tools": self.tool_schemas}
+        return {
+            "env": self.env.id,
+            "task_id": str(self.task.get("id", "")),
+            "messages": list(self.messages),
+            "tools": self.tool_schemas,
+        }
 
     async def areset(self) -> Observation:
         return self.reset()
@@ -112,8 +116,9 @@ class RemoteSession(CallsAreTurns):
             await self._hang_up()
             return self._ended(message, [], grade=self.env.verifier.too_long(chars))
         try:
-            reply = await self.pool.on_a_server(self.env, lambda server: self._turn(server, message),
-                                                prefer=self._server)  # the server that holds the episode
+            reply = await self.pool.on_a_server(
+                self.env, lambda server: self._turn(server, message), prefer=self._server
+            )  # the server that holds the episode
         except Unavailable as error:
             await self._hang_up()
             return self._ended(message, [], fault=str(error))
@@ -133,8 +138,9 @@ class RemoteSession(CallsAreTurns):
             return self._ended(message, outputs, fault=f"the grader sent a malformed grade: {error}"[:500])
         return self._ended(message, outputs, grade=grade)
 
-    def _ended(self, message: Message, outputs: list[Message], *, grade: Grade | None = None,
-               fault: str | None = None) -> StepResult:
+    def _ended(
+        self, message: Message, outputs: list[Message], *, grade: Grade | None = None, fault: str | None = None
+    ) -> StepResult:
         self.messages += [message, *outputs]
         self.turns += 1
         self.done, self.grade, self.fault = True, grade, fault[:500] if fault else None
@@ -169,8 +175,14 @@ class RemoteSession(CallsAreTurns):
 
         url = server.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/ws"
         try:
-            self._connection = await connect(url, additional_headers=self.pool.headers, max_size=MAX_FRAME,
-                                             open_timeout=self.pool.timeout_s, close_timeout=1, ping_interval=None)
+            self._connection = await connect(
+                url,
+                additional_headers=self.pool.headers,
+                max_size=MAX_FRAME,
+                open_timeout=self.pool.timeout_s,
+                close_timeout=1,
+                ping_interval=None,
+            )
         except InvalidStatus as error:
             if error.response.status_code in (401, 403):
                 raise Refuses("it wants another token (--grader-token, VERIHUB_GRADER_TOKEN)") from None
@@ -180,8 +192,12 @@ class RemoteSession(CallsAreTurns):
         self._server = server
         server.busy += 1
         split = self.grader.split
-        await self._send({"type": "reset", "data": {"env": self.env.id, "task_id": str(self.task["id"]),
-                                                     **({"split": split} if split else {})}})
+        await self._send(
+            {
+                "type": "reset",
+                "data": {"env": self.env.id, "task_id": str(self.task["id"]), **({"split": split} if split else {})},
+            }
+        )
 
     async def _exchange(self, message: Message) -> tuple[dict[str, Any], bool, dict[str, Any]]:
         data = await self._send({"type": "step", "data": message})

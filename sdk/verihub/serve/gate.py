@@ -37,8 +37,9 @@ class Gate:
     addresses and ``localhost``) a request's ``Host`` may carry; None takes any (the operator's own proxy
     in front decides who reaches the server)."""
 
-    def __init__(self, app: Any, *, token: str | None, host_names: Collection[str] | None = (),
-                 body_s: float = BODY_S) -> None:
+    def __init__(
+        self, app: Any, *, token: str | None, host_names: Collection[str] | None = (), body_s: float = BODY_S
+    ) -> None:
         self.app, self.body_s = app, body_s
         self.expected = f"Bearer {token}".encode() if token else None
         self.host_names = None if host_names is None else {"localhost", *(name.lower() for name in host_names)}
@@ -63,12 +64,24 @@ class Gate:
             return 401, "UNAUTHORIZED", "send Authorization: Bearer <token>"
         host = headers.get(b"host", b"").decode("latin-1").lower()
         if host and self.host_names is not None and not self._local(host):
-            return 403, "FORBIDDEN_HOST", (f"this server has no token and answers only its local names, not "
-                                           f"Host {host[:100]!r}: use its IP address, or serve with a token")
+            return (
+                403,
+                "FORBIDDEN_HOST",
+                (
+                    f"this server has no token and answers only its local names, not "
+                    f"Host {host[:100]!r}: use its IP address, or serve with a token"
+                ),
+            )
         origin = headers.get(b"origin")
         if origin is not None and not _same_origin(origin.decode("latin-1").lower(), host):
-            return 403, "FORBIDDEN_ORIGIN", (f"this server has no token and refuses web pages of other origins "
-                                             f"({origin.decode('latin-1')[:100]!r}): serve with a token")
+            return (
+                403,
+                "FORBIDDEN_ORIGIN",
+                (
+                    f"this server has no token and refuses web pages of other origins "
+                    f"({origin.decode('latin-1')[:100]!r}): serve with a token"
+                ),
+            )
         return None
 
     def _local(self, host: str) -> bool:
@@ -104,8 +117,13 @@ async def _refuse(kind: str, send: Any, status: int, code: str, message: str) ->
         await send({"type": "websocket.close", "code": 1008, "reason": code})
         return
     body = json.dumps({"error": code, "message": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

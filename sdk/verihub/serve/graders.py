@@ -94,8 +94,9 @@ class GraderPool:
     """``verihub serve`` processes that grade for this process. Usable from any thread and any event loop:
     its connections live on one I/O loop of its own. Close it (or use it as a context manager)."""
 
-    def __init__(self, urls: Sequence[str], *, token: str | None = None, timeout_s: float = 120.0,
-                 attempts: int = 3) -> None:
+    def __init__(
+        self, urls: Sequence[str], *, token: str | None = None, timeout_s: float = 120.0, attempts: int = 3
+    ) -> None:
         if not urls:
             raise GraderError("a grader pool needs at least one server URL")
         self.servers = [_Server(_checked_url(url)) for url in urls]
@@ -223,8 +224,11 @@ class GraderPool:
                 server.busy -= 1
             server.worked()
             return result
-        refused = [f"{server.url}: {why}" for server in self.servers
-                   if (why := server.checked.get(env)) is not None and f"{server.url}: {why}" not in reasons]
+        refused = [
+            f"{server.url}: {why}"
+            for server in self.servers
+            if (why := server.checked.get(env)) is not None and f"{server.url}: {why}" not in reasons
+        ]
         shown = "; ".join([*reasons, *refused]) or "no server"
         raise Unavailable(f"no grader could grade it: {shown}"[:500])  # the part before ':' is its kind
 
@@ -233,8 +237,11 @@ class GraderPool:
         import httpx2
 
         if self._client is None:
-            self._client = httpx2.AsyncClient(timeout=self.timeout_s, headers=self.headers,
-                                              limits=httpx2.Limits(max_connections=256, max_keepalive_connections=64))
+            self._client = httpx2.AsyncClient(
+                timeout=self.timeout_s,
+                headers=self.headers,
+                limits=httpx2.Limits(max_connections=256, max_keepalive_connections=64),
+            )
         try:
             response = await self._client.request(method, server.url + path, **options)
         except httpx2.TimeoutException:
@@ -262,8 +269,11 @@ class GraderPool:
             metadata = await self.request(server, "GET", "/metadata")
         except Rejected as error:
             raise Refuses(f"it is no verihub serve ({error})") from None
-        served = {entry.get("name"): entry for entry in metadata.get("environments", []) if isinstance(entry, dict)} \
-            if isinstance(metadata, dict) else {}
+        served = (
+            {entry.get("name"): entry for entry in metadata.get("environments", []) if isinstance(entry, dict)}
+            if isinstance(metadata, dict)
+            else {}
+        )
         entry = served.get(env.id)
         if entry is None:
             raise Refuses(f"it does not serve {env.id} (it serves {', '.join(map(str, served)) or 'nothing'})")
@@ -386,15 +396,18 @@ class RemoteGrader:
 
     async def _batch(self, pairs: list[tuple[Task, str]]) -> list[Grade]:
         """One POST /grade on some server; every pair ``env_error`` if none does it."""
-        items = [{"env": self.env.id, "task_id": str(task["id"]), "split": self.split, "completion": completion}
-                 for task, completion in pairs]
+        items = [
+            {"env": self.env.id, "task_id": str(task["id"]), "split": self.split, "completion": completion}
+            for task, completion in pairs
+        ]
 
         async def post(server: _Server) -> list[Grade]:
             body = await self.pool.request(server, "POST", "/grade", json={"items": items})
             details = body.get("grades") if isinstance(body, dict) else None
             if not isinstance(details, list) or len(details) != len(items):
-                raise Retry(f"an answer of {len(details) if isinstance(details, list) else 'no'} grades for "
-                            f"{len(items)} asked")
+                raise Retry(
+                    f"an answer of {len(details) if isinstance(details, list) else 'no'} grades for {len(items)} asked"
+                )
             try:
                 return [grade_from_detail(detail, self.weights) for detail in details]
             except (KeyError, TypeError, ValueError) as error:
@@ -405,7 +418,9 @@ class RemoteGrader:
         except Unavailable as error:
             return [Grade(GradeStatus.ENV_ERROR, None, (), str(error))] * len(pairs)
         except Rejected as error:  # e.g. a task that is not in the environment's dataset
-            return [Grade(GradeStatus.ENV_ERROR, None, (), f"the grader refused the request: {error}"[:500])] * len(pairs)
+            return [Grade(GradeStatus.ENV_ERROR, None, (), f"the grader refused the request: {error}"[:500])] * len(
+                pairs
+            )
 
 
 def _size(completion: str) -> int:

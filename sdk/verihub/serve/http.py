@@ -82,20 +82,35 @@ async def health(request: Request) -> dict[str, Any]:
 async def metadata(request: Request) -> dict[str, Any]:
     served = list(_state(request).catalog.envs.values())
     one = served[0] if len(served) == 1 else None
-    return {"name": one.id if one else "verihub: " + ", ".join(env.id for env in served),
-            "description": one.spec.description if one else "verihub environments",
-            "version": one.version if one else None,
-            "environments": [{"name": env.id, "version": env.version, "digest": environment_digest(env),
-                              "domain": env.domain,
-                              "description": env.spec.description, "splits": env.split_names,
-                              "multi_turn": env.spec.interaction.kind == "multi_turn"} for env in served]}
+    return {
+        "name": one.id if one else "verihub: " + ", ".join(env.id for env in served),
+        "description": one.spec.description if one else "verihub environments",
+        "version": one.version if one else None,
+        "environments": [
+            {
+                "name": env.id,
+                "version": env.version,
+                "digest": environment_digest(env),
+                "domain": env.domain,
+                "description": env.spec.description,
+                "splits": env.split_names,
+                "multi_turn": env.spec.interaction.kind == "multi_turn",
+            }
+            for env in served
+        ],
+    }
 
 
 @router.get("/schema")
 async def schema() -> dict[str, Any]:
-    return {"action": ActionSchema.model_json_schema(), "observation": ObservationSchema.model_json_schema(),
-            "state": {"type": "object", "properties": {"episode_id": {"type": "string"},
-                                                       "step_count": {"type": "integer"}}}}
+    return {
+        "action": ActionSchema.model_json_schema(),
+        "observation": ObservationSchema.model_json_schema(),
+        "state": {
+            "type": "object",
+            "properties": {"episode_id": {"type": "string"}, "step_count": {"type": "integer"}},
+        },
+    }
 
 
 @router.get("/list_environments")
@@ -106,8 +121,14 @@ async def list_environments(request: Request) -> list[str]:
 @router.get("/{name}/splits")
 async def splits(name: str, request: Request) -> list[dict[str, Any]]:
     env = _state(request).catalog.env(name)
-    return [{"name": split, "type": split if split in ("train", "validation", "test") else "validation",
-             "num_tasks": len(env.tasks(split))} for split in env.split_names]
+    return [
+        {
+            "name": split,
+            "type": split if split in ("train", "validation", "test") else "validation",
+            "num_tasks": len(env.tasks(split)),
+        }
+        for split in env.split_names
+    ]
 
 
 async def _env_split(request: Request, name: str, model: type[SplitBody]) -> tuple[Environment, str, Any]:
@@ -145,7 +166,7 @@ async def task(name: str, request: Request) -> Any:
 async def task_range(name: str, request: Request) -> Any:
     env, split, params = await _env_split(request, name, RangeBody)
     rows = env.tasks(split)
-    indexes = range(len(rows))[params.start:params.stop]
+    indexes = range(len(rows))[params.start : params.stop]
     if len(indexes) > MAX_LISTED:
         return problem(413, "TOO_MANY_TASKS", f"at most {MAX_LISTED} tasks a range")
     return {"tasks": [listed(env, rows[index], index) for index in indexes]}

@@ -10,7 +10,8 @@ Grades state answers (a layer's ``detail``), so only authorised callers reach a 
 wants a token, and without one it refuses what a web page could send (:mod:`verihub.serve.gate`). Every
 frame and body is bounded in size and in time, bad input gets an error frame or a 4xx with a code (never a
 crash or a 500), sessions past ``max_sessions`` are refused with ``CAPACITY_REACHED``, an idle or too old
-session is closed, and a session's work dir is dropped when its connection ends. A fault is ``reward: null`` with the reason in
+session is closed, and a session's work dir is dropped when its connection ends. A fault is ``reward: null`` with the
+reason in
 ``metadata``; never 0. Task listings carry ids and rendered prompts, never the reference columns.
 """
 
@@ -37,9 +38,16 @@ from verihub.serve.ws import router as ws_router
 __all__ = ["ExposedError", "ListenError", "TaskNotFound", "create_app", "run"]
 
 
-def create_app(envs: Sequence[Environment], *, max_sessions: int = 64, idle_timeout_s: float = 300.0,
-               max_session_s: float = 3600.0, body_s: float = BODY_S, token: str | None = None,
-               host_names: Collection[str] | None = ()) -> FastAPI:
+def create_app(
+    envs: Sequence[Environment],
+    *,
+    max_sessions: int = 64,
+    idle_timeout_s: float = 300.0,
+    max_session_s: float = 3600.0,
+    body_s: float = BODY_S,
+    token: str | None = None,
+    host_names: Collection[str] | None = (),
+) -> FastAPI:
     """The service for ``envs``; at most ``max_sessions`` WebSocket sessions, each closed after
     ``idle_timeout_s`` without a reset or step, or ``max_session_s`` after it opened; a request's body has
     ``body_s`` seconds in all to arrive. With ``token``, every route but ``/health`` wants
@@ -111,9 +119,18 @@ def _head_deadline(seconds: float) -> type:
     return HeadDeadline
 
 
-def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int, idle_timeout_s: float,
-        max_session_s: float = 3600.0, body_s: float = BODY_S, token: str | None = None,
-        no_token: bool = False) -> None:
+def run(
+    envs: Sequence[Environment],
+    *,
+    host: str,
+    port: int,
+    max_sessions: int,
+    idle_timeout_s: float,
+    max_session_s: float = 3600.0,
+    body_s: float = BODY_S,
+    token: str | None = None,
+    no_token: bool = False,
+) -> None:
     """Serve until interrupted; prints the address it listens on (``port`` 0 takes a free one). Raises
     :class:`ListenError` if it cannot listen there, :class:`ExposedError` if it would listen beyond
     loopback without a token and without ``no_token`` (an authenticating proxy of the operator's in front)."""
@@ -133,15 +150,31 @@ def run(envs: Sequence[Environment], *, host: str, port: int, max_sessions: int,
         raise ExposedError(
             f"verihub serve on {host} needs a token: other machines can reach it, and its grades state answers. "
             "Set VERIHUB_SERVE_TOKEN (or --token TOKEN; clients send 'Authorization: Bearer TOKEN'), or pass "
-            "--no-token if an authenticating proxy of your own is in front")
-    app = create_app(envs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, max_session_s=max_session_s,
-                     body_s=body_s, token=token, host_names=[host] if loopback else None)
+            "--no-token if an authenticating proxy of your own is in front"
+        )
+    app = create_app(
+        envs,
+        max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout_s,
+        max_session_s=max_session_s,
+        body_s=body_s,
+        token=token,
+        host_names=[host] if loopback else None,
+    )
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    print(f"verihub serve: {', '.join(env.id for env in envs)} on http://{shown}:{bound} "
-          f"(ws://{shown}:{bound}/ws, at most {max_sessions} sessions)", flush=True)
-    config = uvicorn.Config(app, http=_head_deadline(min(idle_timeout_s, HEAD_S)), ws="websockets-sansio",
-                            ws_max_size=MAX_FRAME + 1024, log_level="warning")
+    print(
+        f"verihub serve: {', '.join(env.id for env in envs)} on http://{shown}:{bound} "
+        f"(ws://{shown}:{bound}/ws, at most {max_sessions} sessions)",
+        flush=True,
+    )
+    config = uvicorn.Config(
+        app,
+        http=_head_deadline(min(idle_timeout_s, HEAD_S)),
+        ws="websockets-sansio",
+        ws_max_size=MAX_FRAME + 1024,
+        log_level="warning",
+    )
     # Start-up's objects (modules, the environments and their tasks) live as long as the server: frozen,
     # the collector's full passes, which a steady flow of grades sets off, skip them (a server grades
     # cheap checks ~10% faster). See YOUNG_OBJECTS for the young collections.

@@ -16,9 +16,24 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, with_config
 
 from verihub.environment.session import StepResult
 
-__all__ = ["MAX_BODY", "MAX_FRAME", "MAX_GRADES", "MAX_LISTED", "ErrorCode", "GradeItem", "GradeRequest", "RangeBody",
-           "ResetParams", "SplitBody", "StepBody", "TaskBody", "error_frame", "grade_items", "observation_frame",
-           "step_body"]
+__all__ = [
+    "MAX_BODY",
+    "MAX_FRAME",
+    "MAX_GRADES",
+    "MAX_LISTED",
+    "ErrorCode",
+    "GradeItem",
+    "GradeRequest",
+    "RangeBody",
+    "ResetParams",
+    "SplitBody",
+    "StepBody",
+    "TaskBody",
+    "error_frame",
+    "grade_items",
+    "observation_frame",
+    "step_body",
+]
 
 MAX_FRAME = 1 << 20  # bytes in one WebSocket frame: a turn's text and tool calls, never a dataset
 MAX_BODY = 16 << 20  # bytes in one HTTP body (POST /grade carries many completions)
@@ -106,10 +121,12 @@ def grade_items(body: bytes) -> list[GradeItem]:
 class ActionSchema(BaseModel):
     """A turn: the model's text and, in tool environments, its tool calls (OpenAI form)."""
 
-    content: str = Field(description="Your text. A turn without tool calls is your final answer; with tool calls, "
-                                     "it may be empty.")
-    tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="Optional, in environments with "
-                                             "tools: [{id, function: {name, arguments}}].")
+    content: str = Field(
+        description="Your text. A turn without tool calls is your final answer; with tool calls, it may be empty."
+    )
+    tool_calls: list[dict[str, Any]] = Field(
+        default_factory=list, description="Optional, in environments with tools: [{id, function: {name, arguments}}]."
+    )
 
 
 class ObservationSchema(BaseModel):

@@ -1,4 +1,5 @@
-"""``verihub serve``'s ``WS /ws``: one :class:`~verihub.environment.session.Session` per connection, OpenEnv's frames."""
+"""``verihub serve``'s ``WS /ws``: one :class:`~verihub.environment.session.Session` per connection, in OpenEnv's
+frames."""
 
 from __future__ import annotations
 
@@ -26,9 +27,14 @@ async def ws(websocket: WebSocket) -> None:
     await websocket.accept()
     held = len(state.sessions)
     if held >= state.max_sessions:  # one event loop: this check and the add below cannot interleave
-        await websocket.send_text(error_frame(
-            ErrorCode.CAPACITY_REACHED, f"the server holds {held} of {state.max_sessions} sessions: try later",
-            active_sessions=held, max_sessions=state.max_sessions))
+        await websocket.send_text(
+            error_frame(
+                ErrorCode.CAPACITY_REACHED,
+                f"the server holds {held} of {state.max_sessions} sessions: try later",
+                active_sessions=held,
+                max_sessions=state.max_sessions,
+            )
+        )
         await websocket.close(code=1013)  # try again later
         return
     slot = _Slot(state.sessions)
@@ -79,16 +85,20 @@ async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> Non
             async with asyncio.timeout_at(min(idle_ends, ends)):
                 message = await websocket.receive()
         except TimeoutError:
-            why = (f"no reset or step for {state.idle_timeout_s:g}s" if idle_ends <= ends
-                   else f"it reached the longest a session may last, {state.max_session_s:g}s: connect again")
+            why = (
+                f"no reset or step for {state.idle_timeout_s:g}s"
+                if idle_ends <= ends
+                else f"it reached the longest a session may last, {state.max_session_s:g}s: connect again"
+            )
             await websocket.send_text(error_frame(ErrorCode.SESSION_ERROR, f"the session is closed: {why}"))
             return
         if message["type"] == "websocket.disconnect":
             return
         text = message.get("text")
         if text is None or len(text) > MAX_FRAME:
-            await websocket.send_text(error_frame(ErrorCode.INVALID_JSON,
-                                                  f"frames are JSON text of at most {MAX_FRAME} bytes"))
+            await websocket.send_text(
+                error_frame(ErrorCode.INVALID_JSON, f"frames are JSON text of at most {MAX_FRAME} bytes")
+            )
             continue
         try:
             frame = json.loads(text)

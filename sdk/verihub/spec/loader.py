@@ -71,7 +71,9 @@ def load_spec(path: str | Path) -> LoadedSpec:
         raw, lines = load_with_lines(data.decode("utf-8"))
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise SpecError([SpecProblem(shown, line, "", f"not valid UTF-8 text (byte {data[error.start]:#04x})")]) from None
+        raise SpecError(
+            [SpecProblem(shown, line, "", f"not valid UTF-8 text (byte {data[error.start]:#04x})")]
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -94,7 +96,11 @@ def load_spec(path: str | Path) -> LoadedSpec:
     add_import_root(file.parent)
     _check_references(raw, file.parent, report)
     for loc, line, first in lines.duplicates:
-        problems.append(SpecProblem(shown, line, format_loc(loc), f"duplicate key (first given on line {first}; YAML keeps the last)"))
+        problems.append(
+            SpecProblem(
+                shown, line, format_loc(loc), f"duplicate key (first given on line {first}; YAML keeps the last)"
+            )
+        )
     if problems:
         raise SpecError(sorted(problems, key=lambda p: (p.line or 0, p.path)))
     assert spec is not None
@@ -126,16 +132,24 @@ def _check_references(raw: dict[str, Any], root: Path, report: typing.Callable[[
             name = layer.get("name")
             if isinstance(name, str):
                 if name in seen:
-                    report(("verifier", index, "name"), f"layer name {name!r} is already used by verifier[{seen[name]}]")
+                    report(
+                        ("verifier", index, "name"), f"layer name {name!r} is already used by verifier[{seen[name]}]"
+                    )
                 seen.setdefault(name, index)
             if isinstance(layer.get("use"), str):
                 _check_layer_use(layer, index, root, report)
             if isinstance(layer.get("rubric"), str) and not (root / layer["rubric"]).is_file():
-                report(("verifier", index, "rubric"), f"rubric file {layer['rubric']!r} not found in {relative_display(root)}")
+                report(
+                    ("verifier", index, "rubric"),
+                    f"rubric file {layer['rubric']!r} not found in {relative_display(root)}",
+                )
     calibration = raw.get("calibration")
     if isinstance(calibration, dict) and isinstance(calibration.get("file"), str):
         if not (root / calibration["file"]).is_file():
-            report(("calibration", "file"), f"calibration file {calibration['file']!r} not found in {relative_display(root)}")
+            report(
+                ("calibration", "file"),
+                f"calibration file {calibration['file']!r} not found in {relative_display(root)}",
+            )
     for loc, template in _templates(raw):
         try:
             template_fields(template)
@@ -197,8 +211,11 @@ def _templates(raw: dict[str, Any]) -> list[tuple[Loc, str]]:
             found += [(("gold", "negatives", i), t) for i, t in enumerate(gold["negatives"]) if isinstance(t, str)]
         for i, exploit in enumerate(gold.get("exploits") or []):
             if isinstance(exploit, dict):
-                found += [(("gold", "exploits", i, "completion"), exploit["completion"])] if isinstance(
-                    exploit.get("completion"), str) else []
+                found += (
+                    [(("gold", "exploits", i, "completion"), exploit["completion"])]
+                    if isinstance(exploit.get("completion"), str)
+                    else []
+                )
                 for path, text in (exploit.get("files") or {}).items():
                     found += [(("gold", "exploits", i, "files"), path), (("gold", "exploits", i, "files", path), text)]
     return found
@@ -270,8 +287,12 @@ def _message(item: Any, loc: Loc, model: type[BaseModel] | None) -> str:
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"unknown key {loc[-1]!r}{hint}; allowed: {', '.join(allowed)}"
-    bounds = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
-              "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
+    bounds = {
+        "greater_than_equal": (">=", "ge"),
+        "greater_than": (">", "gt"),
+        "less_than_equal": ("<=", "le"),
+        "less_than": ("<", "lt"),
+    }
     if kind in bounds:
         symbol, key = bounds[kind]
         bound = ctx[key]
@@ -330,4 +351,3 @@ def format_loc(loc: Loc) -> str:
     for part in loc:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
-

@@ -89,9 +89,10 @@ class DatasetSpec(_Section):
     size: int | None = Field(None, ge=1, description="Number of tasks a generator makes (generators only).")
     args: dict[str, Any] = Field(default_factory=dict, description="Extra keyword arguments for a generator.")
     group_by: str | None = Field(
-        None, description="Column naming each task's equivalence class (e.g. 'a+b' for both '2 + 3' and '3 + 2'): "
+        None,
+        description="Column naming each task's equivalence class (e.g. 'a+b' for both '2 + 3' and '3 + 2'): "
         "tasks with the same value always land in the same fractional split, so no held-out task has an "
-        "equivalent in training."
+        "equivalent in training.",
     )
 
     @property
@@ -236,12 +237,17 @@ class LayerSpec(_Section):
             if self.rubric is None:
                 raise FieldError("rubric", "a judge layer needs 'rubric' (a file relative to the environment)")
             if self.use is not None or self.args:
-                raise FieldError("use" if self.use is not None else "args", "a judge layer takes 'rubric' and 'model', not 'use' or 'args'")
+                raise FieldError(
+                    "use" if self.use is not None else "args",
+                    "a judge layer takes 'rubric' and 'model', not 'use' or 'args'",
+                )
         else:
             if self.use is None:
                 raise FieldError("use", f"a {self.layer.value} layer needs 'use' (the check to run)")
             if self.rubric is not None or self.model is not None:
-                raise FieldError("rubric" if self.rubric is not None else "model", "'rubric' and 'model' apply only to judge layers")
+                raise FieldError(
+                    "rubric" if self.rubric is not None else "model", "'rubric' and 'model' apply only to judge layers"
+                )
         return self
 
 
@@ -284,12 +290,19 @@ class SandboxSpec(_Section):
     network: bool = Field(False, description="Allow network access (off unless the task needs it).")
     max_procs: int = Field(32, ge=1, description="Most processes and threads at once.")
     max_file_mb: int = Field(16, ge=1, description="Largest file a run may write, in MiB.")
-    max_output_kb: int = Field(1024, ge=1, description="Most stdout plus stderr kept, in KiB; past it the run is stopped.")
+    max_output_kb: int = Field(
+        1024, ge=1, description="Most stdout plus stderr kept, in KiB; past it the run is stopped."
+    )
     disk_mb: int = Field(64, ge=1, description="Size of the work dir and /tmp (each a fresh tmpfs), in MiB.")
-    aliases: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_alias_pairs),
-                       WithJsonSchema({"type": "object", "additionalProperties": {"type": "string"}})] = Field(
-        (), description="Paths in the jail that are symlinks into its work dir (/work) or /tmp, as PATH: TARGET "
-        "(e.g. {/app: /work} for a task written for a container whose WORKDIR is /app).")
+    aliases: Annotated[
+        tuple[tuple[str, str], ...],
+        BeforeValidator(_alias_pairs),
+        WithJsonSchema({"type": "object", "additionalProperties": {"type": "string"}}),
+    ] = Field(
+        (),
+        description="Paths in the jail that are symlinks into its work dir (/work) or /tmp, as PATH: TARGET "
+        "(e.g. {/app: /work} for a task written for a container whose WORKDIR is /app).",
+    )
 
     @property
     def cpu_limit_s(self) -> float:
@@ -299,11 +312,21 @@ class SandboxSpec(_Section):
 class GradingSpec(_Section):
     """What a wrong answer earns, and the answer size grading admits."""
 
-    floor: float = Field(0.0, ge=0, le=1, description="Reward of a wrong answer at its worst: what an answer "
-                         "fault earns, and the most an exploit may earn before `validate` counts it as getting through.")
-    max_answer_chars: int | None = Field(None, ge=1, le=MAX_ANSWER_CHARS, description="Longest answer graded; a longer "
-                                         "one is wrong before any layer runs. Default: 16 characters per token of "
-                                         f"eval.max_tokens per turn, at least 16384; at most {MAX_ANSWER_CHARS:,}.")
+    floor: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Reward of a wrong answer at its worst: what an answer "
+        "fault earns, and the most an exploit may earn before `validate` counts it as getting through.",
+    )
+    max_answer_chars: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ANSWER_CHARS,
+        description="Longest answer graded; a longer "
+        "one is wrong before any layer runs. Default: 16 characters per token of "
+        f"eval.max_tokens per turn, at least 16384; at most {MAX_ANSWER_CHARS:,}.",
+    )
 
 
 class EvalSpec(_Section):
@@ -321,8 +344,10 @@ class EvalSpec(_Section):
 class CalibrationSpec(_Section):
     """Labelled examples that check the judge: (task columns, completion, expected score) per line."""
 
-    file: str = Field(description="JSON lines relative to the environment: the task's columns plus "
-                      "'completion' and 'expected' (a score in [0, 1]).")
+    file: str = Field(
+        description="JSON lines relative to the environment: the task's columns plus "
+        "'completion' and 'expected' (a score in [0, 1])."
+    )
     tolerance: float = Field(0.25, ge=0, le=1, description="A verdict agrees when within this of the expected score.")
     min_agreement: float = Field(0.8, ge=0, le=1, description="`verihub validate` fails below this share of agreement.")
     drift_every: int = Field(200, ge=1, description="During long runs, re-grade calibration items every N grades.")
@@ -335,22 +360,28 @@ class ExploitSpec(_Section):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="Unique name, shown in reports.")
     family: Annotated[Family, BeforeValidator(Family.parse)] = Field(
-        description=f"One of: {', '.join(Family)} (the families of the threat model).")
+        description=f"One of: {', '.join(Family)} (the families of the threat model)."
+    )
     description: str = Field("", description="What the attack tries.")
     completion: str = Field(description="Template over the task's columns giving the completion, like gold.reference.")
     files: dict[str, str] | None = Field(
-        None, description="Terminal-state environments (sandboxed tools): files the exploit leaves in the final "
-        "work dir, over the task's initial ones (path and text are templates over the task's columns).")
+        None,
+        description="Terminal-state environments (sandboxed tools): files the exploit leaves in the final "
+        "work dir, over the task's initial ones (path and text are templates over the task's columns).",
+    )
     tasks: int = Field(3, ge=1, le=100, description="How many tasks of the eval split it runs on.")
 
 
 class GoldSpec(_Section):
     """Reference answers the verifier must accept and negatives it must reject (checked by `validate`)."""
 
-    reference: str = Field(description="Template giving, per task, a completion that must pass, e.g. '\\\\boxed{{{answer}}}'.")
+    reference: str = Field(
+        description="Template giving, per task, a completion that must pass, e.g. '\\\\boxed{{{answer}}}'."
+    )
     negatives: list[str] = Field(default_factory=list, description="Templates giving completions that must fail.")
     exploits: list[ExploitSpec] = Field(
-        default_factory=list, description="Attacks of the environment's own, run after the ones its checks declare.")
+        default_factory=list, description="Attacks of the environment's own, run after the ones its checks declare."
+    )
     min_pass_rate: float = Field(1.0, ge=0, le=1, description="Share of references that must pass.")
     split: str | None = Field(None, description="Split to check (default: every split).")
     max_tasks: int | None = Field(None, ge=1, description="Check at most this many tasks per split.")
@@ -390,8 +421,10 @@ class EnvSpec(_Section):
         declared = self.grading.max_answer_chars
         if declared is not None:
             return declared
-        return min(MAX_ANSWER_CHARS,
-                   max(_MIN_ANSWER_CHARS, _CHARS_PER_TOKEN * self.eval.max_tokens * self.interaction.max_turns))
+        return min(
+            MAX_ANSWER_CHARS,
+            max(_MIN_ANSWER_CHARS, _CHARS_PER_TOKEN * self.eval.max_tokens * self.interaction.max_turns),
+        )
 
     @field_validator("version")
     @classmethod
@@ -404,6 +437,9 @@ class EnvSpec(_Section):
     def _exploit_files_need_a_work_dir(self) -> EnvSpec:
         for index, exploit in enumerate(self.gold.exploits):
             if exploit.files is not None and not self.interaction.sandboxed:
-                raise FieldError(("gold", "exploits", index, "files"), "'files' (a final work dir) applies only "
-                                 "to environments with sandboxed tools (interaction.tools: [bash] or [python])")
+                raise FieldError(
+                    ("gold", "exploits", index, "files"),
+                    "'files' (a final work dir) applies only "
+                    "to environments with sandboxed tools (interaction.tools: [bash] or [python])",
+                )
         return self

@@ -83,5 +83,9 @@ def read_wrapped(file: Path) -> WrappedSpec | None:
     try:
         return WrappedSpec.model_validate(raw)
     except ValidationError as error:
-        raise SpecError([SpecProblem(str(file), None, ".".join(map(str, problem["loc"])), problem["msg"])
-                         for problem in error.errors()]) from None
+        raise SpecError(
+            [
+                SpecProblem(str(file), None, ".".join(map(str, problem["loc"])), problem["msg"])
+                for problem in error.errors()
+            ]
+        ) from None

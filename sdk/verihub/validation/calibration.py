@@ -64,8 +64,12 @@ async def acalibrate(env: Environment, items: list[dict[str, Any]] | None = None
     async def one(item: dict[str, Any]) -> None:
         layer = layers.get(item.get("layer", ""), default_layer)
         try:
-            verdict = await judge.judge(rubric=layer.rubric, messages=env.render(item), completion=item["completion"],
-                                        model=layer.spec.model or env.spec.eval.judge_model)
+            verdict = await judge.judge(
+                rubric=layer.rubric,
+                messages=env.render(item),
+                completion=item["completion"],
+                model=layer.spec.model or env.spec.eval.judge_model,
+            )
         except JudgeError as error:
             report.faults += 1
             report.disagreements.append(f"judge fault: {error}")
@@ -75,7 +79,9 @@ async def acalibrate(env: Environment, items: list[dict[str, Any]] | None = None
             report.agreed += 1
         elif len(report.disagreements) < 10:
             report.disagreements.append(
-                f"expected {item['expected']:g}, judge said {verdict.score:g} ({verdict.reason[:80]}): {item['completion'][:60]!r}")
+                f"expected {item['expected']:g}, judge said {verdict.score:g} ({verdict.reason[:80]}): "
+                f"{item['completion'][:60]!r}"
+            )
 
     await asyncio.gather(*(one(item) for item in items))
     report.items += report.faults
@@ -106,13 +112,20 @@ class DriftMonitor:
         self.grades += 1
         if self.grades % self.spec.drift_every:
             return None
-        chosen = [self.items[(self._next + i) % len(self.items)] for i in range(min(self.spec.drift_items, len(self.items)))]
+        chosen = [
+            self.items[(self._next + i) % len(self.items)] for i in range(min(self.spec.drift_items, len(self.items)))
+        ]
         self._next += len(chosen)
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             report = await acalibrate(self.env, chosen)
             self.history.append(report.agreement)
         if not report.ok:
-            logger.warning("judge drift in %s: agreement %.0f%% on %d calibration items (minimum %.0f%%)",
-                           self.env.id, 100 * report.agreement, report.items, 100 * report.min_agreement)
+            logger.warning(
+                "judge drift in %s: agreement %.0f%% on %d calibration items (minimum %.0f%%)",
+                self.env.id,
+                100 * report.agreement,
+                report.items,
+                100 * report.min_agreement,
+            )
         return report

@@ -56,8 +56,9 @@ def probe_growth(env: Environment, task: Mapping[str, Any], target: str) -> list
     return outcomes
 
 
-def _layer_times(env: Environment, task: Mapping[str, Any], completions: list[str],
-                 repeats: int) -> list[dict[str, float]]:
+def _layer_times(
+    env: Environment, task: Mapping[str, Any], completions: list[str], repeats: int
+) -> list[dict[str, float]]:
     """Each layer's seconds on each completion, the best of ``repeats`` gradings. The sizes take turns, so a
     busy spell of the machine slows one grading of each rather than every grading of one."""
     best: list[dict[str, float]] = [{} for _ in completions]
@@ -78,7 +79,9 @@ def _super_linear(base: dict[str, float], half: dict[str, float], full: dict[str
         floor = base.get(layer, 0.0)
         grown, grown_half = seconds - floor, max(half[layer] - floor, 1e-3)
         if grown > FLOOR_S and grown > RATIO * grown_half:
-            return (f"layer {layer!r} took {half[layer]:.3f}s at {limit // 2:,} characters and {seconds:.3f}s at "
-                    f"{limit:,} ({grown / grown_half:.1f}x beyond its {floor:.3f}s on a few, for 2x the length): "
-                    "super-linear in the answer's length")
+            return (
+                f"layer {layer!r} took {half[layer]:.3f}s at {limit // 2:,} characters and {seconds:.3f}s at "
+                f"{limit:,} ({grown / grown_half:.1f}x beyond its {floor:.3f}s on a few, for 2x the length): "
+                "super-linear in the answer's length"
+            )
     return ""

@@ -91,13 +91,17 @@ class ExploitOutcome:
             where = "every layer" if self.target in (EVERY_VERIFIER, GOLD) else f"layer {self.target!r}"
             if run.status == GradeStatus.OK:
                 return f"{label} got through {where} on task {run.task}: graded ok, reward {run.reward:g}"
-            return (f"{label} got through {where} on task {run.task}: graded {run.status} but rewarded "
-                    f"{run.reward:g}, above the floor for a wrong answer ({self.floor:g}, grading.floor)")
+            return (
+                f"{label} got through {where} on task {run.task}: graded {run.status} but rewarded "
+                f"{run.reward:g}, above the floor for a wrong answer ({self.floor:g}, grading.floor)"
+            )
         run = next((run for run in self.runs if run.status != GradeStatus.WRONG), None)
         if run is None:  # growth probing: no fault yet, a layer whose cost will make one
             return f"{label}: {self.error}"
-        return (f"{label} made layer {run.layer!r} fault on task {run.task} ({run.status}: {run.detail}); "
-                "a fault is never penalised, so it is a hole")
+        return (
+            f"{label} made layer {run.layer!r} fault on task {run.task} ({run.status}: {run.detail}); "
+            "a fault is never penalised, so it is a hole"
+        )
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,14 @@ def run_exploits(env: Environment, grader: Any = None) -> tuple[list[ExploitOutc
     graded: list[tuple[ExploitOutcome, str, Mapping[str, Any], str]] = []
     for target in targets:
         exploit = target.exploit
-        outcome = ExploitOutcome(exploit.name, exploit.family.value, target.label, exploit.description, "not_applicable",
-                                 floor=env.spec.grading.floor)
+        outcome = ExploitOutcome(
+            exploit.name,
+            exploit.family.value,
+            target.label,
+            exploit.description,
+            "not_applicable",
+            floor=env.spec.grading.floor,
+        )
         outcomes.append(outcome)
         try:
             for task, attempt in _attempts(target, tasks):
@@ -215,13 +225,23 @@ def _run(task_id: str, completion: str, grade: Grade) -> ExploitRun:
     if grade.status is GradeStatus.OK:
         layer, detail = "", ""
     else:
-        stopping = ((LayerStatus.FAILED, LayerStatus.ANSWER_FAULT) if grade.status is GradeStatus.WRONG
-                    else (LayerStatus.ERROR, LayerStatus.TIMEOUT))
+        stopping = (
+            (LayerStatus.FAILED, LayerStatus.ANSWER_FAULT)
+            if grade.status is GradeStatus.WRONG
+            else (LayerStatus.ERROR, LayerStatus.TIMEOUT)
+        )
         stopped = next((result for result in grade.layers if result.status in stopping), None)
         layer = stopped.name if stopped is not None else ""
         detail = (stopped.detail if stopped is not None else "") or grade.reason
-    return ExploitRun(task_id, grade.status.value, grade.reward, layer, detail[:300], completion[:_SHOWN],
-                      grade.answer_fault is not None)
+    return ExploitRun(
+        task_id,
+        grade.status.value,
+        grade.reward,
+        layer,
+        detail[:300],
+        completion[:_SHOWN],
+        grade.answer_fault is not None,
+    )
 
 
 def _verdict(outcome: ExploitOutcome) -> Verdict:

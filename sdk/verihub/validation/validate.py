@@ -95,17 +95,23 @@ class ValidationReport:
         )
 
 
-def validate_env(env: Environment, *, min_pass_rate: float | None = None, attacks: bool = True,
-                 grader: Any = None) -> ValidationReport:
+def validate_env(
+    env: Environment, *, min_pass_rate: float | None = None, attacks: bool = True, grader: Any = None
+) -> ValidationReport:
     """Grade every task's reference (must pass) and negatives (must fail); tally per layer. With
     ``attacks`` (the default), run the red-team suite too: every exploit must be rejected."""
     gold = env.spec.gold
     report = ValidationReport(
-        env.id, env.version, gold.min_pass_rate if min_pass_rate is None else min_pass_rate,
-        judge_skipped=env.verifier.judge is None and env.verifier.on_missing_judge == "skip", attacks=attacks,
+        env.id,
+        env.version,
+        gold.min_pass_rate if min_pass_rate is None else min_pass_rate,
+        judge_skipped=env.verifier.judge is None and env.verifier.on_missing_judge == "skip",
+        attacks=attacks,
         exploit_floor=env.spec.grading.floor,
     )
-    report.layers = [LayerTally(layer.spec.name, layer.spec.layer.value, layer.spec.gate) for layer in env.verifier.layers]
+    report.layers = [
+        LayerTally(layer.spec.name, layer.spec.layer.value, layer.spec.gate) for layer in env.verifier.layers
+    ]
     splits = [gold.split] if gold.split is not None else env.split_names
     tasks = [task for name in splits for task in _first(env.tasks(name), gold.max_tasks)]
     references = [env.reference(task) for task in tasks]
@@ -159,8 +165,10 @@ def _held_out_repeats(env: Environment) -> Iterator[str]:
             for task in env.tasks(name):
                 twin = seen.get(prompt(task))
                 if twin is not None:
-                    yield (f"{name} task {task['id']} poses the same prompt as train task {twin}: a held-out task "
-                           "must not repeat a training one (give equivalent tasks one dataset.group_by value)")
+                    yield (
+                        f"{name} task {task['id']} poses the same prompt as train task {twin}: a held-out task "
+                        "must not repeat a training one (give equivalent tasks one dataset.group_by value)"
+                    )
 
 
 def _first(dataset: Iterable[dict], limit: int | None) -> Iterable[dict]:

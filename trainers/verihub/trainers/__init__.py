@@ -14,6 +14,10 @@ from __future__ import annotations
 from verihub import _lazy
 
 __all__ = ["AdaptiveCurriculum", "AsyncGRPOTrainer", "GRPOTrainer", "SFTTrainer"]
-_WHERE = {"GRPOTrainer": "grpo", "AsyncGRPOTrainer": "async_grpo", "SFTTrainer": "sft",
-          "AdaptiveCurriculum": "curriculum"}
+_WHERE = {
+    "GRPOTrainer": "grpo",
+    "AsyncGRPOTrainer": "async_grpo",
+    "SFTTrainer": "sft",
+    "AdaptiveCurriculum": "curriculum",
+}
 __getattr__, __dir__ = _lazy.lazy_names(globals(), _WHERE)

@@ -76,8 +76,10 @@ class AsyncGRPOTrainer(TrainerRun):
         check_display(display)
         peft = lora_config(lora)
         if peft is None and not _cuda():
-            raise ValueError("asynchronous GRPO without LoRA syncs full weights over NCCL, which needs a CUDA GPU; "
-                             "on a CPU pass lora=True (the adapter reaches the server over HTTP)")
+            raise ValueError(
+                "asynchronous GRPO without LoRA syncs full weights over NCCL, which needs a CUDA GPU; "
+                "on a CPU pass lora=True (the adapter reaches the server over HTTP)"
+            )
         self.graders = None  # grading runs in this process (the worker's thread)
         self.run_log = RunLog(Path(output_dir) / TRL_LOG)
         self.server = None
@@ -88,17 +90,43 @@ class AsyncGRPOTrainer(TrainerRun):
         self.alerts: list[str] = []
         try:
             with self.run_log:
-                self._build(model, envs, peft, curriculum, max_staleness, vllm_server, sync_check_every, tokenizer,
-                            hub, monitor, [*([_Heldout(self)] if heldout_every else []), *callbacks], display,
-                            output_dir, config_overrides)
+                self._build(
+                    model,
+                    envs,
+                    peft,
+                    curriculum,
+                    max_staleness,
+                    vllm_server,
+                    sync_check_every,
+                    tokenizer,
+                    hub,
+                    monitor,
+                    [*([_Heldout(self)] if heldout_every else []), *callbacks],
+                    display,
+                    output_dir,
+                    config_overrides,
+                )
         except BaseException:
             self.close()  # a server already started, the cores lent to it
             raise
 
-    def _build(self, model: str | Path, envs: Any, peft: Any, curriculum: Any, max_staleness: int,
-               vllm_server: str | None, sync_check_every: int, tokenizer: Any, hub: str | None,
-               monitor: MonitorKnobs | None, callbacks: list[Any], display: DisplayMode, output_dir: str | Path,
-               config_overrides: Mapping[str, Any]) -> None:
+    def _build(
+        self,
+        model: str | Path,
+        envs: Any,
+        peft: Any,
+        curriculum: Any,
+        max_staleness: int,
+        vllm_server: str | None,
+        sync_check_every: int,
+        tokenizer: Any,
+        hub: str | None,
+        monitor: MonitorKnobs | None,
+        callbacks: list[Any],
+        display: DisplayMode,
+        output_dir: str | Path,
+        config_overrides: Mapping[str, Any],
+    ) -> None:
         self.mix = resolve_envs(envs, hub=hub)
         multi_turn = [item.name for item in self.mix if item.multi_turn]
         if multi_turn:
@@ -107,16 +135,18 @@ class AsyncGRPOTrainer(TrainerRun):
         self.config = _config(output_dir, max_staleness, config_overrides)
         if vllm_server is None:
             self._cpu_split = _split_cpus()
-            self.server = _start_server(str(model), self.config, getattr(peft, "r", 16),
-                                        self._cpu_split[1] if self._cpu_split else None)
+            self.server = _start_server(
+                str(model), self.config, getattr(peft, "r", 16), self._cpu_split[1] if self._cpu_split else None
+            )
             vllm_server = self.server.url
         self.config.vllm_server_base_url = vllm_server
         self.curriculum = make_curriculum(curriculum)
         self.ledger = GradeLedger()
         self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
         dataset = mixed_dataset(self.mix, "train")
-        self.sampler = _sampler(dataset, self.curriculum, {item.name: item.weight for item in self.mix},
-                                self.config.seed)
+        self.sampler = _sampler(
+            dataset, self.curriculum, {item.name: item.weight for item in self.mix}, self.config.seed
+        )
         self.trl = _build_trl(self, str(model), dataset, peft, display, sync_check_every, callbacks)
         self._drop_printers()
 
@@ -173,8 +203,15 @@ def _config(output_dir: str | Path, max_staleness: int, overrides: Mapping[str, 
 
     # token_budget 0: a step trains on per_device_train_batch_size x gradient_accumulation_steps samples, as the
     # synchronous trainer does (TRL's default packs as many as the server's context length holds)
-    defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no", "report_to": "none",
-                                "max_staleness": max_staleness, "learning_rate": 1e-5, "token_budget": 0}
+    defaults: dict[str, Any] = {
+        **device_defaults(),
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "max_staleness": max_staleness,
+        "learning_rate": 1e-5,
+        "token_budget": 0,
+    }
     if not _cuda():  # TRL's defaults assume a GPU: bf16 compute, and checkpointing that buys nothing on a CPU
         defaults.update(bf16=False, dtype="float32", gradient_checkpointing=False)
     return AsyncGRPOConfig(**{**defaults, "output_dir": str(output_dir), **overrides})
@@ -185,8 +222,15 @@ def _start_server(model: str, config: Any, rank: int, cpus: list[int] | None) ->
 
     # logprobs after temperature: the trainer's importance ratio compares them with its own, tempered
     extra = ["--logprobs-mode", "processed_logprobs", "--dtype", "float32" if config.dtype == "float32" else "auto"]
-    return VLLMServer(model, max_loras=config.max_staleness + 2, lora_rank=rank, api_key=None, training=True,
-                      cpus=cpus, extra_args=[*extra, *_server_args()]).start()
+    return VLLMServer(
+        model,
+        max_loras=config.max_staleness + 2,
+        lora_rank=rank,
+        api_key=None,
+        training=True,
+        cpus=cpus,
+        extra_args=[*extra, *_server_args()],
+    ).start()
 
 
 def _split_cpus() -> tuple[list[int], list[int], set[int], int] | None:
@@ -198,7 +242,7 @@ def _split_cpus() -> tuple[list[int], list[int], set[int], int] | None:
     cores = sorted(os.sched_getaffinity(0))
     if _cuda() or len(cores) < 2:
         return None
-    mine, lent = cores[: len(cores) // 2], cores[len(cores) // 2:]
+    mine, lent = cores[: len(cores) // 2], cores[len(cores) // 2 :]
     before = (set(cores), torch.get_num_threads())
     os.sched_setaffinity(0, mine)
     torch.set_num_threads(len(mine))
@@ -225,8 +269,15 @@ def _draws(sampler: MixtureSampler) -> Iterator[int]:
         yield from sampler
 
 
-def _build_trl(run: AsyncGRPOTrainer, model: str, dataset: Any, peft: Any, display: DisplayMode,
-               sync_check_every: int, callbacks: list[Any]) -> Any:
+def _build_trl(
+    run: AsyncGRPOTrainer,
+    model: str,
+    dataset: Any,
+    peft: Any,
+    display: DisplayMode,
+    sync_check_every: int,
+    callbacks: list[Any],
+) -> Any:
     from trl.experimental.async_grpo import AsyncGRPOTrainer as TRLAsyncGRPOTrainer
 
     from verihub.trainers.async_worker import RolloutWorker
@@ -248,22 +299,39 @@ def _build_trl(run: AsyncGRPOTrainer, model: str, dataset: Any, peft: Any, displ
     per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
     groups_per_step = max(1, per_step // config.num_generations)
     worker = RolloutWorker(
-        server_url=config.vllm_server_base_url, model_name=Path(model).name or model,
-        lora_name="trl-policy" if peft is not None else None, tokenizer=run.tokenizer, rows=dataset.to_list(),
-        draw=_draws(run.sampler), rewards={item.name: EnvReward(item, run.ledger) for item in run.mix},
-        observe=run._observe, num_generations=config.num_generations,
-        max_tokens=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
+        server_url=config.vllm_server_base_url,
+        model_name=Path(model).name or model,
+        lora_name="trl-policy" if peft is not None else None,
+        tokenizer=run.tokenizer,
+        rows=dataset.to_list(),
+        draw=_draws(run.sampler),
+        rewards={item.name: EnvReward(item, run.ledger) for item in run.mix},
+        observe=run._observe,
+        num_generations=config.num_generations,
+        max_tokens=config.max_completion_length,
+        temperature=config.temperature,
+        top_p=config.top_p,
         # a step's groups generate while the previous step trains; no more is queued than staleness lets train
-        inflight=groups_per_step, queue_size=per_step * (config.max_staleness + 1),
-        request_timeout_s=config.request_timeout)
+        inflight=groups_per_step,
+        queue_size=per_step * (config.max_staleness + 1),
+        request_timeout_s=config.request_timeout,
+    )
     with _without_cuda_probes():
-        trainer = _Trainer(model=model, args=config, train_dataset=dataset, processing_class=run.tokenizer,
-                           peft_config=peft, rollout_worker=worker,
-                           callbacks=[*run._shown("GRPO async", display), MetricsFile(run), *callbacks])
+        trainer = _Trainer(
+            model=model,
+            args=config,
+            train_dataset=dataset,
+            processing_class=run.tokenizer,
+            peft_config=peft,
+            rollout_worker=worker,
+            callbacks=[*run._shown("GRPO async", display), MetricsFile(run), *callbacks],
+        )
     trainer.sync_check_prompt = list(dataset[0]["prompt"])
     if trainer._lora_sync is False and peft is not None:
-        raise WeightSyncError(f"the vLLM server at {config.vllm_server_base_url} does not take LoRA adapters "
-                              "(--enable-lora): restart it with them, or leave vllm_server unset")
+        raise WeightSyncError(
+            f"the vLLM server at {config.vllm_server_base_url} does not take LoRA adapters "
+            "(--enable-lora): restart it with them, or leave vllm_server unset"
+        )
     if not _cuda():
         from verihub.trainers.cpu_attention import register_cpu_tree_attention
 
@@ -320,11 +388,16 @@ def check_weight_sync(trainer: Any, tokens: int = 16, tie_nats: float = 0.05) ->
     prompt_ids = tokenizer.apply_chat_template(trainer.sync_check_prompt, add_generation_prompt=True, tokenize=True)
     prompt_ids = list(prompt_ids["input_ids"] if isinstance(prompt_ids, Mapping) else prompt_ids)
     name = f"{trainer._lora_name}-v{trainer.model_version}" if trainer._lora_sync else trainer.rollout_worker.model_name
-    response = httpx.post(f"{trainer.args.vllm_server_base_url}/v1/completions", timeout=300, json={
-        "model": name, "prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "return_token_ids": True})
+    response = httpx.post(
+        f"{trainer.args.vllm_server_base_url}/v1/completions",
+        timeout=300,
+        json={"model": name, "prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "return_token_ids": True},
+    )
     if response.status_code != 200:
-        raise WeightSyncError(f"the vLLM server did not answer as policy version {trainer.model_version} "
-                              f"({name}): HTTP {response.status_code}: {response.text[:300]}")
+        raise WeightSyncError(
+            f"the vLLM server did not answer as policy version {trainer.model_version} "
+            f"({name}): HTTP {response.status_code}: {response.text[:300]}"
+        )
     served = list(response.json()["choices"][0]["token_ids"])
     model = trainer.accelerator.unwrap_model(trainer.model)
     training = model.training
@@ -332,13 +405,19 @@ def check_weight_sync(trainer: Any, tokens: int = 16, tie_nats: float = 0.05) ->
     try:
         with torch.no_grad(), standard_attention(model):
             ids = torch.tensor([prompt_ids], device=model.device)
-            output = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=len(served),
-                                    do_sample=False, eos_token_id=trainer.eos_token_ids,
-                                    pad_token_id=tokenizer.pad_token_id, output_logits=True,
-                                    return_dict_in_generate=True)
+            output = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=len(served),
+                do_sample=False,
+                eos_token_id=trainer.eos_token_ids,
+                pad_token_id=tokenizer.pad_token_id,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
     finally:
         model.train(training)
-    own = output.sequences[0, len(prompt_ids):].tolist()
+    own = output.sequences[0, len(prompt_ids) :].tolist()
     for position, (theirs, ours) in enumerate(zip(served, own, strict=False)):
         if theirs != ours:
             logprobs = torch.log_softmax(output.logits[position][0].float(), dim=-1)
@@ -348,5 +427,7 @@ def check_weight_sync(trainer: Any, tokens: int = 16, tie_nats: float = 0.05) ->
     else:
         if len(own) >= len(served):
             return
-    raise WeightSyncError(f"after sync {trainer.model_version} the vLLM server's greedy answer is not the "
-                          f"trainer's: {tokenizer.decode(served)!r} against {tokenizer.decode(own)!r}")
+    raise WeightSyncError(
+        f"after sync {trainer.model_version} the vLLM server's greedy answer is not the "
+        f"trainer's: {tokenizer.decode(served)!r} against {tokenizer.decode(own)!r}"
+    )

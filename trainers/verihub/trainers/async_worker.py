@@ -35,11 +35,25 @@ class RolloutWorker:
     (``prompt``, ``environment``, ``task``, ``difficulty``), ``draw`` yields row numbers by the curriculum,
     ``observe`` takes the outcomes of each graded group."""
 
-    def __init__(self, *, server_url: str, model_name: str, lora_name: str | None, tokenizer: Any,
-                 rows: Sequence[Mapping[str, Any]], draw: Iterator[int], rewards: Mapping[str, EnvReward],
-                 observe: Callable[[list[Outcome | None]], None], num_generations: int,
-                 max_tokens: int, temperature: float, top_p: float, inflight: int, queue_size: int,
-                 request_timeout_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        server_url: str,
+        model_name: str,
+        lora_name: str | None,
+        tokenizer: Any,
+        rows: Sequence[Mapping[str, Any]],
+        draw: Iterator[int],
+        rewards: Mapping[str, EnvReward],
+        observe: Callable[[list[Outcome | None]], None],
+        num_generations: int,
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        inflight: int,
+        queue_size: int,
+        request_timeout_s: float,
+    ) -> None:
         self.server_url, self.model_name, self.lora_name = server_url.rstrip("/"), model_name, lora_name
         self.tokenizer, self.rows, self.draw = tokenizer, rows, draw
         self.rewards, self.observe = rewards, observe
@@ -116,8 +130,12 @@ class RolloutWorker:
         self._beat = time.monotonic()
         with self._drawing:
             self.observe(outcomes)
-        self.metrics_queue.put({"verihub/rollout/generation_s": generated - began,
-                                "verihub/rollout/grading_s": time.perf_counter() - generated})
+        self.metrics_queue.put(
+            {
+                "verihub/rollout/generation_s": generated - began,
+                "verihub/rollout/grading_s": time.perf_counter() - generated,
+            }
+        )
         for sample in _samples(row, prompt_ids, choices, texts, rewards, version, group_id):
             while not self._stop.is_set():  # a full queue waits here without holding up the loop (or a stop)
                 try:
@@ -128,9 +146,17 @@ class RolloutWorker:
 
     async def _generate(self, client: Any, prompt_ids: list[int], version: int) -> list[dict[str, Any]]:
         """The K samples, each with ``token_ids`` and ``logprobs``; retried, then raised."""
-        body = {"model": self._model(version), "prompt": prompt_ids, "n": self.k, "max_tokens": self.max_tokens,
-                "temperature": self.temperature, "top_p": self.top_p, "logprobs": 0, "return_token_ids": True,
-                "seed": random.getrandbits(63)}
+        body = {
+            "model": self._model(version),
+            "prompt": prompt_ids,
+            "n": self.k,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "logprobs": 0,
+            "return_token_ids": True,
+            "seed": random.getrandbits(63),
+        }
         problem = ""
         for attempt in range(_ATTEMPTS):
             if attempt:
@@ -142,8 +168,10 @@ class RolloutWorker:
                 continue
             if response.status_code == 200:
                 choices = sorted(response.json()["choices"], key=lambda choice: choice["index"])
-                return [{"token_ids": choice["token_ids"], "logprobs": choice["logprobs"]["token_logprobs"]}
-                        for choice in choices]
+                return [
+                    {"token_ids": choice["token_ids"], "logprobs": choice["logprobs"]["token_logprobs"]}
+                    for choice in choices
+                ]
             problem = f"HTTP {response.status_code}: {response.text[:300]}"
         raise RuntimeError(f"the vLLM server at {self.server_url} failed {_ATTEMPTS} times: {problem}")
 
@@ -154,13 +182,22 @@ class RolloutWorker:
     async def _grade(self, row: Mapping[str, Any], texts: list[str]) -> tuple[list[float | None], list[Outcome | None]]:
         count = len(texts)
         outcomes = await self.rewards[row["environment"]].grade_rows(
-            [row["task"]] * count, [row["difficulty"]] * count,
-            [[{"role": "assistant", "content": text}] for text in texts])
+            [row["task"]] * count,
+            [row["difficulty"]] * count,
+            [[{"role": "assistant", "content": text}] for text in texts],
+        )
         return [None if outcome.fault else outcome.reward for outcome in outcomes], list(outcomes)
 
 
-def _samples(row: Mapping[str, Any], prompt_ids: list[int], choices: list[dict[str, Any]], texts: list[str],
-             rewards: list[float | None], version: int, group_id: int) -> list[Any]:
+def _samples(
+    row: Mapping[str, Any],
+    prompt_ids: list[int],
+    choices: list[dict[str, Any]],
+    texts: list[str],
+    rewards: list[float | None],
+    version: int,
+    group_id: int,
+) -> list[Any]:
     """One RolloutSample per sample: advantages within the group over the graded ones (a fault: none)."""
     from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 
@@ -173,12 +210,18 @@ def _samples(row: Mapping[str, Any], prompt_ids: list[int], choices: list[dict[s
     for choice, text, score, advantage in zip(choices, texts, scores, advantages, strict=True):
         output = list(choice["token_ids"])
         logprobs = [float(value) for value in choice["logprobs"]]
-        samples.append(RolloutSample(
-            prompt=list(row["prompt"]), completion=[{"role": "assistant", "content": text}],
-            input_ids=np.asarray(prompt_ids + output, dtype=np.int64),
-            completion_mask=np.asarray([0] * len(prompt_ids) + [1] * len(output), dtype=np.int64),
-            old_log_probs=np.asarray([0.0] * len(prompt_ids) + logprobs, dtype=np.float32),
-            advantage=float(advantage), model_version=version, group_id=group_id,
-            metrics={"reward": float(score), f"rewards/{row['environment']}": float(score)},
-            enqueued_at=time.time()))
+        samples.append(
+            RolloutSample(
+                prompt=list(row["prompt"]),
+                completion=[{"role": "assistant", "content": text}],
+                input_ids=np.asarray(prompt_ids + output, dtype=np.int64),
+                completion_mask=np.asarray([0] * len(prompt_ids) + [1] * len(output), dtype=np.int64),
+                old_log_probs=np.asarray([0.0] * len(prompt_ids) + logprobs, dtype=np.float32),
+                advantage=float(advantage),
+                model_version=version,
+                group_id=group_id,
+                metrics={"reward": float(score), f"rewards/{row['environment']}": float(score)},
+                enqueued_at=time.time(),
+            )
+        )
     return samples

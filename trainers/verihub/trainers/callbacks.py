@@ -75,26 +75,41 @@ class Heldout(TrainerCallback):
         shard = (accelerator.process_index, accelerator.num_processes)
         began = time.perf_counter()
         try:
-            with unwrap_model_for_generation(trainer.model_wrapped, accelerator,
-                                             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs
-                                             ) as network:
+            with unwrap_model_for_generation(
+                trainer.model_wrapped,
+                accelerator,
+                gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+            ) as network:
                 policy = HFBackend.wrap(network, run.tokenizer, "hf:policy")
-                rollouts = asyncio.run(heldout_rollouts(policy, run.mix, tasks=run.heldout_tasks,
-                                                        samples=run.heldout_samples,
-                                                        temperature=run.heldout_temperature, shard=shard))
+                rollouts = asyncio.run(
+                    heldout_rollouts(
+                        policy,
+                        run.mix,
+                        tasks=run.heldout_tasks,
+                        samples=run.heldout_samples,
+                        temperature=run.heldout_temperature,
+                        shard=shard,
+                    )
+                )
         except Exception as error:  # noqa: BLE001 - counted as faulted below; raising here would hang the others
-            logger.warning("held-out evaluation failed on process %d (its tasks count as faulted): %s: %s",
-                           shard[0], type(error).__name__, error)
+            logger.warning(
+                "held-out evaluation failed on process %d (its tasks count as faulted): %s: %s",
+                shard[0],
+                type(error).__name__,
+                error,
+            )
             rollouts = {}
         seconds = time.perf_counter() - began
-        run.run_log.write(f"verihub heldout step={step} shard={shard[0]}/{shard[1]} seconds={seconds:.2f} "
-                          + " ".join(f"{env}={','.join(sorted({r.task_id for r in found}))}"
-                                     for env, found in rollouts.items()))
+        run.run_log.write(
+            f"verihub heldout step={step} shard={shard[0]}/{shard[1]} seconds={seconds:.2f} "
+            + " ".join(f"{env}={','.join(sorted({r.task_id for r in found}))}" for env, found in rollouts.items())
+        )
         if shard[1] > 1:
             merged: dict[str, list[Any]] = {}
             for part in gather_object([rollouts]):
                 for env, found in part.items():
                     merged.setdefault(env, []).extend(found)
             rollouts = merged
-        run.monitor.record_heldout(heldout_rates(run.mix, rollouts, tasks=run.heldout_tasks,
-                                                 samples=run.heldout_samples))
+        run.monitor.record_heldout(
+            heldout_rates(run.mix, rollouts, tasks=run.heldout_tasks, samples=run.heldout_samples)
+        )

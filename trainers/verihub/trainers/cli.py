@@ -35,44 +35,87 @@ def register(app: typer.Typer) -> None:
     app.command("sft")(sft_command)
     app.command("plot")(plot_command)
 
+
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="A hub model id, or a local model directory.")]
-EnvOption = Annotated[list[str], typer.Option("--env", "-e", help="E[:WEIGHT], repeatable: a directory, an installed "
-                                               "name or OWNER/NAME\\[@SPEC] from the hub; weights default to 1.")]
+EnvOption = Annotated[
+    list[str],
+    typer.Option(
+        "--env",
+        "-e",
+        help="E[:WEIGHT], repeatable: a directory, an installed "
+        "name or OWNER/NAME\\[@SPEC] from the hub; weights default to 1.",
+    ),
+]
 LoraOption = Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (peft, r=16 on all linear layers).")]
 StepsOption = Annotated[int, typer.Option("--max-steps", help="Optimizer steps (-1: one pass over the data).")]
 HubOption = Annotated[str | None, typer.Option("--hub", help="Hub URL or directory to install OWNER/NAME envs from.")]
-SetOption = Annotated[list[str], typer.Option("--set", help="KEY=VALUE for the TRL config, repeatable "
-                                               "(e.g. --set learning_rate=5e-6 --set num_generations=8).")]
+SetOption = Annotated[
+    list[str],
+    typer.Option(
+        "--set",
+        help="KEY=VALUE for the TRL config, repeatable (e.g. --set learning_rate=5e-6 --set num_generations=8).",
+    ),
+]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No live display: only the summary at the end.")]
-LogFormatOption = Annotated[Literal["rich", "json"], typer.Option(
-    "--log-format", help="rich: the live display (plain lines when stdout is not a terminal); json: one JSON "
-                         "object per logging step on stdout, nothing else there. TRL's raw log lines go to "
-                         "OUTPUT_DIR/trl.log either way.")]
+LogFormatOption = Annotated[
+    Literal["rich", "json"],
+    typer.Option(
+        "--log-format",
+        help="rich: the live display (plain lines when stdout is not a terminal); json: one JSON "
+        "object per logging step on stdout, nothing else there. TRL's raw log lines go to "
+        "OUTPUT_DIR/trl.log either way.",
+    ),
+]
 
 
 def train_command(
     model: ModelOption,
     env: EnvOption,
     lora: LoraOption = False,
-    use_vllm: Annotated[bool, typer.Option("--use-vllm", help="Generate with vLLM (needs verihub\\[vllm] and a GPU).")] = False,
-    curriculum: Annotated[str, typer.Option(help="none (weights only) or adaptive (favour the learning zone).")] = "adaptive",
+    use_vllm: Annotated[
+        bool, typer.Option("--use-vllm", help="Generate with vLLM (needs verihub\\[vllm] and a GPU).")
+    ] = False,
+    curriculum: Annotated[
+        str, typer.Option(help="none (weights only) or adaptive (favour the learning zone).")
+    ] = "adaptive",
     max_steps: StepsOption = 100,
-    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where the model/adapter and metrics.jsonl go.")] = Path("runs/grpo"),
+    output_dir: Annotated[
+        Path, typer.Option("--output-dir", help="Where the model/adapter and metrics.jsonl go.")
+    ] = Path("runs/grpo"),
     heldout_every: Annotated[int, typer.Option(help="Evaluate held-out tasks every N steps (0: never).")] = 0,
     hub: HubOption = None,
     overrides: SetOption = [],  # noqa: B006 - typer reads the default, never mutates it
     quiet: QuietOption = False,
     log_format: LogFormatOption = "rich",
-    grader: Annotated[list[str], typer.Option("--grader", help="URL of a `verihub serve` of the same environments, "
-                                              "repeatable: rewards and tool sessions run there.")] = [],  # noqa: B006
+    grader: Annotated[
+        list[str],
+        typer.Option(
+            "--grader",
+            help="URL of a `verihub serve` of the same environments, repeatable: rewards and tool sessions run there.",
+        ),
+    ] = [],  # noqa: B006
     grader_token: GraderTokenOption = None,
-    asynchronous: Annotated[bool, typer.Option("--async", help="Decoupled asynchronous GRPO: a vLLM server generates "
-                                               "while the trainer learns, LoRA synced after each step (needs --lora "
-                                               "on a CPU; VERIHUB_VLLM_PYTHON or verihub[vllm]).")] = False,
-    max_staleness: Annotated[int, typer.Option(min=0, help="With --async: how many policy versions old a rollout "
-                                               "may be and still be trained on.")] = 1,
-    vllm_server: Annotated[str | None, typer.Option(help="With --async: the URL of a vLLM server already running "
-                                                    "(default: one is started on loopback).")] = None,
+    asynchronous: Annotated[
+        bool,
+        typer.Option(
+            "--async",
+            help="Decoupled asynchronous GRPO: a vLLM server generates "
+            "while the trainer learns, LoRA synced after each step (needs --lora "
+            "on a CPU; VERIHUB_VLLM_PYTHON or verihub[vllm]).",
+        ),
+    ] = False,
+    max_staleness: Annotated[
+        int,
+        typer.Option(
+            min=0, help="With --async: how many policy versions old a rollout may be and still be trained on."
+        ),
+    ] = 1,
+    vllm_server: Annotated[
+        str | None,
+        typer.Option(
+            help="With --async: the URL of a vLLM server already running (default: one is started on loopback)."
+        ),
+    ] = None,
 ) -> None:
     """GRPO (TRL) on a weighted mix of environments; rewards from their verifiers, faults never scored 0."""
     from verihub.trainers.mixture import parse_env_option
@@ -81,21 +124,37 @@ def train_command(
         raise typer.BadParameter("use none or adaptive", param_hint="--curriculum")
     display = _display(quiet, log_format)
     mix = dict(parse_env_option(option) for option in env)
-    common = {"curriculum": curriculum, "hub": hub, "heldout_every": heldout_every, "output_dir": output_dir,
-              "max_steps": max_steps, "display": display, **_overrides(overrides)}
+    common = {
+        "curriculum": curriculum,
+        "hub": hub,
+        "heldout_every": heldout_every,
+        "output_dir": output_dir,
+        "max_steps": max_steps,
+        "display": display,
+        **_overrides(overrides),
+    }
     if asynchronous:
         from verihub.trainers.async_grpo import AsyncGRPOTrainer
 
         if use_vllm or grader:
-            raise typer.BadParameter("--async generates with its own vLLM server and grades here",
-                                     param_hint="--use-vllm/--grader")
-        trainer: Any = AsyncGRPOTrainer(model, mix, lora=lora or None, max_staleness=max_staleness,
-                                        vllm_server=vllm_server, **common)
+            raise typer.BadParameter(
+                "--async generates with its own vLLM server and grades here", param_hint="--use-vllm/--grader"
+            )
+        trainer: Any = AsyncGRPOTrainer(
+            model, mix, lora=lora or None, max_staleness=max_staleness, vllm_server=vllm_server, **common
+        )
     else:
         from verihub.trainers.grpo import GRPOTrainer
 
-        trainer = GRPOTrainer(model, mix, lora=lora or None, use_vllm=use_vllm, graders=grader or None,
-                              grader_token=grader_token, **common)
+        trainer = GRPOTrainer(
+            model,
+            mix,
+            lora=lora or None,
+            use_vllm=use_vllm,
+            graders=grader or None,
+            grader_token=grader_token,
+            **common,
+        )
     trainer.train()
     if trainer.graders is not None:
         trainer.graders.close()
@@ -107,9 +166,13 @@ def sft_command(
     model: ModelOption,
     env: EnvOption,
     lora: LoraOption = False,
-    trajectories: Annotated[list[Path], typer.Option(help="JSONL of {\"messages\": [...]} conversations, repeatable.")] = [],  # noqa: B006
+    trajectories: Annotated[
+        list[Path], typer.Option(help='JSONL of {"messages": [...]} conversations, repeatable.')
+    ] = [],  # noqa: B006
     max_steps: StepsOption = -1,
-    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where the model (or adapter) goes.")] = Path("runs/sft"),
+    output_dir: Annotated[Path, typer.Option("--output-dir", help="Where the model (or adapter) goes.")] = Path(
+        "runs/sft"
+    ),
     hub: HubOption = None,
     overrides: SetOption = [],  # noqa: B006
     quiet: QuietOption = False,
@@ -120,9 +183,17 @@ def sft_command(
     from verihub.trainers.sft import SFTTrainer
 
     display = _display(quiet, log_format)
-    trainer = SFTTrainer(model, dict(parse_env_option(option) for option in env), lora=lora or None,
-                         trajectories=trajectories, hub=hub, output_dir=output_dir, max_steps=max_steps,
-                         display=display, **_overrides(overrides))
+    trainer = SFTTrainer(
+        model,
+        dict(parse_env_option(option) for option in env),
+        lora=lora or None,
+        trajectories=trajectories,
+        hub=hub,
+        output_dir=output_dir,
+        max_steps=max_steps,
+        display=display,
+        **_overrides(overrides),
+    )
     trainer.train()
     if trainer.main_process:
         _said(display, f"saved {'the LoRA adapter' if lora else 'the model'} to {output_dir}")
@@ -145,8 +216,9 @@ def plot_command(
 
 def _display(quiet: bool, log_format: str) -> DisplayMode:
     if quiet and log_format != "rich":
-        raise typer.BadParameter("--quiet shows the summary only; --log-format json prints every step: use one",
-                                 param_hint="--quiet")
+        raise typer.BadParameter(
+            "--quiet shows the summary only; --log-format json prints every step: use one", param_hint="--quiet"
+        )
     return "quiet" if quiet else "json" if log_format == "json" else "rich"
 
 
@@ -193,4 +265,3 @@ def models_smollm2(
     from verihub.trainers.pretrained import smollm2
 
     out.print(f"wrote {smollm2(out_dir)}")
-

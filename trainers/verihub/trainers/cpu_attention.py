@@ -15,8 +15,9 @@ from typing import Any
 __all__ = ["register_cpu_tree_attention", "varlen_attention"]
 
 
-def varlen_attention(query: Any, key: Any, value: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, *,
-                     scale: float | None = None) -> Any:
+def varlen_attention(
+    query: Any, key: Any, value: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, *, scale: float | None = None
+) -> Any:
     """Attention over variable-length segments: ``query`` is ``(tokens, heads, dim)``, ``key`` and ``value``
     ``(path tokens, kv heads, dim)``; segment ``s`` is ``query[cu_q[s]:cu_q[s+1]]`` against
     ``key[cu_k[s]:cu_k[s+1]]``, query ``i`` seeing key ``j`` when ``j <= i + len_k - len_q``."""
@@ -36,15 +37,33 @@ def varlen_attention(query: Any, key: Any, value: Any, cu_seqlens_q: Any, cu_seq
     return torch.cat(outputs, dim=0)
 
 
-def _tree_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, *, tree_kv_index: Any,
-                    tree_cu_seqlens_q: Any, tree_cu_seqlens_k: Any, scaling: float | None = None,
-                    sliding_window: int | None = None, softcap: float | None = None, **_: Any) -> tuple[Any, None]:
+def _tree_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    *,
+    tree_kv_index: Any,
+    tree_cu_seqlens_q: Any,
+    tree_cu_seqlens_k: Any,
+    scaling: float | None = None,
+    sliding_window: int | None = None,
+    softcap: float | None = None,
+    **_: Any,
+) -> tuple[Any, None]:
     """TRL's ``tree_attention`` contract (one packed row, ``(1, heads, tokens, dim)`` in), on the CPU."""
     if sliding_window or softcap:
         raise NotImplementedError("packed attention on a CPU supports neither sliding windows nor soft-capping")
     query, key, value = (x.transpose(1, 2)[0] for x in (query, key, value))
-    out = varlen_attention(query, key.index_select(0, tree_kv_index), value.index_select(0, tree_kv_index),
-                           tree_cu_seqlens_q, tree_cu_seqlens_k, scale=scaling)
+    out = varlen_attention(
+        query,
+        key.index_select(0, tree_kv_index),
+        value.index_select(0, tree_kv_index),
+        tree_cu_seqlens_q,
+        tree_cu_seqlens_k,
+        scale=scaling,
+    )
     return out.unsqueeze(0), None
 
 

@@ -105,7 +105,9 @@ class AdaptiveCurriculum:
         for bucket, passed in batch.items():
             rate = sum(passed) / len(passed)
             previous = self.pass_rates.get(bucket)
-            self.pass_rates[bucket] = rate if previous is None else self.smoothing * previous + (1 - self.smoothing) * rate
+            self.pass_rates[bucket] = (
+                rate if previous is None else self.smoothing * previous + (1 - self.smoothing) * rate
+            )
             self.seen[bucket] = self.seen.get(bucket, 0) + len(passed)
 
 
@@ -129,7 +131,9 @@ def make_curriculum(curriculum: str | Mapping[str, Any] | Curriculum | None) -> 
         try:
             return AdaptiveCurriculum(**curriculum)
         except TypeError as error:
-            raise ValueError(f"curriculum: {error} (knobs: smoothing, min_samples, bucket_floor, domain_floor)") from None
+            raise ValueError(
+                f"curriculum: {error} (knobs: smoothing, min_samples, bucket_floor, domain_floor)"
+            ) from None
     if isinstance(curriculum, str):
         raise ValueError(f"curriculum {curriculum!r}: use None, 'adaptive', a dict of its knobs or a Curriculum object")
     return curriculum
@@ -144,8 +148,16 @@ class MixtureSampler(Sampler[int]):
     shuffled order that is renewed when used up, so a bucket repeats a row only after all of them.
     """
 
-    def __init__(self, buckets: Mapping[Bucket, Sequence[int]], curriculum: Curriculum, *, mini_repeat_count: int,
-                 batch_size: int, repeat_count: int, seed: int) -> None:
+    def __init__(
+        self,
+        buckets: Mapping[Bucket, Sequence[int]],
+        curriculum: Curriculum,
+        *,
+        mini_repeat_count: int,
+        batch_size: int,
+        repeat_count: int,
+        seed: int,
+    ) -> None:
         self.buckets = {bucket: list(rows) for bucket, rows in buckets.items() if rows}
         self.curriculum = curriculum
         self.mini_repeat_count, self.batch_size, self.repeat_count = mini_repeat_count, batch_size, repeat_count
@@ -183,8 +195,11 @@ class MixtureSampler(Sampler[int]):
 
     def drawn(self) -> dict[str, Any]:
         """The latest draw, as plain data: what every process must agree on."""
-        return {"chunk": self.chunks_drawn, "rows": list(self.last_chunk),
-                "weights": {f"{env}/{difficulty}": weight for (env, difficulty), weight in self.last_weights.items()}}
+        return {
+            "chunk": self.chunks_drawn,
+            "rows": list(self.last_chunk),
+            "weights": {f"{env}/{difficulty}": weight for (env, difficulty), weight in self.last_weights.items()},
+        }
 
     def _next_row(self, bucket: Bucket) -> int:
         queue = self._queues.get(bucket)

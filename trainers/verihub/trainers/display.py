@@ -41,11 +41,21 @@ DisplayMode = Literal["rich", "quiet", "json"]
 DISPLAY_MODES: tuple[str, ...] = get_args(DisplayMode)
 
 # verihub/<env>/<field> -> column; verihub/curriculum/<env>/<difficulty> sum to the environment's weight
-ENV_COLUMNS = {"reward": "reward", "pass_rate": "pass rate", "heldout_pass_rate": "held-out", "faults": "faults",
-               "curriculum": "curriculum"}
+ENV_COLUMNS = {
+    "reward": "reward",
+    "pass_rate": "pass rate",
+    "heldout_pass_rate": "held-out",
+    "faults": "faults",
+    "curriculum": "curriculum",
+}
 # TRL's scalars worth a glance, in this order (GRPO: loss, kl, entropy; SFT: loss, token accuracy)
-SCALARS = {"loss": "loss", "kl": "kl", "entropy": "entropy", "mean_token_accuracy": "token accuracy",
-           "learning_rate": "lr"}
+SCALARS = {
+    "loss": "loss",
+    "kl": "kl",
+    "entropy": "entropy",
+    "mean_token_accuracy": "token accuracy",
+    "learning_rate": "lr",
+}
 QUARTERS = 4  # plain lines per run, besides the start and the summary
 
 
@@ -57,8 +67,9 @@ def check_display(display: str) -> DisplayMode:
 
 def finite(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record with NaN and infinities as None: strict JSON parsers refuse them."""
-    return {key: None if isinstance(value, float) and not math.isfinite(value) else value
-            for key, value in record.items()}
+    return {
+        key: None if isinstance(value, float) and not math.isfinite(value) else value for key, value in record.items()
+    }
 
 
 def env_metrics(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]:
@@ -90,8 +101,14 @@ class _State:
 class RunDisplay(TrainerCallback):
     """The display of one stage (``stage``: its name, e.g. "GRPO"); see the module docstring."""
 
-    def __init__(self, stage: str, mode: DisplayMode = "rich", *, log_path: str | Path | None = None,
-                 console: Console | None = None) -> None:
+    def __init__(
+        self,
+        stage: str,
+        mode: DisplayMode = "rich",
+        *,
+        log_path: str | Path | None = None,
+        console: Console | None = None,
+    ) -> None:
         self.stage, self.mode = stage, check_display(mode)
         self.log_path = Path(log_path) if log_path else None
         self.console = console
@@ -120,8 +137,13 @@ class RunDisplay(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            self._state = _State(state.global_step, self._state.max_steps, time.monotonic() - self._start,
-                                 self._state.latest, self._state.alerts)
+            self._state = _State(
+                state.global_step,
+                self._state.max_steps,
+                time.monotonic() - self._start,
+                self._state.latest,
+                self._state.alerts,
+            )
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
@@ -131,11 +153,15 @@ class RunDisplay(TrainerCallback):
             sys.stdout.write(json.dumps(finite(record), allow_nan=False) + "\n")
             sys.stdout.flush()
             return
-        alerts = tuple(f"{key.split('/')[1]} in {key.split('/', 2)[2]}" for key, value in logs.items()
-                       if key.startswith("alerts/") and key.count("/") == 2 and value)
+        alerts = tuple(
+            f"{key.split('/')[1]} in {key.split('/', 2)[2]}"
+            for key, value in logs.items()
+            if key.startswith("alerts/") and key.count("/") == 2 and value
+        )
         previous = self._state
-        self._state = _State(previous.step, previous.max_steps, previous.step_time,
-                             {**previous.latest, **finite(logs)}, alerts)
+        self._state = _State(
+            previous.step, previous.max_steps, previous.step_time, {**previous.latest, **finite(logs)}, alerts
+        )
         if self.mode == "rich" and self._live is None and self._quarter_reached(state.global_step):
             self._print(self._line())
 
@@ -162,9 +188,12 @@ class RunDisplay(TrainerCallback):
     def __rich__(self) -> RenderableType:
         state = self._state
         header = Table.grid(padding=(0, 1))
-        header.add_row(Text(self.stage, style="bold"), ProgressBar(total=max(state.max_steps, 1),
-                                                                   completed=state.step, width=30),
-                       Text(f"{state.step}/{state.max_steps}"), Text(self._timing(state), style="dim"))
+        header.add_row(
+            Text(self.stage, style="bold"),
+            ProgressBar(total=max(state.max_steps, 1), completed=state.step, width=30),
+            Text(f"{state.step}/{state.max_steps}"),
+            Text(self._timing(state), style="dim"),
+        )
         parts: list[RenderableType] = [header]
         envs = env_metrics(state.latest)
         if envs:
@@ -186,12 +215,21 @@ class RunDisplay(TrainerCallback):
     def _line(self, *, summary: bool = False) -> str:
         """One plain line: the progress (or, at the end, the total), each environment, the scalars."""
         state = self._state
-        head = self._summary_head() if summary else (
-            f"{self.stage} {state.step}/{state.max_steps} ({state.step / max(state.max_steps, 1):.0%}), "
-            f"{self._timing(state)}")
-        envs = [f"{env}: " + ", ".join(f"{label} {_format(name, fields[name])}" for name, label in ENV_COLUMNS.items()
-                                       if name in fields)
-                for env, fields in env_metrics(state.latest).items()]
+        head = (
+            self._summary_head()
+            if summary
+            else (
+                f"{self.stage} {state.step}/{state.max_steps} ({state.step / max(state.max_steps, 1):.0%}), "
+                f"{self._timing(state)}"
+            )
+        )
+        envs = [
+            f"{env}: "
+            + ", ".join(
+                f"{label} {_format(name, fields[name])}" for name, label in ENV_COLUMNS.items() if name in fields
+            )
+            for env, fields in env_metrics(state.latest).items()
+        ]
         tail = [self._scalars(state)] if self._scalars(state) else []
         alerts = ["alerts: " + "; ".join(state.alerts)] if state.alerts else []
         return " · ".join([head, *envs, *tail, *alerts])
@@ -209,8 +247,11 @@ class RunDisplay(TrainerCallback):
 
     @staticmethod
     def _scalars(state: _State) -> str:
-        return " · ".join(f"{label} {_format(key, state.latest[key])}" for key, label in SCALARS.items()
-                          if isinstance(state.latest.get(key), (int, float)))
+        return " · ".join(
+            f"{label} {_format(key, state.latest[key])}"
+            for key, label in SCALARS.items()
+            if isinstance(state.latest.get(key), (int, float))
+        )
 
     def _quarter_reached(self, step: int) -> bool:
         """True once per quarter of the run (a plain line then); the end is the summary's."""

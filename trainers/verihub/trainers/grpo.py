@@ -86,14 +86,18 @@ class GRPOTrainer(TrainerRun):
         if use_vllm:
             require_vllm()
         # grading and tool sessions on `verihub serve` processes (verihub.serve.graders); None: in this process
-        self.graders = GraderPool(list(graders), token=grader_token) if graders and not isinstance(
-            graders, GraderPool) else graders or None
+        self.graders = (
+            GraderPool(list(graders), token=grader_token)
+            if graders and not isinstance(graders, GraderPool)
+            else graders or None
+        )
         self.run_log = RunLog(Path(output_dir) / TRL_LOG)
         with self.run_log:  # the dependencies' notices while TRL sets up (model loading, config) go there too
             self.mix = resolve_envs(envs, hub=hub)
             self.tokenizer = load_tokenizer(model, tokenizer)
-            self.config = trl.GRPOConfig(**{**self._defaults(), "output_dir": str(output_dir), "use_vllm": use_vllm,
-                                            **grpo_config_overrides})
+            self.config = trl.GRPOConfig(
+                **{**self._defaults(), "output_dir": str(output_dir), "use_vllm": use_vllm, **grpo_config_overrides}
+            )
             self.curriculum = make_curriculum(curriculum)
             self.ledger = GradeLedger()
             self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
@@ -114,8 +118,12 @@ class GRPOTrainer(TrainerRun):
                 processing_class=self.tokenizer,
                 peft_config=lora_config(lora),
                 environment_factory=self._environment_factories(),
-                callbacks=[*self._shown("GRPO", display), MetricsFile(self),
-                           *([Heldout(self)] if heldout_every else []), *callbacks],
+                callbacks=[
+                    *self._shown("GRPO", display),
+                    MetricsFile(self),
+                    *([Heldout(self)] if heldout_every else []),
+                    *callbacks,
+                ],
             )
             self._drop_printers()
 
@@ -125,11 +133,13 @@ class GRPOTrainer(TrainerRun):
 
     def _defaults(self) -> dict[str, Any]:
         """What differs from TRL's defaults: settings that work on CPU, per-step logs, tool turns by spec."""
-        defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no",
-                                    "report_to": "none"}
+        defaults: dict[str, Any] = {**device_defaults(), "logging_steps": 1, "save_strategy": "no", "report_to": "none"}
         # a session whose every tool call is a turn (a grader's, a remote's episode) needs one more for the answer
-        turns = [item.env.spec.interaction.max_turns - int(self.graders is not None or item.env.graded_remotely)
-                 for item in self.mix if item.multi_turn]
+        turns = [
+            item.env.spec.interaction.max_turns - int(self.graders is not None or item.env.graded_remotely)
+            for item in self.mix
+            if item.multi_turn
+        ]
         if turns:
             defaults["max_tool_calling_iterations"] = max(turns)
         return defaults
@@ -173,9 +183,12 @@ class _TRLTrainer(trl.GRPOTrainer):
             buckets.setdefault((env, difficulty), []).append(row)
         self._task_ids = list(dataset["task_id"])
         self.sampler = MixtureSampler(
-            buckets, self.verihub_run.curriculum, mini_repeat_count=self.num_generations,
+            buckets,
+            self.verihub_run.curriculum,
+            mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
-            repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.args.seed,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            seed=self.args.seed,
         )
         return self.sampler
 
@@ -212,7 +225,9 @@ def _check_same_draw(draws: list[dict[str, Any]]) -> None:
     same gathered draws, so all of them raise together rather than one hanging at the next collective."""
     for rank, draw in enumerate(draws[1:], start=1):
         if draw != draws[0]:
-            raise RuntimeError(f"process {rank} drew other prompts than process 0 (draw {draw.get('chunk')}: tasks "
-                               f"{draw.get('task_ids')} vs {draws[0].get('task_ids')}; curriculum weights "
-                               f"{'differ' if draw.get('weights') != draws[0].get('weights') else 'agree'}): every "
-                               "process must load the same environments, data and seed")
+            raise RuntimeError(
+                f"process {rank} drew other prompts than process 0 (draw {draw.get('chunk')}: tasks "
+                f"{draw.get('task_ids')} vs {draws[0].get('task_ids')}; curriculum weights "
+                f"{'differ' if draw.get('weights') != draws[0].get('weights') else 'agree'}): every "
+                "process must load the same environments, data and seed"
+            )

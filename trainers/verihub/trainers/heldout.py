@@ -21,8 +21,7 @@ from verihub.eval.rollout import Rollout, RolloutEngine
 from verihub.generation import Backend, Sampling, load_backend
 from verihub.trainers.mixture import MixedEnv
 
-__all__ = ["HeldoutRate", "heldout_pass_rates", "heldout_rates", "heldout_rollouts", "heldout_split",
-           "heldout_tasks"]
+__all__ = ["HeldoutRate", "heldout_pass_rates", "heldout_rates", "heldout_rollouts", "heldout_split", "heldout_tasks"]
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,16 @@ def _sampling(item: MixedEnv, sampling: Sampling | None, temperature: float) -> 
     return sampling or Sampling(temperature=temperature, max_tokens=item.env.spec.eval.max_tokens)
 
 
-async def heldout_rollouts(backend: Backend, mix: Sequence[MixedEnv], *, tasks: int, samples: int = 1,
-                           sampling: Sampling | None = None, temperature: float = 0.0,
-                           shard: tuple[int, int] = (0, 1)) -> dict[str, list[Rollout]]:
+async def heldout_rollouts(
+    backend: Backend,
+    mix: Sequence[MixedEnv],
+    *,
+    tasks: int,
+    samples: int = 1,
+    sampling: Sampling | None = None,
+    temperature: float = 0.0,
+    shard: tuple[int, int] = (0, 1),
+) -> dict[str, list[Rollout]]:
     """``samples`` rollouts of each of this shard's held-out tasks, per environment. ``shard`` is
     ``(index, count)``: this process takes every ``count``-th task from ``index``, so ``count``
     processes cover the set once between them. All of it is requested at once (an in-process backend
@@ -71,16 +77,18 @@ async def heldout_rollouts(backend: Backend, mix: Sequence[MixedEnv], *, tasks: 
         mine = heldout_tasks(item, tasks)[index::count]
         if not mine:
             return []
-        engine = RolloutEngine(item.env, backend, _sampling(item, sampling, temperature),
-                               concurrency=len(mine) * samples)
+        engine = RolloutEngine(
+            item.env, backend, _sampling(item, sampling, temperature), concurrency=len(mine) * samples
+        )
         return await engine.run(mine, k=samples)
 
     rollouts = await asyncio.gather(*(one(item) for item in mix))
     return {item.name: found for item, found in zip(mix, rollouts, strict=True)}
 
 
-def heldout_rates(mix: Sequence[MixedEnv], rollouts: Mapping[str, Sequence[Rollout]], *, tasks: int,
-                  samples: int = 1) -> dict[str, HeldoutRate]:
+def heldout_rates(
+    mix: Sequence[MixedEnv], rollouts: Mapping[str, Sequence[Rollout]], *, tasks: int, samples: int = 1
+) -> dict[str, HeldoutRate]:
     """Each environment's :class:`HeldoutRate` from the rollouts of every shard; a task's rollout that is
     missing (a shard that failed) counts as faulted, never as passed."""
     rates = {}
@@ -89,18 +97,33 @@ def heldout_rates(mix: Sequence[MixedEnv], rollouts: Mapping[str, Sequence[Rollo
         given = list(rollouts.get(item.name, []))
         foreign = sorted({rollout.task_id for rollout in given} - set(task_ids))
         if foreign:  # another process's shard of another set: the processes did not load the same tasks
-            raise ValueError(f"{item.name}: held-out rollouts of {len(foreign)} tasks outside its first {tasks} "
-                             f"held-out tasks ({', '.join(foreign[:3])}): every process must load the same "
-                             "environments, data and seed")
+            raise ValueError(
+                f"{item.name}: held-out rollouts of {len(foreign)} tasks outside its first {tasks} "
+                f"held-out tasks ({', '.join(foreign[:3])}): every process must load the same "
+                "environments, data and seed"
+            )
         found = metrics(task_ids, samples, given)
-        rates[item.name] = HeldoutRate(found["pass@1"], found["pass@1_graded"], found["rollouts"],
-                                       found["rollouts_faulted"], found["tasks"], found["tasks_lost"])
+        rates[item.name] = HeldoutRate(
+            found["pass@1"],
+            found["pass@1_graded"],
+            found["rollouts"],
+            found["rollouts_faulted"],
+            found["tasks"],
+            found["tasks_lost"],
+        )
     return rates
 
 
-def heldout_pass_rates(model: str | Backend, mix: Sequence[MixedEnv], *, adapter: str | None = None,
-                       tasks: int = 100, samples: int = 1, sampling: Sampling | None = None,
-                       temperature: float = 0.0) -> dict[str, HeldoutRate]:
+def heldout_pass_rates(
+    model: str | Backend,
+    mix: Sequence[MixedEnv],
+    *,
+    adapter: str | None = None,
+    tasks: int = 100,
+    samples: int = 1,
+    sampling: Sampling | None = None,
+    temperature: float = 0.0,
+) -> dict[str, HeldoutRate]:
     """pass@1 on up to ``tasks`` held-out tasks of each environment, averaged over ``samples`` samples per
     task, with the faults behind it. Each environment samples at ``temperature`` (default greedy) up to
     its own ``eval.max_tokens``, unless ``sampling`` sets both for every environment.
@@ -111,8 +134,9 @@ def heldout_pass_rates(model: str | Backend, mix: Sequence[MixedEnv], *, adapter
     async def run() -> dict[str, list[Rollout]]:
         backend = load_backend(model, adapter=adapter) if isinstance(model, str) else model
         try:
-            return await heldout_rollouts(backend, mix, tasks=tasks, samples=samples, sampling=sampling,
-                                          temperature=temperature)
+            return await heldout_rollouts(
+                backend, mix, tasks=tasks, samples=samples, sampling=sampling, temperature=temperature
+            )
         finally:
             if isinstance(model, str):
                 await backend.aclose()

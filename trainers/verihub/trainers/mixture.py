@@ -26,8 +26,15 @@ from verihub.spec.wrapped import ADAPTER_PREFIXES
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["DIFFICULTY_COLUMN", "EnvRef", "MixedEnv", "load_env_ref", "mixed_dataset", "parse_env_option",
-           "resolve_envs"]
+__all__ = [
+    "DIFFICULTY_COLUMN",
+    "EnvRef",
+    "MixedEnv",
+    "load_env_ref",
+    "mixed_dataset",
+    "parse_env_option",
+    "resolve_envs",
+]
 
 EnvRef = str | Path | Environment
 DIFFICULTY_COLUMN = "difficulty"  # a task column, by convention; it buckets the curriculum's pass rates
@@ -74,8 +81,11 @@ def load_env_ref(ref: EnvRef, *, hub: str | None = None) -> Environment:
         return ref
     text = str(ref)
     path = Path(text)
-    if (text.startswith(ADAPTER_PREFIXES) or "/" not in text
-            or ("@" not in text and (path.exists() or path.parent.exists()))):
+    if (
+        text.startswith(ADAPTER_PREFIXES)
+        or "/" not in text
+        or ("@" not in text and (path.exists() or path.parent.exists()))
+    ):
         return load_env(text)  # a directory (its errors say precisely what is missing) or an installed name
     from verihub.hub import open_hub
     from verihub.hub.ids import Requirement
@@ -86,8 +96,9 @@ def load_env_ref(ref: EnvRef, *, hub: str | None = None) -> Environment:
         installed = version(dist_name(requirement.repo))
     except PackageNotFoundError:
         installed = None
-    if installed is None or (requirement.spec.specifier is not None
-                             and not requirement.spec.specifier.contains(installed, prereleases=True)):
+    if installed is None or (
+        requirement.spec.specifier is not None and not requirement.spec.specifier.contains(installed, prereleases=True)
+    ):
         open_hub(hub).install(requirement)
         importlib.invalidate_caches()  # the new package must be importable from this process
     return load_env(str(requirement.repo))

@@ -13,8 +13,13 @@ from verihub.trainers.runlog import RunLog, TRLLogLines
 
 __all__ = ["LORA_DEFAULTS", "TrainerRun", "device_defaults", "load_tokenizer", "lora_config", "require_vllm"]
 
-LORA_DEFAULTS: dict[str, Any] = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear",
-                                 "task_type": "CAUSAL_LM"}
+LORA_DEFAULTS: dict[str, Any] = {
+    "r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.0,
+    "target_modules": "all-linear",
+    "task_type": "CAUSAL_LM",
+}
 
 
 def lora_config(lora: bool | Mapping[str, Any] | Any | None) -> Any:

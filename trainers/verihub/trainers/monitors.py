@@ -104,7 +104,7 @@ class RunMonitor:
             if outcome is not None:
                 self._count(outcome)
         for start in range(0, len(outcomes) - self.group_size + 1, self.group_size):
-            group = outcomes[start:start + self.group_size]
+            group = outcomes[start : start + self.group_size]
             if self.group_size > 1 and all(o is not None and not o.fault for o in group):
                 window = self._windows[group[0].env]  # type: ignore[union-attr]
                 window.groups += 1
@@ -140,8 +140,13 @@ class RunMonitor:
                 series.check_rate.append(window.checks_passed / window.scored)
                 if window.rules:
                     series.rule_rate.append(window.rules_passed / window.rules)
-                metrics.update({f"{prefix}/reward": window.reward / window.scored, f"{prefix}/pass_rate": pass_rate,
-                                f"{prefix}/length": window.length / window.scored})
+                metrics.update(
+                    {
+                        f"{prefix}/reward": window.reward / window.scored,
+                        f"{prefix}/pass_rate": pass_rate,
+                        f"{prefix}/length": window.length / window.scored,
+                    }
+                )
                 for difficulty, (passed, scored) in sorted(window.by_difficulty.items()):
                     metrics[f"{prefix}/pass_rate/{difficulty}"] = passed / scored
             if window.groups:
@@ -150,9 +155,13 @@ class RunMonitor:
                 last = series.heldout_last
                 assert last is not None
                 # what faults took out: counted as failed in the rate, left out of its graded twin
-                metrics.update({f"{prefix}/heldout_pass_rate": last.pass_rate,
-                                f"{prefix}/heldout_faulted": float(last.faulted),
-                                f"{prefix}/heldout_tasks_lost": float(last.tasks_lost)})
+                metrics.update(
+                    {
+                        f"{prefix}/heldout_pass_rate": last.pass_rate,
+                        f"{prefix}/heldout_faulted": float(last.faulted),
+                        f"{prefix}/heldout_tasks_lost": float(last.tasks_lost),
+                    }
+                )
                 if not math.isnan(last.graded_pass_rate):
                     metrics[f"{prefix}/heldout_pass_rate_graded"] = last.graded_pass_rate
             if series.judge:
@@ -183,8 +192,9 @@ class RunMonitor:
             reason = outcome.reason.split(":", 1)[0]
             if reason not in series.fault_reasons:  # say each kind of fault once; counts go to the metrics
                 series.fault_reasons.add(reason)
-                logger.warning("environment fault in %s (no reward, not scored as wrong): %s", outcome.env,
-                               outcome.reason)
+                logger.warning(
+                    "environment fault in %s (no reward, not scored as wrong): %s", outcome.env, outcome.reason
+                )
             return
         window.scored += 1
         if outcome.answer_fault:  # graded wrong at the floor; counted, since a policy probing a limit shows here
@@ -210,32 +220,66 @@ class RunMonitor:
             best, last = max(series.heldout), series.heldout[-1]
             heldout_drop = best - last
             if train_gain >= knobs.margin and heldout_drop >= max(knobs.margin, _noise(best, last, series)):
-                found.append(("heldout", f"training pass rate up {train_gain:+.0%} while held-out pass rate fell "
-                                         f"{heldout_drop:.0%} from its best"))
+                found.append(
+                    (
+                        "heldout",
+                        f"training pass rate up {train_gain:+.0%} while held-out pass rate fell "
+                        f"{heldout_drop:.0%} from its best",
+                    )
+                )
         if len(series.judge) >= 2 and max(series.judge) - series.judge[-1] >= knobs.margin:
-            found.append(("judge", f"judge agreement with its calibration labels fell to {series.judge[-1]:.0%} "
-                                   f"(best {max(series.judge):.0%})"))
+            found.append(
+                (
+                    "judge",
+                    f"judge agreement with its calibration labels fell to {series.judge[-1]:.0%} "
+                    f"(best {max(series.judge):.0%})",
+                )
+            )
         if len(series.length) > base and window.scored:
             early = _mean(series.length[:base])
             if early > 0 and series.length[-1] > knobs.length_factor * early:
-                found.append(("length", f"answers average {series.length[-1]:.0f} characters, "
-                                        f"{series.length[-1] / early:.1f}x their early {early:.0f}"))
+                found.append(
+                    (
+                        "length",
+                        f"answers average {series.length[-1]:.0f} characters, "
+                        f"{series.length[-1] / early:.1f}x their early {early:.0f}",
+                    )
+                )
         if len(series.rule_rate) > base and window.rules:
             rule_gain = series.rule_rate[-1] - _mean(series.rule_rate[:base])
             check_gain = series.check_rate[-1] - _mean(series.check_rate[:base])
             if rule_gain >= 2 * knobs.margin and check_gain <= 0:
-                found.append(("format", f"rule layers pass {rule_gain:+.0%} more than early on while the checks "
-                                        f"pass {check_gain:+.0%}"))
+                found.append(
+                    (
+                        "format",
+                        f"rule layers pass {rule_gain:+.0%} more than early on while the checks pass {check_gain:+.0%}",
+                    )
+                )
         if window.scored and window.answer_faults / window.scored >= knobs.answer_fault_share:
-            found.append(("answer_faults", f"{window.answer_faults}/{window.scored} answers made a layer fault (graded "
-                                           "wrong at the floor): the policy may be probing a limit of the grading path"))
+            found.append(
+                (
+                    "answer_faults",
+                    f"{window.answer_faults}/{window.scored} answers made a layer fault (graded "
+                    "wrong at the floor): the policy may be probing a limit of the grading path",
+                )
+            )
         if window.rows and window.injections / window.rows >= knobs.judge_injection_share:
-            found.append(("judge_injection", f"{window.injections}/{window.rows} answers addressed their judge "
-                                             f"(first: {window.injection_example}): the policy may be trying to "
-                                             "talk the judge into its reward"))
+            found.append(
+                (
+                    "judge_injection",
+                    f"{window.injections}/{window.rows} answers addressed their judge "
+                    f"(first: {window.injection_example}): the policy may be trying to "
+                    "talk the judge into its reward",
+                )
+            )
         if window.groups and window.identical / window.groups >= knobs.collapse_share:
-            found.append(("collapse", f"{window.identical}/{window.groups} groups are {self.group_size} identical "
-                                      "samples: no learning signal, exploration has collapsed"))
+            found.append(
+                (
+                    "collapse",
+                    f"{window.identical}/{window.groups} groups are {self.group_size} identical "
+                    "samples: no learning signal, exploration has collapsed",
+                )
+            )
         return found
 
 

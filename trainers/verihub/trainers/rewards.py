@@ -97,28 +97,48 @@ class EnvReward:
         self.__name__ = item.name  # TRL names the reward column, and its logs, after this
         self.drift = DriftMonitor(item.env)  # re-grades the judge's calibration items now and then
 
-    async def __call__(self, prompts: Sequence[Any], completions: Sequence[Completion], environment: Sequence[str],
-                       task: Sequence[str], difficulty: Sequence[str], environments: Sequence[Any] | None = None,
-                       **_: Any) -> list[float | None]:
+    async def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Completion],
+        environment: Sequence[str],
+        task: Sequence[str],
+        difficulty: Sequence[str],
+        environments: Sequence[Any] | None = None,
+        **_: Any,
+    ) -> list[float | None]:
         mine = [row for row, name in enumerate(environment) if name == self.item.name]
-        outcomes = await self.grade_rows([task[row] for row in mine], [difficulty[row] for row in mine],
-                                         [completions[row] for row in mine],
-                                         [environments[row] for row in mine] if environments else None)
+        outcomes = await self.grade_rows(
+            [task[row] for row in mine],
+            [difficulty[row] for row in mine],
+            [completions[row] for row in mine],
+            [environments[row] for row in mine] if environments else None,
+        )
         rewards: list[float | None] = [None] * len(prompts)
         for row, outcome in zip(mine, outcomes, strict=True):
             self.ledger.record(row, outcome)
             rewards[row] = outcome.reward if not outcome.fault else None
         return rewards
 
-    async def grade_rows(self, tasks: Sequence[str], difficulties: Sequence[str], completions: Sequence[Completion],
-                         instances: Sequence[Any] | None = None) -> list[Outcome]:
+    async def grade_rows(
+        self,
+        tasks: Sequence[str],
+        difficulties: Sequence[str],
+        completions: Sequence[Completion],
+        instances: Sequence[Any] | None = None,
+    ) -> list[Outcome]:
         """The outcome of each completion of this environment (a rollout's ``instances`` grade their final
         state); the judge's drift is checked as the grades go by. ``__call__`` reports these to TRL and to the
         ledger by row; the asynchronous trainer's worker takes them as they are (its groups grade at the
         same time, and would mix up each other's rows)."""
-        outcomes = await asyncio.gather(*(
-            self._grade(task, difficulty, completion, instance) for task, difficulty, completion, instance
-            in zip(tasks, difficulties, completions, instances or [None] * len(tasks), strict=True)))
+        outcomes = await asyncio.gather(
+            *(
+                self._grade(task, difficulty, completion, instance)
+                for task, difficulty, completion, instance in zip(
+                    tasks, difficulties, completions, instances or [None] * len(tasks), strict=True
+                )
+            )
+        )
         if self.drift.active:
             for _ in outcomes:
                 report = await self.drift.after_grade()
@@ -144,22 +164,53 @@ class EnvReward:
         except Exception as error:  # noqa: BLE001 - a verifier bug is this environment's fault, not a wrong answer
             if session is not None:
                 session.close()  # whatever it holds (a sandbox, a remote's connection) goes now
-            return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
-                           f"{describe_error(error)}")
+            return Outcome(
+                self.item.name,
+                difficulty,
+                GradeStatus.ENV_ERROR,
+                None,
+                None,
+                None,
+                len(text),
+                text,
+                f"{describe_error(error)}",
+            )
         if grade is None:  # the session ended in a fault (a sandbox or a grader that failed)
-            return Outcome(self.item.name, difficulty, GradeStatus.ENV_ERROR, None, None, None, len(text), text,
-                           session.fault or "the rollout ended ungraded")
+            return Outcome(
+                self.item.name,
+                difficulty,
+                GradeStatus.ENV_ERROR,
+                None,
+                None,
+                None,
+                len(text),
+                text,
+                session.fault or "the rollout ended ungraded",
+            )
         return self._outcome(grade, difficulty, text)
 
     def _outcome(self, grade: Grade, difficulty: str, text: str) -> Outcome:
-        ran = [layer for layer in grade.layers
-               if layer.status in (LayerStatus.PASSED, LayerStatus.FAILED, LayerStatus.ANSWER_FAULT)]
+        ran = [
+            layer
+            for layer in grade.layers
+            if layer.status in (LayerStatus.PASSED, LayerStatus.FAILED, LayerStatus.ANSWER_FAULT)
+        ]
         rules = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer == "rule"]
         checks = [layer.status == LayerStatus.PASSED for layer in ran if layer.layer != "rule"]
         fault = grade.answer_fault
-        return Outcome(self.item.name, difficulty, str(grade.status), grade.reward,
-                       all(rules) if rules else None, all(checks) if checks else None, len(text), text, grade.reason,
-                       fault.name if fault is not None else "", injection_flag(grade))
+        return Outcome(
+            self.item.name,
+            difficulty,
+            str(grade.status),
+            grade.reward,
+            all(rules) if rules else None,
+            all(checks) if checks else None,
+            len(text),
+            text,
+            grade.reason,
+            fault.name if fault is not None else "",
+            injection_flag(grade),
+        )
 
 
 def _answer_text(completion: Completion) -> str:

@@ -115,8 +115,11 @@ class TRLLogLines(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if state.is_world_process_zero and logs:
-            shown = {key: f"{value:.4g}" if isinstance(value, float) else value for key, value in logs.items()
-                     if key != "total_flos"}
+            shown = {
+                key: f"{value:.4g}" if isinstance(value, float) else value
+                for key, value in logs.items()
+                if key != "total_flos"
+            }
             self.run_log.write(str({"step": state.global_step, **shown}))
 
 
@@ -130,8 +133,11 @@ def _disable_progress_bars() -> tuple[bool, bool, bool]:
     from huggingface_hub import utils as hub_utils
     from transformers.utils import logging as transformers_logging
 
-    were_on = (transformers_logging.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled(),
-               not datasets_tqdm.are_progress_bars_disabled())
+    were_on = (
+        transformers_logging.is_progress_bar_enabled(),
+        not hub_utils.are_progress_bars_disabled(),
+        not datasets_tqdm.are_progress_bars_disabled(),
+    )
     transformers_logging.disable_progress_bar()  # also the hub's
     if were_on[2]:
         datasets_tqdm.disable_progress_bars()

@@ -63,21 +63,39 @@ class SFTTrainer(TrainerRun):
             empty = [item.name for item, part in zip(self.mix, parts, strict=False) if len(part) == 0]
             if empty:
                 raise ValueError(f"no reference answers to learn from in {', '.join(empty)} (its train split is empty)")
-            self.dataset = parts[0] if len(parts) == 1 else interleave_datasets(
-                parts, probabilities=weights, seed=seed, stopping_strategy="all_exhausted")
-            self.config = trl.SFTConfig(**{**device_defaults(), "logging_steps": 10, "save_strategy": "no",
-                                           "report_to": "none", "seed": seed, "output_dir": str(output_dir),
-                                           **sft_config_overrides})
-            self.trl = trl.SFTTrainer(model=model, args=self.config, train_dataset=self.dataset,
-                                      processing_class=self.tokenizer, peft_config=lora_config(lora),
-                                      callbacks=self._shown("SFT", display))
+            self.dataset = (
+                parts[0]
+                if len(parts) == 1
+                else interleave_datasets(parts, probabilities=weights, seed=seed, stopping_strategy="all_exhausted")
+            )
+            self.config = trl.SFTConfig(
+                **{
+                    **device_defaults(),
+                    "logging_steps": 10,
+                    "save_strategy": "no",
+                    "report_to": "none",
+                    "seed": seed,
+                    "output_dir": str(output_dir),
+                    **sft_config_overrides,
+                }
+            )
+            self.trl = trl.SFTTrainer(
+                model=model,
+                args=self.config,
+                train_dataset=self.dataset,
+                processing_class=self.tokenizer,
+                peft_config=lora_config(lora),
+                callbacks=self._shown("SFT", display),
+            )
             self._drop_printers()
 
 
 def reference_pairs(item: MixedEnv, split: str = "train") -> list[dict[str, Any]]:
     """Prompt-completion pairs from an environment's tasks and its gold reference answer."""
-    return [{"prompt": item.env.render(task), "completion": [{"role": "assistant", "content": item.env.reference(task)}]}
-            for task in item.env.dataset(split)]
+    return [
+        {"prompt": item.env.render(task), "completion": [{"role": "assistant", "content": item.env.reference(task)}]}
+        for task in item.env.dataset(split)
+    ]
 
 
 def trajectory_pairs(path: Path) -> list[dict[str, Any]]:
@@ -91,6 +109,6 @@ def trajectory_pairs(path: Path) -> list[dict[str, Any]]:
                 messages = json.loads(line)["messages"]
                 first = next(i for i, message in enumerate(messages) if message["role"] == "assistant")
             except (json.JSONDecodeError, KeyError, TypeError, StopIteration):
-                raise ValueError(f"{path}:{number}: expected {{\"messages\": [...]}} with an assistant message") from None
+                raise ValueError(f'{path}:{number}: expected {{"messages": [...]}} with an assistant message') from None
             pairs.append({"prompt": messages[:first], "completion": messages[first:]})
     return pairs

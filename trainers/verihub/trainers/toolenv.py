@@ -121,8 +121,12 @@ _BUILTIN: dict[str, type] = {"python": _Python, "bash": _Bash}
 def environment_class(item: MixedEnv, grader: Any = None) -> type[ToolEnvironment]:
     """A ``ToolEnvironment`` subclass with exactly the tools ``item``'s sessions offer (none when single-turn);
     with a ``grader`` (:class:`verihub.serve.graders.RemoteGrader`), its sessions and tools run on that pool."""
-    members: dict[str, Any] = {"env": item.env, "grader": grader, "limits": item.env.spec.sandbox,
-                               "__doc__": f"Tools of {item.name}."}
+    members: dict[str, Any] = {
+        "env": item.env,
+        "grader": grader,
+        "limits": item.env.spec.sandbox,
+        "__doc__": f"Tools of {item.name}.",
+    }
     bases: list[type] = [ToolEnvironment]
     for tool in item.env.spec.interaction.tools if item.multi_turn else []:
         if tool in _BUILTIN:
@@ -156,25 +160,45 @@ def _session_tool(env_name: str, function: Mapping[str, Any]) -> Callable[..., A
     name, parameters = function.get("name"), function.get("parameters") or {}
     fields = parameters.get("properties") or {}
     if not _usable(name) or name.startswith("_") or name in _RESERVED:
-        raise ValueError(f"{env_name}: tool {name!r} cannot be offered to TRL, which calls tools as public methods "
-                         f"of the environment class (reserved: {', '.join(sorted(_RESERVED))})")
-    bad = [field for field in fields if not _usable(field) or field == "self"] if isinstance(fields, Mapping) else \
-        ["properties"]
+        raise ValueError(
+            f"{env_name}: tool {name!r} cannot be offered to TRL, which calls tools as public methods "
+            f"of the environment class (reserved: {', '.join(sorted(_RESERVED))})"
+        )
+    bad = (
+        [field for field in fields if not _usable(field) or field == "self"]
+        if isinstance(fields, Mapping)
+        else ["properties"]
+    )
     if bad:
-        raise ValueError(f"{env_name}: tool {name!r} cannot be offered to TRL, which passes arguments as Python "
-                         f"keywords: {', '.join(map(repr, bad[:5]))} is not a usable name")
+        raise ValueError(
+            f"{env_name}: tool {name!r} cannot be offered to TRL, which passes arguments as Python "
+            f"keywords: {', '.join(map(repr, bad[:5]))} is not a usable name"
+        )
     walk = _SchemaWalk(parameters.get("$defs") or parameters.get("definitions") or {})
     required = set(parameters.get("required") or [])
     hints = {field: walk.hint(schema) for field, schema in fields.items()}
-    signature = inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *(
-        inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, annotation=hints[field],
-                          default=inspect.Parameter.empty if field in required else None) for field in fields)])
+    signature = inspect.Signature(
+        [
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            *(
+                inspect.Parameter(
+                    field,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=hints[field],
+                    default=inspect.Parameter.empty if field in required else None,
+                )
+                for field in fields
+            ),
+        ]
+    )
 
     async def tool(self: ToolEnvironment, **arguments: Any) -> str:
         return await self._acall(name, arguments)
 
-    lines = [f"    {field}: {_one_line(schema.get('description') if isinstance(schema, Mapping) else None, field)}"
-             for field, schema in fields.items()]
+    lines = [
+        f"    {field}: {_one_line(schema.get('description') if isinstance(schema, Mapping) else None, field)}"
+        for field, schema in fields.items()
+    ]
     tool.__name__ = tool.__qualname__ = name
     tool.__signature__ = signature  # type: ignore[attr-defined]
     tool.__annotations__ = {**hints, "return": str}
@@ -193,8 +217,14 @@ def _one_line(text: Any, fallback: str) -> str:
 class _SchemaWalk:
     """JSON schema -> the type hint transformers turns back into (about) the same schema."""
 
-    _SIMPLE = {"string": str, "integer": int, "number": float, "boolean": bool, "null": type(None),
-               "object": dict[str, Any]}
+    _SIMPLE = {
+        "string": str,
+        "integer": int,
+        "number": float,
+        "boolean": bool,
+        "null": type(None),
+        "object": dict[str, Any],
+    }
 
     def __init__(self, definitions: Mapping[str, Any]) -> None:
         self.definitions = definitions if isinstance(definitions, Mapping) else {}
@@ -207,7 +237,9 @@ class _SchemaWalk:
         reference = schema.get("$ref")
         if isinstance(reference, str):
             return self.hint(self.definitions.get(reference.rsplit("/", 1)[-1]), depth + 1)
-        choices = schema["enum"] if isinstance(schema.get("enum"), list) else [schema["const"]] if "const" in schema else None
+        choices = (
+            schema["enum"] if isinstance(schema.get("enum"), list) else [schema["const"]] if "const" in schema else None
+        )
         if choices and all(type(choice) in (str, int, float, bool, type(None)) for choice in choices):
             return Literal[tuple(dict.fromkeys(choices))[:64]]  # type: ignore[misc]
         alternatives = schema.get("anyOf") or schema.get("oneOf")

@@ -37,8 +37,14 @@ def _load(request: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"taskset {taskset_id!r}'s tasks need a container, which verihub does not run")
     rewards = [fn.__name__ for fn in first.hooks("reward")] + [judge.reward_name for judge in first.plugged_judges()]
     runtime = [fn.__name__ for fn in first.hooks("reward") if _needs_runtime(fn)]
-    tasks = [{"id": str(task.data.id if task.data.id is not None else task.data.idx),
-              "prompt": task.data.prompt_text, "system": task.data.system_prompt or ""} for task in _TASKS]
+    tasks = [
+        {
+            "id": str(task.data.id if task.data.id is not None else task.data.idx),
+            "prompt": task.data.prompt_text,
+            "system": task.data.system_prompt or "",
+        }
+        for task in _TASKS
+    ]
     return {"tasks": tasks, "rewards": rewards, "runtime_rewards": runtime, "versions": _versions(taskset)}
 
 
@@ -66,17 +72,28 @@ def _score(request: dict[str, Any]) -> dict[str, Any]:
     from verifiers.v1.trace import Trace, TraceTask
 
     task = _TASKS[int(request["index"])]
-    trace = Trace(task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-                  agent=vf.AgentInfo(config=vf.AgentConfig(), name="verihub", trainable=False))
+    trace = Trace(
+        task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+        agent=vf.AgentInfo(config=vf.AgentConfig(), name="verihub", trainable=False),
+    )
     if task.data.system_prompt:
         trace.nodes.append(MessageNode(message=vf.SystemMessage(content=task.data.system_prompt)))
-    trace.nodes.append(MessageNode(parent=len(trace.nodes) - 1 if trace.nodes else None,
-                                   message=vf.UserMessage(content=task.data.prompt_text)))
-    trace.nodes.append(MessageNode(parent=len(trace.nodes) - 1, sampled=True,
-                                   message=vf.AssistantMessage(content=str(request["completion"]))))
+    trace.nodes.append(
+        MessageNode(
+            parent=len(trace.nodes) - 1 if trace.nodes else None, message=vf.UserMessage(content=task.data.prompt_text)
+        )
+    )
+    trace.nodes.append(
+        MessageNode(
+            parent=len(trace.nodes) - 1, sampled=True, message=vf.AssistantMessage(content=str(request["completion"]))
+        )
+    )
     asyncio.run(task.score(trace))
-    return {"rewards": {name: None if reward is None else [reward.score, reward.weight]
-                        for name, reward in trace.rewards.items()}}
+    return {
+        "rewards": {
+            name: None if reward is None else [reward.score, reward.weight] for name, reward in trace.rewards.items()
+        }
+    }
 
 
 if __name__ == "__main__":

@@ -50,8 +50,9 @@ def _hedges(answers: Answers) -> tuple[Exploit, ...]:
     return (
         Exploit("several-final-answers", Family.HEDGING, "a wrong final answer, then the right one", several),
         Exploit("or-hedge", Family.HEDGING, "one answer: 'wrong or right'", either),
-        Exploit("answer-per-line", Family.HEDGING, "one answer holding the right and a wrong one, a line each",
-                per_line),
+        Exploit(
+            "answer-per-line", Family.HEDGING, "one answer holding the right and a wrong one, a line each", per_line
+        ),
     )
 
 
@@ -81,12 +82,22 @@ def _format_games(answers: Answers, field: Callable[[Any], str]) -> tuple[Exploi
         return in_answer(_extract(params), pair[0].translate(_LOOKALIKE))
 
     return (
-        Exploit("nested-answers", Family.FORMAT_GAMING, "the right answer in a box (or tag) nested in a wrong one", nested),
+        Exploit(
+            "nested-answers", Family.FORMAT_GAMING, "the right answer in a box (or tag) nested in a wrong one", nested
+        ),
         Exploit("empty-answer", Family.FORMAT_GAMING, "the right delimiter around nothing", empty),
-        Exploit("placeholder-answer", Family.FORMAT_GAMING, "the template's placeholder text instead of an answer",
-                placeholder),
-        Exploit("lookalike-answer", Family.FORMAT_GAMING, "the right answer in look-alike characters (Cyrillic, O for 0)",
-                lookalike),
+        Exploit(
+            "placeholder-answer",
+            Family.FORMAT_GAMING,
+            "the template's placeholder text instead of an answer",
+            placeholder,
+        ),
+        Exploit(
+            "lookalike-answer",
+            Family.FORMAT_GAMING,
+            "the right answer in look-alike characters (Cyrillic, O for 0)",
+            lookalike,
+        ),
     )
 
 
@@ -101,8 +112,11 @@ def _exact_answers(task: Task, params: Any) -> tuple[str, str] | None:
     return right, "unknown" if right.casefold() != "unknown" else "none"
 
 
-EXACT = _hedges(_exact_answers) + _format_games(_exact_answers, lambda params: params.field) + text_disguises(
-    _exact_answers)
+EXACT = (
+    _hedges(_exact_answers)
+    + _format_games(_exact_answers, lambda params: params.field)
+    + text_disguises(_exact_answers)
+)
 
 
 # -- numeric ----------------------------------------------------------------------------------------------
@@ -136,17 +150,28 @@ def _nines(task: Task, params: Any) -> str | None:
     return f"{right - 1}.999..." if right > 0 else f"-{abs(right) - 1}.999..." if right < 0 else "0.000...1"
 
 
-NUMERIC = _hedges(_numeric_answers) + _format_games(_numeric_answers, lambda params: params.field) + (
-    _abuse("overflow-1e400", "a number past the float range", lambda task, params: "1e400"),
-    _abuse("huge-exponent", "a number whose exact value takes seconds to build",
-           lambda task, params: f"1e{HUGE_EXPONENT}"),
-    _abuse("infinity", "inf instead of a number", lambda task, params: "inf"),
-    _abuse("not-a-number", "nan instead of a number", lambda task, params: "nan"),
-    _abuse("ten-thousand-digits", "a 10,000-digit integer", lambda task, params: "9" * 10_000),
-    _abuse("repeating-nines", "0.999... (the right value minus one, then nines)", _nines),
-    _abuse("underflow-to-zero", "1e-400 where the answer is 0 (a float reads it as 0.0)",
-           lambda task, params: "1e-400" if parse_number(task.get(params.field)) == 0 else None),
-) + number_disguises(_numeric_answers, tolerance=True)
+NUMERIC = (
+    _hedges(_numeric_answers)
+    + _format_games(_numeric_answers, lambda params: params.field)
+    + (
+        _abuse("overflow-1e400", "a number past the float range", lambda task, params: "1e400"),
+        _abuse(
+            "huge-exponent",
+            "a number whose exact value takes seconds to build",
+            lambda task, params: f"1e{HUGE_EXPONENT}",
+        ),
+        _abuse("infinity", "inf instead of a number", lambda task, params: "inf"),
+        _abuse("not-a-number", "nan instead of a number", lambda task, params: "nan"),
+        _abuse("ten-thousand-digits", "a 10,000-digit integer", lambda task, params: "9" * 10_000),
+        _abuse("repeating-nines", "0.999... (the right value minus one, then nines)", _nines),
+        _abuse(
+            "underflow-to-zero",
+            "1e-400 where the answer is 0 (a float reads it as 0.0)",
+            lambda task, params: "1e-400" if parse_number(task.get(params.field)) == 0 else None,
+        ),
+    )
+    + number_disguises(_numeric_answers, tolerance=True)
+)
 
 
 # -- math (math-verify) ---------------------------------------------------------------------------------
@@ -161,8 +186,9 @@ def _math_answers(task: Task, params: Any) -> tuple[str, str] | None:
     return right, (f"{float(number) + 1:g}" if plain else f"{right} + 1")
 
 
-MATH = _hedges(_math_answers) + _format_games(_math_answers, lambda params: params.field) + number_disguises(
-    _math_answers)
+MATH = (
+    _hedges(_math_answers) + _format_games(_math_answers, lambda params: params.field) + number_disguises(_math_answers)
+)
 
 
 # -- multiple choice ------------------------------------------------------------------------------------
@@ -188,7 +214,12 @@ def _option_per_line(task: Task, params: Any) -> str | None:
     return "Candidates:\n" + "\n".join(f"({letter})" for letter in [pair[0], *rest])
 
 
-MULTIPLE_CHOICE = _hedges(_choice_answers) + _format_games(_choice_answers, lambda params: params.field) + (
-    Exploit("every-option", Family.HEDGING, "every option listed as the answer", _every_option),
-    Exploit("option-per-line", Family.HEDGING, "every option, one per line, the right one first", _option_per_line),
-) + choice_disguises(_choice_answers)
+MULTIPLE_CHOICE = (
+    _hedges(_choice_answers)
+    + _format_games(_choice_answers, lambda params: params.field)
+    + (
+        Exploit("every-option", Family.HEDGING, "every option listed as the answer", _every_option),
+        Exploit("option-per-line", Family.HEDGING, "every option, one per line, the right one first", _option_per_line),
+    )
+    + choice_disguises(_choice_answers)
+)

@@ -19,7 +19,12 @@ def _candidate(source: str, task: Mapping[str, Any], params: Any) -> str:
 
 
 PYTHON_TESTS = tuple(
-    Exploit(name, family, f"solution.py that attempts {name.replace('-', ' ')}",
-            functools.partial(_candidate, source), tasks=2)
+    Exploit(
+        name,
+        family,
+        f"solution.py that attempts {name.replace('-', ' ')}",
+        functools.partial(_candidate, source),
+        tasks=2,
+    )
     for name, family, source in code_exploits.EXPLOITS
 )

@@ -23,17 +23,27 @@ def _junk() -> str:
 
 @functools.cache
 def _open_delimiters() -> str:
-    text = "\\boxed{ <answer> ```python\n{ [ \"the answer is \\fbox{ ( <tag> "
+    text = '\\boxed{ <answer> ```python\n{ [ "the answer is \\fbox{ ( <tag> '
     return (text * (MEGABYTE // len(text) + 1))[:MEGABYTE]
 
 
 EXPLOITS = (
     Exploit("empty", Family.LENGTH, "an empty completion", lambda task, params: ""),
-    Exploit("whitespace", Family.LENGTH, "a completion of spaces, tabs and newlines",
-            lambda task, params: " \n\t \n  "),
-    Exploit("megabyte-junk", Family.LENGTH, "a megabyte of hedged prose full of numbers",
-            lambda task, params: _junk(), tasks=1),
-    Exploit("megabyte-open-delimiters", Family.LENGTH,
-            "a megabyte of \\boxed{, <answer>, ``` and braces that never close (a quadratic scan stalls)",
-            lambda task, params: _open_delimiters(), tasks=1),
+    Exploit(
+        "whitespace", Family.LENGTH, "a completion of spaces, tabs and newlines", lambda task, params: " \n\t \n  "
+    ),
+    Exploit(
+        "megabyte-junk",
+        Family.LENGTH,
+        "a megabyte of hedged prose full of numbers",
+        lambda task, params: _junk(),
+        tasks=1,
+    ),
+    Exploit(
+        "megabyte-open-delimiters",
+        Family.LENGTH,
+        "a megabyte of \\boxed{, <answer>, ``` and braces that never close (a quadratic scan stalls)",
+        lambda task, params: _open_delimiters(),
+        tasks=1,
+    ),
 )

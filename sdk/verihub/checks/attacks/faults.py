@@ -30,7 +30,7 @@ __all__ = ["SHAPES", "exploits", "in_answer_form"]
 SHAPES: dict[str, Callable[[int], str]] = {
     "nested": lambda n: "[{(" * (n // 6) + ")}]" * (n // 6),  # recursion in parsers
     "digits": lambda n: "9" * n,  # int conversion limits
-    "open-delimiters": lambda n: _repeat("\\boxed{ <answer> ```{ [ (\"x ", n),  # scans that restart at each opener
+    "open-delimiters": lambda n: _repeat('\\boxed{ <answer> ```{ [ ("x ', n),  # scans that restart at each opener
     "astral": lambda n: "\U0001f600" * n,  # 4 bytes in UTF-8, 12 escaped as JSON: byte bounds on the way
     "expanding": lambda n: "\ufdfa" * n,  # one character that Unicode normalization turns into 18
     "compatibility-words": lambda n: "\u3316" * n,  # one that NFKC spells as six (キロメートル)
@@ -46,12 +46,25 @@ _MARGIN = 64  # characters kept under the limit for the form's own text, whateve
 def exploits(spec: EnvSpec) -> tuple[Exploit, ...]:
     """The fault-forcing exploits for an environment of ``spec``."""
     limit = spec.max_answer_chars
-    found = [Exploit("past-the-answer-limit", Family.FAULT_FORCING,
-                     f"a {limit + 1:,}-character answer, one past max_answer_chars", _sized(spec, "digits", limit + 1),
-                     tasks=1)]
-    found += [Exploit(f"{shape}-to-the-limit", Family.FAULT_FORCING,
-                      f"the {shape} shape in the environment's answer form, {limit:,} characters in all",
-                      _sized(spec, shape, limit), tasks=1) for shape in SHAPES]
+    found = [
+        Exploit(
+            "past-the-answer-limit",
+            Family.FAULT_FORCING,
+            f"a {limit + 1:,}-character answer, one past max_answer_chars",
+            _sized(spec, "digits", limit + 1),
+            tasks=1,
+        )
+    ]
+    found += [
+        Exploit(
+            f"{shape}-to-the-limit",
+            Family.FAULT_FORCING,
+            f"the {shape} shape in the environment's answer form, {limit:,} characters in all",
+            _sized(spec, shape, limit),
+            tasks=1,
+        )
+        for shape in SHAPES
+    ]
     if spec.interaction.sandboxed:
         found += _workdirs(spec)
     return tuple(found)
@@ -98,18 +111,24 @@ def _workdirs(spec: EnvSpec) -> list[Exploit]:
     disk = spec.sandbox.disk_mb << 20
     file_bytes = min(spec.sandbox.max_file_mb << 20, disk // 2)
     states: dict[str, tuple[str, Callable[[], dict[str, str]]]] = {
-        "many-files": (f"{MAX_ENTRIES // 2:,} empty files in the work dir",
-                       lambda: {f"f{index}": "" for index in range(MAX_ENTRIES // 2)}),
+        "many-files": (
+            f"{MAX_ENTRIES // 2:,} empty files in the work dir",
+            lambda: {f"f{index}": "" for index in range(MAX_ENTRIES // 2)},
+        ),
         "deep-tree": (f"a file {MAX_DEPTH - 8} directories deep", lambda: {"d/" * (MAX_DEPTH - 8) + "f": "x"}),
-        "large-file": (f"a file of {file_bytes >> 20} MiB (half the disk, within the file-size limit)",
-                       lambda: {"large.txt": "0" * file_bytes}),
+        "large-file": (
+            f"a file of {file_bytes >> 20} MiB (half the disk, within the file-size limit)",
+            lambda: {"large.txt": "0" * file_bytes},
+        ),
     }
 
     def attempt(state: Callable[[], dict[str, str]]) -> Callable[[Mapping[str, Any], Any], Attempt]:
         return lambda task, params: Attempt("Done.", workdir=state())
 
-    return [Exploit(f"workdir-{name}", Family.FAULT_FORCING, f"'Done.', leaving {description}", attempt(state),
-                    tasks=1) for name, (description, state) in states.items()]
+    return [
+        Exploit(f"workdir-{name}", Family.FAULT_FORCING, f"'Done.', leaving {description}", attempt(state), tasks=1)
+        for name, (description, state) in states.items()
+    ]
 
 
 def _repeat(unit: str, size: int) -> str:

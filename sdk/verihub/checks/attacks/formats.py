@@ -16,8 +16,12 @@ Task = Mapping[str, Any]
 BOXED = (
     Exploit("empty-box", Family.FORMAT_GAMING, "\\boxed{} around nothing", lambda task, params: "So: \\boxed{}"),
     Exploit("blank-box", Family.FORMAT_GAMING, "\\boxed{} around spaces", lambda task, params: "\\boxed{   }"),
-    Exploit("nested-empty-box", Family.FORMAT_GAMING, "a \\boxed{} inside a \\boxed{}, both empty",
-            lambda task, params: "\\boxed{\\boxed{}}"),
+    Exploit(
+        "nested-empty-box",
+        Family.FORMAT_GAMING,
+        "a \\boxed{} inside a \\boxed{}, both empty",
+        lambda task, params: "\\boxed{\\boxed{}}",
+    ),
 )
 
 
@@ -27,10 +31,18 @@ def _tags(build: Any) -> Any:
 
 XML_TAGS = (
     Exploit("empty-tags", Family.FORMAT_GAMING, "every tag around nothing", _tags(lambda tag: f"<{tag}></{tag}>")),
-    Exploit("nested-tags", Family.FORMAT_GAMING, "every tag nested in itself",
-            _tags(lambda tag: f"<{tag}><{tag}>x</{tag}></{tag}>")),
-    Exploit("repeated-tags", Family.FORMAT_GAMING, "every tag twice, with different contents",
-            _tags(lambda tag: f"<{tag}>one</{tag}> <{tag}>two</{tag}>")),
+    Exploit(
+        "nested-tags",
+        Family.FORMAT_GAMING,
+        "every tag nested in itself",
+        _tags(lambda tag: f"<{tag}><{tag}>x</{tag}></{tag}>"),
+    ),
+    Exploit(
+        "repeated-tags",
+        Family.FORMAT_GAMING,
+        "every tag twice, with different contents",
+        _tags(lambda tag: f"<{tag}>one</{tag}> <{tag}>two</{tag}>"),
+    ),
 )
 
 
@@ -39,19 +51,37 @@ def _language(params: Any) -> str:
 
 
 CODE_BLOCK = (
-    Exploit("empty-code-block", Family.FORMAT_GAMING, "a fenced block around nothing",
-            lambda task, params: f"Here it is:\n```{_language(params)}\n\n```"),
-    Exploit("unlabelled-second-block", Family.FORMAT_GAMING,
-            "a block in the required language, then an unlabelled one that a gate counting by language misses",
-            lambda task, params: f"```{_language(params)}\nfirst\n```\n```\nsecond\n```"
-            if params.max_blocks == 1 and params.language else None),
+    Exploit(
+        "empty-code-block",
+        Family.FORMAT_GAMING,
+        "a fenced block around nothing",
+        lambda task, params: f"Here it is:\n```{_language(params)}\n\n```",
+    ),
+    Exploit(
+        "unlabelled-second-block",
+        Family.FORMAT_GAMING,
+        "a block in the required language, then an unlabelled one that a gate counting by language misses",
+        lambda task, params: (
+            f"```{_language(params)}\nfirst\n```\n```\nsecond\n```"
+            if params.max_blocks == 1 and params.language
+            else None
+        ),
+    ),
 )
 
 THINK = (
-    Exploit("answer-inside-think", Family.FORMAT_GAMING, "everything inside <think>, nothing after it",
-            lambda task, params: "<think>The answer is 42.</think>" if params.require_answer else None),
-    Exploit("unclosed-think", Family.FORMAT_GAMING, "a <think> block that never closes",
-            lambda task, params: "<think>The answer is 42."),
+    Exploit(
+        "answer-inside-think",
+        Family.FORMAT_GAMING,
+        "everything inside <think>, nothing after it",
+        lambda task, params: "<think>The answer is 42.</think>" if params.require_answer else None,
+    ),
+    Exploit(
+        "unclosed-think",
+        Family.FORMAT_GAMING,
+        "a <think> block that never closes",
+        lambda task, params: "<think>The answer is 42.",
+    ),
 )
 
 
@@ -61,8 +91,16 @@ def _disguised(disguise: Any) -> Any:
 
 
 FORBIDDEN = (
-    Exploit("bidi-split-forbidden", Family.FORMAT_GAMING, "each forbidden text split by an invisible bidi isolate",
-            _disguised(lambda text: text[:1] + "\u2066\u2069" + text[1:])),
-    Exploit("fullwidth-forbidden", Family.FORMAT_GAMING, "each forbidden text in full-width characters",
-            _disguised(lambda text: text.translate(FULLWIDTH))),
+    Exploit(
+        "bidi-split-forbidden",
+        Family.FORMAT_GAMING,
+        "each forbidden text split by an invisible bidi isolate",
+        _disguised(lambda text: text[:1] + "\u2066\u2069" + text[1:]),
+    ),
+    Exploit(
+        "fullwidth-forbidden",
+        Family.FORMAT_GAMING,
+        "each forbidden text in full-width characters",
+        _disguised(lambda text: text.translate(FULLWIDTH)),
+    ),
 )

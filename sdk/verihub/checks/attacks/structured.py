@@ -55,21 +55,33 @@ def _duplicate_keys(task: Task, params: Any) -> str | None:
     expected = _expected(task, params)
     if expected is None:
         return None
-    pairs = [pair for key, value in expected.items()
-             for pair in ((key, json.dumps(_wrong(value))), (key, json.dumps(value)))]
+    pairs = [
+        pair for key, value in expected.items() for pair in ((key, json.dumps(_wrong(value))), (key, json.dumps(value)))
+    ]
     return _fenced(_object(pairs))
 
 
 def _numbers_as(replace: Any, applies: Any = lambda value: True) -> Any:
     """Every number (that ``applies``) written by ``replace`` as raw JSON; every other value wrong."""
+
     def build(task: Task, params: Any) -> str | None:
         expected = _expected(task, params)
-        numeric = [key for key, value in (expected or {}).items()
-                   if isinstance(value, int | float) and not isinstance(value, bool) and applies(value)]
+        numeric = [
+            key
+            for key, value in (expected or {}).items()
+            if isinstance(value, int | float) and not isinstance(value, bool) and applies(value)
+        ]
         if not numeric:
             return None
-        return _fenced(_object([(key, replace(value) if key in numeric else json.dumps(_wrong(value)))
-                                for key, value in expected.items()]))  # type: ignore[union-attr]
+        return _fenced(
+            _object(
+                [
+                    (key, replace(value) if key in numeric else json.dumps(_wrong(value)))
+                    for key, value in expected.items()
+                ]
+            )
+        )  # type: ignore[union-attr]
+
     return build
 
 
@@ -94,8 +106,11 @@ def _placeholders(task: Task, params: Any) -> str | None:
         return None
     fill = {bool: False, int: 0, float: 0.0, str: "string"}
     placeholders = {key: fill.get(type(value), "value") for key, value in expected.items()}
-    return _fenced(json.dumps({key: _wrong(value) if placeholders[key] == value else placeholders[key]
-                               for key, value in expected.items()}))
+    return _fenced(
+        json.dumps(
+            {key: _wrong(value) if placeholders[key] == value else placeholders[key] for key, value in expected.items()}
+        )
+    )
 
 
 def _deep(task: Task, params: Any) -> str:
@@ -103,27 +118,61 @@ def _deep(task: Task, params: Any) -> str:
 
 
 JSON_SCHEMA = (
-    Exploit("deep-nesting", Family.JSON, f"an array nested {_DEPTH:,} levels deep (a recursive parser crashes)",
-            _deep, tasks=1),
-    Exploit("nan-literal", Family.JSON, "NaN where a value goes (not JSON)",
-            lambda task, params: _fenced('{"value": NaN, "other": Infinity}')),
-    Exploit("huge-integer", Family.JSON, "a 5,000-digit integer (past Python's int conversion limit)",
-            lambda task, params: _fenced('{"value": ' + "9" * 5000 + "}"), tasks=1),
+    Exploit(
+        "deep-nesting",
+        Family.JSON,
+        f"an array nested {_DEPTH:,} levels deep (a recursive parser crashes)",
+        _deep,
+        tasks=1,
+    ),
+    Exploit(
+        "nan-literal",
+        Family.JSON,
+        "NaN where a value goes (not JSON)",
+        lambda task, params: _fenced('{"value": NaN, "other": Infinity}'),
+    ),
+    Exploit(
+        "huge-integer",
+        Family.JSON,
+        "a 5,000-digit integer (past Python's int conversion limit)",
+        lambda task, params: _fenced('{"value": ' + "9" * 5000 + "}"),
+        tasks=1,
+    ),
 )
 
 JSON_FIELDS = JSON_SCHEMA + (
     Exploit("duplicate-keys", Family.JSON, "every key twice: a wrong value, then the right one", _duplicate_keys),
     Exploit("nan-values", Family.JSON, "NaN for every number", _numbers_as(lambda value: "NaN")),
-    Exploit("numbers-as-hedged-text", Family.HEDGING, "every number as the text 'wrong or right'",
-            _numbers_as(lambda value: json.dumps(f"{_wrong(value)} or {value}"))),
+    Exploit(
+        "numbers-as-hedged-text",
+        Family.HEDGING,
+        "every number as the text 'wrong or right'",
+        _numbers_as(lambda value: json.dumps(f"{_wrong(value)} or {value}")),
+    ),
     Exploit("list-hedge", Family.HEDGING, "every value as a list of a wrong and the right one", _list_hedge),
     Exploit("placeholder-values", Family.JSON, "the expected keys with placeholder values", _placeholders),
-    Exploit("json-then-plain-block", Family.HEDGING, "the right object in a ```json block, a wrong one in a plain "
-            "block after it", _then_plain_block),
-    Exploit("underflow-to-zero", Family.NUMERIC_ABUSE, "1e-400 for every number that is 0 (a float reads 0.0)",
-            _numbers_as(lambda value: "1e-400", lambda value: value == 0)),
-    Exploit("dash-minus-text", Family.NUMERIC_ABUSE, "minus every positive number, as text with an en dash (\"–5\")",
-            _numbers_as(lambda value: json.dumps(f"\u2013{value}"), lambda value: value > 0)),
-    Exploit("sum-as-text", Family.NUMERIC_ABUSE, "every non-zero number added to itself, as text (\"5 + 5\")",
-            _numbers_as(lambda value: json.dumps(f"{value} + {value}"), lambda value: value != 0)),
+    Exploit(
+        "json-then-plain-block",
+        Family.HEDGING,
+        "the right object in a ```json block, a wrong one in a plain block after it",
+        _then_plain_block,
+    ),
+    Exploit(
+        "underflow-to-zero",
+        Family.NUMERIC_ABUSE,
+        "1e-400 for every number that is 0 (a float reads 0.0)",
+        _numbers_as(lambda value: "1e-400", lambda value: value == 0),
+    ),
+    Exploit(
+        "dash-minus-text",
+        Family.NUMERIC_ABUSE,
+        'minus every positive number, as text with an en dash ("–5")',
+        _numbers_as(lambda value: json.dumps(f"\u2013{value}"), lambda value: value > 0),
+    ),
+    Exploit(
+        "sum-as-text",
+        Family.NUMERIC_ABUSE,
+        'every non-zero number added to itself, as text ("5 + 5")',
+        _numbers_as(lambda value: json.dumps(f"{value} + {value}"), lambda value: value != 0),
+    ),
 )

@@ -5,8 +5,16 @@ reply's fault, by verihub's one rule)."""
 
 import verifiers.v1 as vf
 
-CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Peru": "Lima", "Chile": "Santiago",
-            "Egypt": "Cairo", "Canada": "Ottawa", "Spain": "Madrid"}
+CAPITALS = {
+    "France": "Paris",
+    "Japan": "Tokyo",
+    "Kenya": "Nairobi",
+    "Peru": "Lima",
+    "Chile": "Santiago",
+    "Egypt": "Cairo",
+    "Canada": "Ottawa",
+    "Spain": "Madrid",
+}
 
 
 class CapitalData(vf.TaskData):
@@ -39,9 +47,16 @@ class CapitalsConfig(vf.TasksetConfig):
 class CapitalsTaskset(vf.Taskset[CapitalTask, CapitalsConfig]):
     def load(self):
         for country, capital in list(CAPITALS.items())[: self.config.countries]:
-            yield CapitalTask(CapitalData(id=country.lower(), prompt=f"What is the capital of {country}?",
-                                          system_prompt="Answer with one city.", country=country, capital=capital),
-                              self.config.task)
+            yield CapitalTask(
+                CapitalData(
+                    id=country.lower(),
+                    prompt=f"What is the capital of {country}?",
+                    system_prompt="Answer with one city.",
+                    country=country,
+                    capital=capital,
+                ),
+                self.config.task,
+            )
 
 
 __all__ = ["CapitalsTaskset"]
