@@ -7,4 +7,7 @@ bash scripts/setup.sh --vllm --verifiers --gem
 # Lint and format, by pyproject.toml's [tool.ruff], on the whole tree (separate lines: set -e stops at either).
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# Types, by pyproject.toml's [tool.mypy] (sdk, hub, trainers), with .venv's packages. mypy is not in the lock: adding
+# it makes uv re-resolve a Python >= 3.15 split that has no solution today; uv fetches this pinned one instead.
+.tools/uv/bin/uv run --no-project --with mypy==2.4.1 mypy --python-executable .venv/bin/python
 exec .venv/bin/python -m pytest -q "$@"

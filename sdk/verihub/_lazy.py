@@ -11,7 +11,7 @@ from importlib.machinery import ModuleSpec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from types import ModuleType
+    from types import FrameType, ModuleType
 
 
 def lazy_names(
@@ -74,7 +74,8 @@ def moved_modules(moved: Mapping[str, str]) -> None:
 def _deprecated(old: str, new: str) -> None:
     """Warn at the line that used the old path: past this file's frames, and the import machinery's,
     which ``warnings`` passes over by itself."""
-    frame, climbs = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    climbs = 1
     while frame is not None:
         filename = frame.f_code.co_filename
         if not ("importlib" in filename and "_bootstrap" in filename):
@@ -97,7 +98,7 @@ class _MovedModules:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
         if fullname not in self.moved:
             return None
-        return ModuleSpec(fullname, self)
+        return ModuleSpec(fullname, self)  # type: ignore[arg-type]  # a Loader by protocol, not by its ABC
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
         new = self.moved[spec.name]

@@ -83,7 +83,7 @@ class ScriptedChatServer:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def __enter__(self) -> ScriptedChatServer:
         self._thread.start()

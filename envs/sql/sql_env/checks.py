@@ -128,7 +128,7 @@ def statement_problem(sql: str, max_chars: int = 20_000) -> str | None:
         return "the ```sql block is empty"
     if len(body) > max_chars:
         return f"the query is {len(body)} characters long (at most {max_chars})"
-    rest = body[_LEADING_NOISE.match(body).end() :]  # type: ignore[union-attr] - the pattern always matches
+    rest = body[_LEADING_NOISE.match(body).end() :]  # type: ignore[union-attr]  # the pattern always matches
     word = re.match(r"[A-Za-z_]+", rest)
     keyword = word.group(0).upper() if word else rest[:10]
     if keyword not in _READ_ONLY:

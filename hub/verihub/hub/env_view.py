@@ -85,7 +85,7 @@ def _view(storage: HubStorage, repo: RepoId, sha: str) -> EnvView:
         )
     layers = _layers(spec.get("verifier"))
     source, rows, notes = _rows(storage, repo, sha, files, spec.get("dataset"))
-    prompt = spec.get("prompt") if isinstance(spec.get("prompt"), dict) else {}
+    prompt: dict[str, Any] = spec["prompt"] if isinstance(spec.get("prompt"), dict) else {}
     tasks = tuple(_preview(prompt, row, index) for index, row in enumerate(rows))
     return EnvView(_plain(spec.get("description")), layers, tasks, source, notes)
 

@@ -17,6 +17,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from verihub.hub.errors import RevisionNotFoundError
 from verihub.hub.results import CARD, MAX_METADATA_BYTES, RunRecord, linked_environment, run_of
@@ -183,7 +184,8 @@ class Leaderboard:
             environment = linked_environment(self.storage.read(dataset, CARD, head).decode("utf-8", "replace"))
         if str(environment) != linked_before:
             earlier = {}
-        rows, skipped = [], 0
+        rows: list[Any] = []
+        skipped = 0
         for path, entry in sorted(files.items()):
             run = run_of(path)
             if run is None:

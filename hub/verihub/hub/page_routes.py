@@ -5,6 +5,7 @@ last, at the root (``/{owner}/{name}`` must not shadow the API)."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Request
@@ -145,5 +146,5 @@ def _visible(hub: HubState, who: Viewer, row: LeaderboardRow) -> bool:
 
 
 def _size(info: dict[str, object], path: str) -> int:
-    siblings = info.get("siblings") or []
+    siblings: Any = info.get("siblings") or []
     return next((int(s["size"]) for s in siblings if isinstance(s, dict) and s.get("rfilename") == path), 0)

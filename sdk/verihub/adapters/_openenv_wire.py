@@ -43,7 +43,7 @@ def _websockets() -> Any:
         """websockets' connect, but a redirected handshake is refused: the rewards come from the server the
         user named (HTTP requests follow no redirects either)."""
 
-        def process_redirect(self, exc: Exception) -> Exception | str:
+        def process_redirect(self, exc: Any) -> Exception | str:  # websockets' InvalidStatus/redirect error
             return (
                 RemoteEnvError(
                     f"the handshake was redirected (HTTP {exc.response.status_code}); verihub "
@@ -151,16 +151,16 @@ class RemoteSession:
             raise RemoteEnvError(f"{self.url} answered {kind} with malformed JSON: {describe_error(error)}") from error
         if not isinstance(frame, dict) or not isinstance(frame.get("data"), dict):
             raise RemoteEnvError(f"{self.url} answered {kind} with a frame that is not {{type, data: {{...}}}}")
-        data: dict[str, Any] = frame["data"]
+        reply: dict[str, Any] = frame["data"]
         if frame.get("type") == "error":
-            code = str(data.get("code", "UNKNOWN"))[:40]
-            text = f"{self.url} answered {kind} with error {code}: {str(data.get('message', ''))[:300]}"
+            code = str(reply.get("code", "UNKNOWN"))[:40]
+            text = f"{self.url} answered {kind} with error {code}: {str(reply.get('message', ''))[:300]}"
             raise (ActionRefusedError if kind == "step" and code == "VALIDATION_ERROR" else RemoteEnvError)(text, code)
         wanted = "state" if kind == "state" else "observation"
         if frame.get("type") != wanted:
             shown = str(frame.get("type"))[:40]
             raise RemoteEnvError(f"{self.url} answered {kind} with a {shown!r} frame, not {wanted!r}")
-        return data
+        return reply
 
     def _result(self, data: dict[str, Any], kind: str) -> Result:
         observation, reward, done = data.get("observation"), data.get("reward"), data.get("done", False)

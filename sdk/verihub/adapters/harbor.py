@@ -250,8 +250,8 @@ def _copy(context: Path, source: str, target: str, workdir: str, files: dict[str
         for name, text in _text_files(found, f"environment/{source}").items():
             files[str(relative / name)] = text
     elif found.is_file():
-        name = relative / found.name if target.endswith("/") or base == PurePosixPath(workdir) else relative
-        files[str(name)] = _text(found, f"environment/{source}")
+        copied = relative / found.name if target.endswith("/") or base == PurePosixPath(workdir) else relative
+        files[str(copied)] = _text(found, f"environment/{source}")
     else:
         raise Refused(f"COPY {source}: no such file in the task's environment/")
 

@@ -348,8 +348,8 @@ def _match_value(match: re.Match[str]) -> Fraction | None:
         denominator = _integer(frac_den if frac_den is not None else slash_den)
         if numerator is None or not denominator:  # too many digits, or a zero denominator
             return None
-        value = Fraction(numerator, denominator)
-        return value if value == 0 or Fraction(1, _LIMIT) <= abs(value) < _LIMIT else None
+        ratio = Fraction(numerator, denominator)
+        return ratio if ratio == 0 or Fraction(1, _LIMIT) <= abs(ratio) < _LIMIT else None
     value = _decimal(run.rstrip(".,"), exponent)  # a trailing point or comma ends the sentence
     return -value if value is not None and sign and sign != "+" else value
 
@@ -510,7 +510,8 @@ def find_json(text: str) -> Any:
         return _one_value(labelled + [value for body in plain if (value := _maybe_json(body)) is not None])
     if plain:
         return _one_value([_whole_block(body) for body in plain])
-    values, position, starts = [], 0, 0
+    values: list[Any] = []
+    position, starts = 0, 0
     while len(values) < 2:
         found = _JSON_START.search(text, position)
         if found is None or starts >= _MAX_JSON_STARTS:

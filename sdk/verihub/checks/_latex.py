@@ -99,7 +99,7 @@ def without_redundant_parentheses(text: str) -> str:
     }
     if drop:
         text = _remove(text, drop)
-        match, with_comma = _pairs(text)  # type: ignore[misc] - still balanced: whole pairs were removed
+        match, with_comma = _pairs(text)  # type: ignore[misc]  # still balanced: whole pairs were removed
     # Pass 2: a pair around the whole answer, or around a lone number or letter between operators.
     drop = set()
     last = len(text) - 1
@@ -170,7 +170,7 @@ def plain_tuple(text: str) -> tuple[str, list[Plain], str] | None:
         number is None or number.percent or "^" in part for number, part in zip(numbers, inner.split(","), strict=True)
     ):
         return None
-    return text[0], numbers, text[-1]  # type: ignore[return-value] - no None left
+    return text[0], numbers, text[-1]  # type: ignore[return-value]  # no None left
 
 
 class Size(NamedTuple):

@@ -347,7 +347,7 @@ def _calls(raw: list[Mapping[str, Any]]) -> list[_Call]:
     with an error for the model."""
     calls = []
     for index, call in enumerate(raw):
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        function: Mapping[str, Any] = call["function"] if isinstance(call.get("function"), Mapping) else call
         name, arguments = function.get("name"), function.get("arguments")
         if not isinstance(name, str):
             raise SessionError(f"action.tool_calls[{index}] has no tool name")

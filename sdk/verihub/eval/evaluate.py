@@ -170,8 +170,7 @@ async def aevaluate(
     run: RunDirectory | None = None
     kept: dict[tuple[str, int], Rollout] = {}
     owned = graders is not None and not isinstance(graders, GraderPool)
-    if owned:
-        graders = GraderPool(list(graders))  # type: ignore[arg-type]
+    pool = graders if isinstance(graders, GraderPool) else GraderPool(list(graders)) if graders is not None else None
     try:
         if out is not None:
             run = RunDirectory(Path(out), _identity(env, backend.model, split, tasks, k, settings, Path(out)))
@@ -194,7 +193,7 @@ async def aevaluate(
             backend,
             sampling,
             concurrency=concurrency,
-            grader=graders.grader(env, split) if graders is not None else None,
+            grader=pool.grader(env, split) if pool is not None else None,
         )
         fresh = await engine.run(tasks, wanted, record) if wanted else []
         rollouts = sorted([*kept.values(), *fresh], key=lambda r: (r.task_id, r.sample))
@@ -224,8 +223,8 @@ async def aevaluate(
             run.close()
         if isinstance(model, str):
             await backend.aclose()
-        if owned:
-            await graders.aclose()  # type: ignore[union-attr]
+        if owned and pool is not None:
+            await pool.aclose()
     return report
 
 

@@ -38,8 +38,10 @@ def load_backend(model: str, *, adapter: str | None = None, concurrency: int | N
         from verihub.generation.openai import OpenAIBackend
 
         name, _, url = rest.partition("@")
-        pool = {} if concurrency is None else {"max_connections": concurrency}
-        return OpenAIBackend(name, url or "https://api.openai.com/v1", **pool)
+        base_url = url or "https://api.openai.com/v1"
+        if concurrency is None:
+            return OpenAIBackend(name, base_url)
+        return OpenAIBackend(name, base_url, max_connections=concurrency)
     if kind == "hf" and rest:
         from verihub.generation.local import HFBackend
 

@@ -71,7 +71,7 @@ class HFBackend:
         if adapter is not None:
             from peft import PeftModel
 
-            network = PeftModel.from_pretrained(network, adapter)
+            network = PeftModel.from_pretrained(network, adapter)  # type: ignore[assignment]  # same generate()
         self._bind(f"hf:{path}" + (f"+{adapter}" if adapter else ""), network, AutoTokenizer.from_pretrained(path))
 
     @classmethod
@@ -162,11 +162,11 @@ class HFBackend:
             finally:
                 self.network.train(training)
         sequences = output.sequences if sampling.logprobs else output
-        scored = None
+        scored: list[Any] | None = None
         if sampling.logprobs:  # steps x rows: each generated token's log-probability
             chosen = sequences[:, prompt_length:].T.unsqueeze(-1)
-            scored = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in output.logits]).gather(-1, chosen)
-            scored = scored.squeeze(-1).T.tolist()
+            steps = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in output.logits])
+            scored = steps.gather(-1, chosen).squeeze(-1).T.tolist()
         results: list[list[Generation]] = [[] for _ in conversations]
         for row, sequence in enumerate(sequences):  # num_return_sequences rows per conversation, in order
             new_tokens = sequence[prompt_length:].tolist()

@@ -222,7 +222,7 @@ class _WorkerProcess:
         to_child, self._to_child = os.pipe()
         self._from_child, from_child = os.pipe()
         try:
-            self._process = subprocess.Popen(
+            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [sys.executable, "-c", _BOOTSTRAP.format(path=list(sys.path))],
                 stdin=to_child,
                 stdout=from_child,

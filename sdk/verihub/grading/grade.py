@@ -114,7 +114,7 @@ def _grade_json(grade: Grade) -> str:
     keys = [(layer[0], layer[1], layer[2], layer[3], layer[6]) for layer in layers]  # weight and time_s unsent
     key: tuple[Any, ...] | None = (status, reward, reason, *keys)
     try:
-        text = _GRADES.get(key)
+        text = _GRADES.get(key)  # type: ignore[arg-type]  # None never reaches here: it is set only below
     except TypeError:  # a detail or reason that is no string (and unhashable): written each time
         key = text = None
     if text is None:
@@ -126,9 +126,9 @@ def _grade_json(grade: Grade) -> str:
     return text
 
 
-def _layer_json(layer: LayerResult, key: tuple[Any, ...]) -> str:
+def _layer_json(layer: LayerResult, key: tuple[Any, ...] | None) -> str:
     try:
-        text = _LAYERS.get(key)
+        text = _LAYERS.get(key)  # type: ignore[arg-type]  # a None key (unhashable) raises TypeError too
     except TypeError:
         key, text = None, None
     if text is None:

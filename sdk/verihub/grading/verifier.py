@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from verihub._sync import run_sync
 from verihub.checks.base import BoundCheck, CheckResult, Mode
@@ -133,7 +133,8 @@ class Verifier:
         specs = [layer.spec for layer in self.layers]
         self._rules = [(s.name, s.layer.value, s.weight, s.pass_score, s.gate) for s in specs]
         self._stop_below = [s.pass_score if s.gate else float("-inf") for s in specs]
-        self._inline_plan = [(layer.run, layer.spec.timeout_s) for layer in self.layers]
+        # Read only when every layer is inline: check layers, whose run is set.
+        self._inline_plan = [(cast(BoundCheck, layer.run), layer.spec.timeout_s) for layer in self.layers]
         self._skipped_after_gate = [_skipped(layer, "an earlier gate failed") for layer in self.layers]
         self._skipped_after_fault = [
             _skipped(layer, "grading stopped at an environment fault") for layer in self.layers
@@ -264,6 +265,7 @@ class Verifier:
         # key and compares it on a hit, so two different contents never share a grade. A
         # terminal-state grade also keys on a digest of the final work dir. None: not cacheable.
         columns = self._key_columns
+        content: Any
         if columns is None:
             content = _task_content(task)
             if content is None:
@@ -458,11 +460,12 @@ class Verifier:
     def _offload(self, layer: BoundLayer, task: Task, completion: str) -> Any:
         """An awaitable of (check output, seconds the check ran) from a worker thread or process, which
         enforces the layer's limit from the moment the check starts."""
+        run = cast(BoundCheck, layer.run)  # offloaded layers are check layers
         if layer.mode == "process":
             # Worker processes get a plain dict: a datasets row or other mapping may not pickle.
-            future = _pools.process_workers().submit(layer.run, (completion, dict(task)), layer.spec.timeout_s)
+            future = _pools.process_workers().submit(run, (completion, dict(task)), layer.spec.timeout_s)
         else:
-            future = _pools.thread_workers().submit(layer.run, (completion, task), layer.spec.timeout_s)
+            future = _pools.thread_workers().submit(run, (completion, task), layer.spec.timeout_s)
         return asyncio.wrap_future(future)
 
     def _coroutine(self, layer: BoundLayer, task: Task, completion: str) -> Any:
@@ -517,6 +520,7 @@ def _run_inline(run: BoundCheck, completion: str, task: Task, timeout: float) ->
 
 def _inline_outcome(output: Any, seconds: float, timeout: float) -> Outcome:
     """What an inline check's output and measured time make of its layer."""
+    score: float | None
     try:
         if output.__class__ is CheckResult and 0.0 <= output.score <= 1.0 and not output.answer_fault:
             score, detail = output.score, output.detail

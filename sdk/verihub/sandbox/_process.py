@@ -166,7 +166,7 @@ def _pump(
             del readers[fd][max_output:]
 
 
-def _reap(process: subprocess.Popen[bytes], deadline: float, finished: Finished) -> tuple[int, object]:
+def _reap(process: subprocess.Popen[bytes], deadline: float, finished: Finished) -> tuple[int, resource.struct_rusage]:
     """Wait for the process (it may outlive its pipes), killing it at the deadline; (status, rusage)."""
     pause = 0.0005
     while True:

@@ -29,7 +29,7 @@ class Catalog:
             if env.id in self.envs:
                 raise ValueError(f"two environments are named {env.id!r}: serve one of them")
             self.envs[env.id] = env
-        self._rows: dict[tuple[str, str | None], dict[str, dict[str, Any]]] = {}
+        self._rows: dict[tuple[str, str | None], dict[str, Mapping[str, Any]]] = {}
 
     def env(self, name: str | None) -> Environment:
         if name is None:
@@ -48,7 +48,7 @@ class Catalog:
             raise TaskNotFound(f"{env.id} has no split {split!r}; splits: {', '.join(env.split_names)}")
         return split
 
-    def task(self, params: ResetParams) -> tuple[Environment, dict[str, Any]]:
+    def task(self, params: ResetParams) -> tuple[Environment, Mapping[str, Any]]:
         """The task a reset asks for: by id, by index in its split, or drawn with its seed."""
         env = self.env(params.env)
         if params.task_id is not None:
@@ -60,13 +60,13 @@ class Catalog:
             raise TaskNotFound(f"{env.id}/{split} has {len(rows)} tasks; index {index} is past the end")
         return env, rows[index]
 
-    def by_id(self, env: Environment, task_id: str, split: str | None) -> dict[str, Any]:
+    def by_id(self, env: Environment, task_id: str, split: str | None) -> Mapping[str, Any]:
         row = self.ids(env, split).get(task_id)
         if row is None:
             raise TaskNotFound(f"{env.id} has no task {task_id!r}" + (f" in split {split!r}" if split else ""))
         return row
 
-    def ids(self, env: Environment, split: str | None) -> dict[str, dict[str, Any]]:
+    def ids(self, env: Environment, split: str | None) -> dict[str, Mapping[str, Any]]:
         """The tasks of ``split`` by id; with no split, of every split (an id in an earlier split first).
         Built on first use: a row lookup in Arrow costs more than a cheap grade."""
         rows = self._rows.get((env.id, split))

@@ -76,8 +76,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
         ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise SpecError([SpecProblem(shown, line, "", f"invalid YAML: {getattr(error, 'problem', error)}")]) from None
+        at = mark.line + 1 if mark is not None else None
+        raise SpecError([SpecProblem(shown, at, "", f"invalid YAML: {getattr(error, 'problem', error)}")]) from None
     if not isinstance(raw, dict):
         got = "an empty file" if raw is None else type(raw).__name__
         raise SpecError([SpecProblem(shown, 1, "", f"must be a mapping of keys to values, got {got}")])

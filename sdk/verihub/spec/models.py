@@ -81,7 +81,7 @@ class DatasetSpec(_Section):
     )
     config: str | None = Field(None, description="Dataset configuration name (Hugging Face datasets only).")
     split: dict[str, float | str] = Field(
-        default_factory=lambda: {"train": 1.0},
+        default_factory=lambda: dict[str, float | str](train=1.0),
         description="Split name -> fraction of the shuffled source (fractions sum to at most 1), or split "
         "name -> name of a split the source already has (Hugging Face datasets).",
     )
@@ -123,7 +123,7 @@ class DatasetSpec(_Section):
         if not all(isinstance(v, float | int) and not isinstance(v, bool) for v in values):
             raise ValueError("use either fractions for every split or source split names for every split")
         for name, fraction in split.items():
-            if not 0 < fraction <= 1:
+            if not 0 < float(fraction) <= 1:
                 raise ValueError(f"fraction for {name!r} must be > 0 and <= 1, got {fraction}")
         if sum(values) > 1 + 1e-9:  # type: ignore[arg-type]
             raise ValueError(f"fractions sum to {sum(values):g}; they must sum to at most 1")  # type: ignore[arg-type]
@@ -225,7 +225,7 @@ class LayerSpec(_Section):
     def _default_weight(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("weight") is None:
             try:
-                kind = LayerKind(data.get("layer"))
+                kind = LayerKind(str(data.get("layer")))
             except ValueError:
                 return data  # the 'layer' field reports its own error
             return {**data, "weight": _DEFAULT_WEIGHT[kind]}

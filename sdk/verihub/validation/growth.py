@@ -47,7 +47,8 @@ def probe_growth(env: Environment, task: Mapping[str, Any], target: str) -> list
             continue
         found = ""
         for repeats in (2, 4):  # a finding is measured again before it counts
-            found = _super_linear(*_layer_times(env, task, completions, repeats), limit)  # type: ignore[arg-type]
+            base, half, full = _layer_times(env, task, completions, repeats)  # type: ignore[arg-type]  # no None left
+            found = _super_linear(base, half, full, limit)
             if not found:
                 break
         outcome = ExploitOutcome(name, "fault-forcing", target, description, "fault" if found else "blocked")

@@ -95,11 +95,11 @@ class ExploitOutcome:
                 f"{label} got through {where} on task {run.task}: graded {run.status} but rewarded "
                 f"{run.reward:g}, above the floor for a wrong answer ({self.floor:g}, grading.floor)"
             )
-        run = next((run for run in self.runs if run.status != GradeStatus.WRONG), None)
-        if run is None:  # growth probing: no fault yet, a layer whose cost will make one
+        faulted = next((run for run in self.runs if run.status != GradeStatus.WRONG), None)
+        if faulted is None:  # growth probing: no fault yet, a layer whose cost will make one
             return f"{label}: {self.error}"
         return (
-            f"{label} made layer {run.layer!r} fault on task {run.task} ({run.status}: {run.detail}); "
+            f"{label} made layer {faulted.layer!r} fault on task {faulted.task} ({faulted.status}: {faulted.detail}); "
             "a fault is never penalised, so it is a hole"
         )
 

@@ -171,7 +171,7 @@ def _held_out_repeats(env: Environment) -> Iterator[str]:
                     )
 
 
-def _first(dataset: Iterable[dict], limit: int | None) -> Iterable[dict]:
+def _first(dataset: Iterable[Mapping[str, Any]], limit: int | None) -> Iterable[Mapping[str, Any]]:
     for index, task in enumerate(dataset):
         if limit is not None and index >= limit:
             return

@@ -82,7 +82,7 @@ class AsyncGRPOTrainer(TrainerRun):
             )
         self.graders = None  # grading runs in this process (the worker's thread)
         self.run_log = RunLog(Path(output_dir) / TRL_LOG)
-        self.server = None
+        self.server: Any = None  # the vLLM server this trainer starts, when it starts one
         self._cpu_split: tuple[list[int], list[int], set[int], int] | None = None
         self._lock = threading.Lock()  # the worker observes grades on its thread; logging reads them on this one
         self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
@@ -286,7 +286,7 @@ def _build_trl(
         """TRL's trainer, with our metrics in its logs and the server's answers checked after syncs."""
 
         def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-            if self.model.training and not any(key.startswith("eval_") for key in logs):
+            if self.model.training and not any(key.startswith("eval_") for key in logs):  # type: ignore[union-attr]  # set once training runs
                 logs.update(run._run_metrics())
             super().log(logs, start_time)
 
@@ -323,10 +323,10 @@ def _build_trl(
             train_dataset=dataset,
             processing_class=run.tokenizer,
             peft_config=peft,
-            rollout_worker=worker,
+            rollout_worker=worker,  # type: ignore[arg-type]  # TRL's protocol, by its methods
             callbacks=[*run._shown("GRPO async", display), MetricsFile(run), *callbacks],
         )
-    trainer.sync_check_prompt = list(dataset[0]["prompt"])
+    trainer.sync_check_prompt = list(dataset[0]["prompt"])  # type: ignore[attr-defined]  # read by our _Trainer
     if trainer._lora_sync is False and peft is not None:
         raise WeightSyncError(
             f"the vLLM server at {config.vllm_server_base_url} does not take LoRA adapters "

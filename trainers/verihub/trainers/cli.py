@@ -19,6 +19,7 @@ from verihub.cli.app import GraderTokenOption
 
 if TYPE_CHECKING:
     from verihub.trainers.display import DisplayMode
+    from verihub.trainers.mixture import EnvRef
 
 __all__ = ["register"]
 
@@ -123,7 +124,7 @@ def train_command(
     if curriculum not in ("none", "adaptive"):
         raise typer.BadParameter("use none or adaptive", param_hint="--curriculum")
     display = _display(quiet, log_format)
-    mix = dict(parse_env_option(option) for option in env)
+    mix: dict[EnvRef, float] = dict(parse_env_option(option) for option in env)
     common = {
         "curriculum": curriculum,
         "hub": hub,

@@ -86,10 +86,12 @@ class GRPOTrainer(TrainerRun):
         if use_vllm:
             require_vllm()
         # grading and tool sessions on `verihub serve` processes (verihub.serve.graders); None: in this process
-        self.graders = (
-            GraderPool(list(graders), token=grader_token)
-            if graders and not isinstance(graders, GraderPool)
-            else graders or None
+        self.graders: GraderPool | None = (
+            graders
+            if isinstance(graders, GraderPool)
+            else GraderPool(list(graders), token=grader_token)
+            if graders
+            else None
         )
         self.run_log = RunLog(Path(output_dir) / TRL_LOG)
         with self.run_log:  # the dependencies' notices while TRL sets up (model loading, config) go there too
@@ -171,6 +173,9 @@ class GRPOTrainer(TrainerRun):
 class _TRLTrainer(trl.GRPOTrainer):
     """TRL's trainer with our sampler, our view of each scored batch, and our metrics in its logs."""
 
+    args: trl.GRPOConfig  # what TRL's GRPOTrainer holds (its base class declares TrainingArguments)
+    num_generations: int
+
     def __init__(self, *, run: GRPOTrainer, **kwargs: Any) -> None:
         self.verihub_run = run
         self.sampler: MixtureSampler | None = None
@@ -186,8 +191,9 @@ class _TRLTrainer(trl.GRPOTrainer):
             buckets,
             self.verihub_run.curriculum,
             mini_repeat_count=self.num_generations,
-            batch_size=self.args.generation_batch_size // self.num_generations,
-            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            # GRPOConfig's __post_init__ fills both from the batch sizes: never None here
+            batch_size=self.args.generation_batch_size // self.num_generations,  # type: ignore[operator]
+            repeat_count=self.num_iterations * self.args.steps_per_generation,  # type: ignore[operator]
             seed=self.args.seed,
         )
         return self.sampler
@@ -200,7 +206,7 @@ class _TRLTrainer(trl.GRPOTrainer):
             parts = gather_object([(drawn, outcomes)])
             _check_same_draw([part[0] for part in parts])
             outcomes = [outcome for _, part in parts for outcome in part]
-        if self.model.training:
+        if self.model.training:  # type: ignore[union-attr]  # set once training runs
             self.verihub_run.run_log.write(f"verihub draw step={self.state.global_step} {json.dumps(drawn)}")
             self.verihub_run._observe(outcomes)
         return rewards
@@ -214,7 +220,7 @@ class _TRLTrainer(trl.GRPOTrainer):
         return {**drawn, "task_ids": [self._task_ids[row] for row in drawn["rows"]]}
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if self.model.training and not any(key.startswith("eval_") for key in logs):
+        if self.model.training and not any(key.startswith("eval_") for key in logs):  # type: ignore[union-attr]
             logs.update(self.verihub_run._run_metrics())
         super().log(logs, start_time)
 

@@ -185,7 +185,7 @@ class EnvReward:
                 None,
                 len(text),
                 text,
-                session.fault or "the rollout ended ungraded",
+                getattr(session, "fault", None) or "the rollout ended ungraded",
             )
         return self._outcome(grade, difficulty, text)
 

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 __all__ = ["SPECIAL_TOKENS", "chat_template", "make_tiny_model", "make_tokenizer"]
 
@@ -47,7 +48,7 @@ def _corpus() -> Iterator[str]:
                 yield " ".join(str(value) for value in json.loads(line).values())
 
 
-def make_tokenizer(vocab_size: int = 1024) -> object:
+def make_tokenizer(vocab_size: int = 1024) -> Any:
     """A ``PreTrainedTokenizerFast``: byte-level BPE, ChatML special tokens, the chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

@@ -137,8 +137,8 @@ def environment_class(item: MixedEnv, grader: Any = None) -> type[ToolEnvironmen
     spec_tools = set(_toolset(item.env).names)
     for schema in item.env.tool_schemas if item.multi_turn else []:
         if schema["function"]["name"] not in spec_tools:
-            tool = _session_tool(item.name, schema["function"])
-            members[tool.__name__] = tool
+            session_tool = _session_tool(item.name, schema["function"])
+            members[session_tool.__name__] = session_tool
     safe = "".join(ch if ch.isalnum() else "_" for ch in item.name)
     return type(f"ToolEnvironment_{safe}", tuple(bases), members)
 
@@ -159,7 +159,7 @@ def _session_tool(env_name: str, function: Mapping[str, Any]) -> Callable[..., A
     transformers build the model's schema back from its signature, type hints and docstring."""
     name, parameters = function.get("name"), function.get("parameters") or {}
     fields = parameters.get("properties") or {}
-    if not _usable(name) or name.startswith("_") or name in _RESERVED:
+    if not isinstance(name, str) or not _usable(name) or name.startswith("_") or name in _RESERVED:
         raise ValueError(
             f"{env_name}: tool {name!r} cannot be offered to TRL, which calls tools as public methods "
             f"of the environment class (reserved: {', '.join(sorted(_RESERVED))})"

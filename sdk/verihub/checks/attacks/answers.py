@@ -183,7 +183,7 @@ def _math_answers(task: Task, params: Any) -> tuple[str, str] | None:
         return None
     number = parse_number(right)
     plain = number is not None and right.lstrip("-").replace(".", "", 1).isdigit()
-    return right, (f"{float(number) + 1:g}" if plain else f"{right} + 1")
+    return right, (f"{float(number) + 1:g}" if plain and number is not None else f"{right} + 1")
 
 
 MATH = (

@@ -21,7 +21,7 @@ def _candidate(source: str, task: Mapping[str, Any], params: Any) -> str:
 PYTHON_TESTS = tuple(
     Exploit(
         name,
-        family,
+        family,  # type: ignore[arg-type]  # code_exploits names each family by Family's values
         f"solution.py that attempts {name.replace('-', ' ')}",
         functools.partial(_candidate, source),
         tasks=2,

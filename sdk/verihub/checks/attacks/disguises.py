@@ -108,7 +108,7 @@ def number_disguises(answers: Answers, *, tolerance: bool = False) -> tuple[Expl
     def positive(text: Callable[[str], str]) -> Callable[[str, str], str | None]:
         return lambda right, wrong: text(right) if (found := value(right)) is not None and found > 0 else None
 
-    found = (
+    found: tuple[Exploit, ...] = (
         _exploit(
             "dash-minus",
             Family.NUMERIC_ABUSE,

@@ -71,7 +71,7 @@ def _numbers_as(replace: Any, applies: Any = lambda value: True) -> Any:
             for key, value in (expected or {}).items()
             if isinstance(value, int | float) and not isinstance(value, bool) and applies(value)
         ]
-        if not numeric:
+        if not numeric or expected is None:
             return None
         return _fenced(
             _object(
