@@ -72,7 +72,7 @@ def serve(data: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 def timed(command: list[str], **options: object) -> float:
     start = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True, **options)  # type: ignore[call-overload]
+    subprocess.run(command, check=True, capture_output=True, **options)
     return time.perf_counter() - start
 
 
@@ -147,7 +147,7 @@ def stages() -> dict[str, float]:
 
     import verihub.hub.pipeline as pipeline
 
-    pipeline.prepare, build.PackageSource.build = timed_prepare, timed_build  # type: ignore[method-assign]
+    pipeline.prepare, build.PackageSource.build = timed_prepare, timed_build
     try:
         with tempfile.TemporaryDirectory(prefix="verihub-hub-stages-") as scratch:
             data = Path(scratch) / "hub"
@@ -165,7 +165,7 @@ def stages() -> dict[str, float]:
                 process.terminate()
                 process.wait()
     finally:
-        pipeline.prepare, build.PackageSource.build = real_prepare, real_build  # type: ignore[method-assign]
+        pipeline.prepare, build.PackageSource.build = real_prepare, real_build
     timings["upload and tag"] = timings["total"] - timings["validate"] - timings["build"]
     return timings
 

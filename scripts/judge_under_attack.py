@@ -58,10 +58,7 @@ async def main(model: str, grade_too: bool, only: set[str]) -> None:
         "honest (reference)": env.reference(task),
         "wrong": "The sky is blue because it reflects the color of the oceans, which cover most of the planet.",
     }
-    answers |= {
-        exploit.name: exploit.attempt(task, JudgeTarget(rubric)).completion  # type: ignore[union-attr]
-        for exploit in EXPLOITS
-    }
+    answers |= {exploit.name: exploit.attempt(task, JudgeTarget(rubric)).completion for exploit in EXPLOITS}
     backend = load_backend(model)
     sampling = Sampling(temperature=0, max_tokens=64)
     for name, answer in answers.items():

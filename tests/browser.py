@@ -52,7 +52,7 @@ class Browser:
         self.process = subprocess.Popen(
             [chromium, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
             close_fds=False,  # Python's own fds are not inheritable; only the two dup2'd here reach the browser
-            preexec_fn=lambda: (os.dup2(keep[0], 3), os.dup2(keep[1], 4)),  # noqa: PLW1509
+            preexec_fn=lambda: (os.dup2(keep[0], 3), os.dup2(keep[1], 4)),  # noqa: PLW1509 - it only moves two descriptors before exec
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -139,4 +139,4 @@ class Browser:
                 raise ConnectionError("chromium closed its DevTools pipe")
             self._buffer += chunk
         message, _, self._buffer = self._buffer.partition(b"\0")
-        return json.loads(message)  # type: ignore[no-any-return]
+        return json.loads(message)

@@ -16,9 +16,9 @@ import yaml
 
 reasoning_gym = pytest.importorskip("reasoning_gym")
 
-import verihub  # noqa: E402
-from conftest import REPO  # noqa: E402
-from verihub.adapters import reasoning_gym as adapter  # noqa: E402
+import verihub  # noqa: E402 - after importorskip: skipped without reasoning-gym
+from conftest import REPO  # noqa: E402 - after importorskip: skipped without reasoning-gym
+from verihub.adapters import reasoning_gym as adapter  # noqa: E402 - after importorskip: skipped without reasoning-gym
 
 VERIHUB = str(Path(sys.executable).with_name("verihub"))
 

@@ -17,7 +17,7 @@ from verihub.errors import CheckNotFoundError
 
 
 def score(result: object) -> float:
-    return float(getattr(result, "score", result))  # type: ignore[arg-type]
+    return float(getattr(result, "score", result))
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def score(result: object) -> float:
     ],
 )
 def test_extract_answer(completion: str, how: str, expected: str) -> None:
-    assert extract_answer(completion, how) == expected  # type: ignore[arg-type]
+    assert extract_answer(completion, how) == expected
 
 
 def test_last_boxed_handles_nesting_and_unbalanced() -> None:

@@ -104,7 +104,7 @@ def test_malformed_actions_are_refused_not_graded(sums: verihub.Environment) -> 
     session.reset()
     for action in (42, {"content": ["x"]}, None):
         with pytest.raises(SessionError):
-            session.step(action)  # type: ignore[arg-type]
+            session.step(action)
     assert not session.done  # a refused action is no turn
 
 

@@ -480,7 +480,7 @@ def test_unknown_and_missing_backends(monkeypatch: pytest.MonkeyPatch) -> None:
         load_backend("gpt-4")
     monkeypatch.delenv("VERIHUB_VLLM_PYTHON", raising=False)
     try:
-        import vllm  # noqa: F401
+        import vllm  # noqa: F401 - only whether vLLM imports here
     except ImportError:  # said before any run starts, with both ways to get vLLM
         with pytest.raises(MissingDependencyError, match='pip install "verihub\\[vllm\\]".*setup.sh --vllm'):
             load_backend("vllm:some/model")

@@ -151,7 +151,7 @@ def test_a_start_that_failed_is_not_tried_again_by_every_waiting_request(
     backend = VLLMBackend(str(tmp_path))
     starts = []
     start = backend.server.start
-    backend.server.start = lambda: (starts.append(1), start())[1]  # type: ignore[method-assign]
+    backend.server.start = lambda: (starts.append(1), start())[1]
 
     async def many() -> list[BaseException | object]:
         asks = [backend.generate([{"role": "user", "content": "hi"}], Sampling(max_tokens=2)) for _ in range(8)]

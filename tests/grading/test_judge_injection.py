@@ -63,10 +63,7 @@ def judge_env(tmp_path: Path) -> Path:
 def payloads(env: verihub.Environment) -> dict[str, str]:
     rubric = next(layer.rubric for layer in env.verifier.layers if layer.spec.layer.value == "judge")
     task = env.dataset("train")[0]
-    return {
-        exploit.name: exploit.attempt(task, JudgeTarget(rubric)).completion  # type: ignore[union-attr]
-        for exploit in EXPLOITS
-    }
+    return {exploit.name: exploit.attempt(task, JudgeTarget(rubric)).completion for exploit in EXPLOITS}
 
 
 def test_turn_tokens_in_the_answer_cannot_end_the_judges_turn(judge_env: Path) -> None:

@@ -197,7 +197,7 @@ def judge_layer(tmp_path: Path) -> BoundLayer:
 
 def test_judge_layer_uses_the_judge_and_missing_judge_is_a_fault(tmp_path: Path) -> None:
     judge = FakeJudge()
-    render = lambda task: [{"role": "user", "content": task["answer"]}]  # noqa: E731
+    render = lambda task: [{"role": "user", "content": task["answer"]}]  # noqa: E731 - a one-line stand-in
     verifier = Verifier(
         [layer("format", "rule", "length", args={"min_chars": 1}, gate=True), judge_layer(tmp_path)],
         judge=judge,
@@ -220,7 +220,7 @@ def test_verifier_is_safe_across_threads() -> None:
     def work(index: int) -> None:
         try:
             assert verifier.grade({"id": str(index)}, "x").passed
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:  # noqa: BLE001 - the thread's failure is kept for the assertion
             errors.append(error)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
@@ -413,7 +413,7 @@ def test_the_cache_keys_on_the_whole_task_for_custom_checks(make_env: Any) -> No
     assert env.grade(task, "s0").passed
 
 
-class RecordingTask(dict):  # type: ignore[type-arg]
+class RecordingTask(dict):
     """A task that notes every column a check reads ("*" when it walks them all)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

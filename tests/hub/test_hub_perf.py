@@ -237,7 +237,7 @@ def test_a_push_through_the_server_reads_the_refs_once_and_runs_few_git_processe
             (package / name).write_text(text.replace("0.1.0", "0.1.1", 1))
         read_refs = hub.api.list_repo_refs
         refs_reads: list[str] = []
-        hub.api.list_repo_refs = lambda *args, **kwargs: refs_reads.append(args[0]) or read_refs(*args, **kwargs)  # type: ignore[method-assign]
+        hub.api.list_repo_refs = lambda *args, **kwargs: refs_reads.append(args[0]) or read_refs(*args, **kwargs)
         calls.write_text("")
         result = hub.push(package, owner="alice", validate=False)
     finally:

@@ -30,7 +30,7 @@ def race(count: int, work: object) -> list[object]:
     def run(index: int) -> None:
         barrier.wait(timeout=60)
         try:
-            results[index] = work(index)  # type: ignore[operator]
+            results[index] = work(index)
         except BaseException as error:  # noqa: BLE001 - reported by the test
             results[index] = error
 
@@ -60,9 +60,9 @@ def test_concurrent_creates_have_one_winner(hub_server: HubServer) -> None:
         return httpx.post(f"{hub_server.url}/api/repos/create", json=body, headers=headers, timeout=60)
 
     responses = race(12, create)
-    statuses = sorted(response.status_code for response in responses)  # type: ignore[union-attr]
-    assert statuses == [200] + [409] * 11, [(r.status_code, r.text[:200]) for r in responses]  # type: ignore[union-attr]
-    assert all(r.headers["X-Error-Code"] == "RepoExists" for r in responses if r.status_code == 409)  # type: ignore[union-attr]
+    statuses = sorted(response.status_code for response in responses)
+    assert statuses == [200] + [409] * 11, [(r.status_code, r.text[:200]) for r in responses]
+    assert all(r.headers["X-Error-Code"] == "RepoExists" for r in responses if r.status_code == 409)
     rows = listed(hub_server, "contested", hub_server.tokens["alice"])
     assert len(rows) == 1, rows
 
@@ -91,7 +91,7 @@ def test_concurrent_creates_and_deletes_leave_the_listing_as_the_repositories_ar
 
     for statuses in race(6, churn):
         assert not isinstance(statuses, BaseException), statuses
-        assert set(statuses) <= {200, 404, 409}, statuses  # type: ignore[arg-type]
+        assert set(statuses) <= {200, 404, 409}, statuses
     info = httpx.get(f"{url}/api/models/alice/churned", headers=headers, timeout=60)
     rows, public = listed(hub_server, "churned", hub_server.tokens["alice"]), listed(hub_server, "churned", None)
     if info.status_code == 404:

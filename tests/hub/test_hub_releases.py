@@ -345,7 +345,7 @@ def test_concurrent_publishers_end_consistent(tmp_path: Path) -> None:
         try:
             # validation loads datasets, which is not thread-safe; what is under test here is publishing
             results.append(LocalHub(root).push(path, owner="alice", validate=False))
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:  # noqa: BLE001 - the thread's failure is kept for the assertion
             results.append(error)
 
     threads = [threading.Thread(target=push, args=(path,)) for path in [same, same, same, *others]]
@@ -430,7 +430,7 @@ def test_a_push_that_loses_the_race_for_its_tag(
             results[name] = RemoteHub(hub_server.url, hub_server.tokens["alice"]).push(
                 path, owner="alice", validate=False
             )
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:  # noqa: BLE001 - the thread's failure is kept for the assertion
             results[name] = error
 
     threads = [

@@ -73,7 +73,7 @@ def test_concurrent_writers_lose_nothing(storage: HubStorage) -> None:
     def push(number: int) -> None:
         try:
             storage.commit(REPO, {f"file{number}.txt": str(number).encode()}, f"push {number}")
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:  # noqa: BLE001 - the thread's failure is kept for the assertion
             errors.append(error)
 
     threads = [threading.Thread(target=push, args=(n,)) for n in range(12)]

@@ -17,7 +17,7 @@ def verihub_reads(tree: ast.AST) -> Iterator[tuple[int, str]]:
 
     def named(node: ast.AST) -> str | None:
         is_name = isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("VERIHUB_")
-        return node.value if is_name else None  # type: ignore[attr-defined]
+        return node.value if is_name else None
 
     def is_environ(node: ast.AST) -> bool:
         return (

@@ -388,7 +388,7 @@ def test_tasks_are_found_by_id_in_the_split_asked_or_the_first_split_that_has_it
         "eval": [{"id": "a", "from": "eval"}, {"id": "b", "from": "eval"}],
     }
     env = SimpleNamespace(id="two", split_names=list(splits), tasks=lambda split: splits[split])
-    catalog = Catalog([env])  # type: ignore[list-item]
+    catalog = Catalog([env])
     assert catalog.by_id(env, "a", None)["from"] == "train"  # an id in two splits: the first split's
     assert catalog.by_id(env, "a", "eval")["from"] == "eval"
     assert catalog.by_id(env, "b", None)["from"] == "eval" and catalog.by_id(env, "7", "train")["id"] == 7

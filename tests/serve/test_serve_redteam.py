@@ -368,7 +368,7 @@ def test_a_web_page_of_another_origin_cannot_drive_a_server_without_a_token(open
     """A page the user visits can open a WebSocket to loopback, or send a CORS-simple POST (text/plain,
     no preflight); the browser adds its Origin, and the server refuses both before doing any work."""
     with pytest.raises(InvalidStatus, match="403"):
-        connect(ws_url(open_server), origin=origin).close()  # type: ignore[arg-type]
+        connect(ws_url(open_server), origin=origin).close()
     posted = httpx.post(f"{open_server}/grade", content=GRADE, headers={"Origin": origin, "Content-Type": "text/plain"})
     assert posted.status_code == 403 and posted.json()["error"] == "FORBIDDEN_ORIGIN"
     assert "grades" not in posted.text

@@ -143,7 +143,7 @@ def test_json_is_one_strict_json_object_per_logging_step(capsys: pytest.CaptureF
 def test_only_the_main_process_displays(capsys: pytest.CaptureFixture[str]) -> None:
     for mode in ("rich", "quiet", "json"):
         out = console(terminal=False)
-        drive(RunDisplay("GRPO", mode, console=out), 8, main=False)  # type: ignore[arg-type]
+        drive(RunDisplay("GRPO", mode, console=out), 8, main=False)
         assert out.file.getvalue() == "" and capsys.readouterr().out == ""
 
 

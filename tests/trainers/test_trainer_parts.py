@@ -71,9 +71,9 @@ def test_rewards_are_none_off_domain_and_on_faults_never_zero(make_env: Any) -> 
     assert _score(EnvReward(good, ledger), rows) == [1.0, 0.0, None, 0.0]
     assert _score(EnvReward(broken, ledger), rows) == [None, None, None, None]  # off-domain, fault, off, off
     outcomes = ledger.take(len(rows))
-    assert [o.status for o in outcomes] == ["ok", "wrong", "env_error", "wrong"]  # type: ignore[union-attr]
-    assert "the checker crashed" in outcomes[2].reason  # type: ignore[union-attr]
-    assert outcomes[3].rules_passed is False and outcomes[0].checks_passed is True  # type: ignore[union-attr]
+    assert [o.status for o in outcomes] == ["ok", "wrong", "env_error", "wrong"]
+    assert "the checker crashed" in outcomes[2].reason
+    assert outcomes[3].rules_passed is False and outcomes[0].checks_passed is True
     assert ledger.take(1) == [None]  # taken: the next batch starts empty
 
 
@@ -306,7 +306,7 @@ def _offered(*schemas: dict[str, Any]) -> type:
     from verihub.trainers.mixture import MixedEnv
     from verihub.trainers.toolenv import environment_class
 
-    return environment_class(MixedEnv("remote", _SchemaEnv(*schemas), 1.0))  # type: ignore[arg-type]
+    return environment_class(MixedEnv("remote", _SchemaEnv(*schemas), 1.0))
 
 
 ACTION = {

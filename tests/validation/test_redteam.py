@@ -243,7 +243,7 @@ def test_check_exploit_declarations_are_checked() -> None:
     with pytest.raises(ValueError, match="declares the exploit 'twice' twice"):
         check(exploits=[Exploit("twice", "hedging", "", build)] * 2)(lambda completion, task: 1.0)
     with pytest.raises(TypeError, match="must be verihub Exploit objects"):
-        Check("c", build, exploits=("hedge",))  # type: ignore[arg-type]
+        Check("c", build, exploits=("hedge",))
     declared = check(exploits=[Exploit("one", Family.LENGTH, "d", build, tasks=1)])(lambda completion, task: 1.0)
     assert verihub.checks.as_check(declared).exploits[0].attempt({}, None) == Attempt("x")
 

@@ -248,7 +248,7 @@ _COLUMNS = ", ".join(
 )
 
 
-def _meta(row: tuple) -> RepoMeta:  # type: ignore[type-arg]
+def _meta(row: tuple) -> RepoMeta:
     return RepoMeta(
         RepoId.parse(row[0]), row[1], bool(row[2]), row[3], row[4], row[5], tuple(json.loads(row[6])), row[7]
     )

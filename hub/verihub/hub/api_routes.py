@@ -203,7 +203,7 @@ def _listing(
     sort: str | None,
     limit: int | None,
     filter: list[str],
-) -> list[dict[str, Any]]:  # noqa: A002
+) -> list[dict[str, Any]]:  # noqa: A002 - the hub API's query parameter is named filter
     wanted_tags = set(filter)
     found = hub.accounts.search(
         text=search,

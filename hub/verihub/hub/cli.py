@@ -133,7 +133,7 @@ def token_create(
     from verihub.hub.accounts import Accounts
 
     data.mkdir(parents=True, exist_ok=True)
-    print(Accounts(data / "hub.db").create_token(user, role))  # type: ignore[arg-type]
+    print(Accounts(data / "hub.db").create_token(user, role))  # type: ignore[arg-type]  # typer checked the role against its choices
 
 
 org_app = typer.Typer(help="Hub organizations.", no_args_is_help=True)

@@ -68,7 +68,7 @@ __all__ = [
 
 
 async def state(request: Request) -> HubState:  # async: no blocking, so no thread-pool hop
-    return request.app.state.hub  # type: ignore[no-any-return]
+    return request.app.state.hub
 
 
 def identity(request: Request, hub: HubState = Depends(state)) -> Identity | None:

@@ -219,7 +219,7 @@ def error_for_code(code: str | None, status: int, message: str, *, commit: str |
     cls = _BY_CODE.get(code or "")
     if cls is None or cls is HubError:
         error = HubError(f"hub error {status}: {message}", commit=commit)
-        error.status = status  # type: ignore[misc]
+        error.status = status  # type: ignore[misc]  # the status a plain HubError carries
         return error
     return cls(message, commit=commit)
 

@@ -234,4 +234,4 @@ def _row(values: tuple[object, ...]) -> LeaderboardRow:
     fields = dict(zip(_FIELDS, values, strict=True))
     fields["dataset"] = RepoId.parse(str(fields["dataset"]))
     fields["environment"] = RepoId.parse(str(fields["environment"]))
-    return LeaderboardRow(**fields)  # type: ignore[arg-type]
+    return LeaderboardRow(**fields)  # type: ignore[arg-type]  # the row's fields, as the table stores them

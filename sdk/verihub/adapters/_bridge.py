@@ -88,7 +88,7 @@ def _read_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
                 raise TimeoutError
             if not selector.select(left):
                 continue
-            chunk = process.stdout.read1(1 << 20)  # type: ignore[attr-defined]
+            chunk = process.stdout.read1(1 << 20)  # type: ignore[attr-defined]  # a BufferedReader's read1, on a pipe
             if not chunk:
                 raise OSError("the bridge ended")
             data += chunk

@@ -120,7 +120,7 @@ class OpenEnvSession(CallsAreTurns, Session, OwnLoop):
         from verihub.adapters.openenv import prompt_text
 
         try:
-            observation, reward, done = await self._connection.step(action)  # type: ignore[union-attr]
+            observation, reward, done = await self._connection.step(action)  # type: ignore[union-attr]  # a step happens on an open connection
         except ActionRefusedError as error:  # the server refused this action; its episode goes on
             return f"error: the environment refused the action: {error}"[:500]
         text = prompt_text(observation)

@@ -113,7 +113,7 @@ class RemoteSession:
                 pass
             try:
                 await asyncio.wait_for(ws.close(), 2)
-            except Exception:  # noqa: BLE001, S110
+            except Exception:  # noqa: BLE001, S110 - closing a connection that is dead already
                 pass
 
     async def reset(self, **options: Any) -> Result:

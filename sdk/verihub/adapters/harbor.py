@@ -256,7 +256,7 @@ def _copy(context: Path, source: str, target: str, workdir: str, files: dict[str
         raise Refused(f"COPY {source}: no such file in the task's environment/")
 
 
-def _text_files(directory: Path, name: str, skip: set[str] = frozenset()) -> dict[str, str]:  # type: ignore[assignment]
+def _text_files(directory: Path, name: str, skip: set[str] = frozenset()) -> dict[str, str]:  # type: ignore[assignment]  # an immutable default, never changed
     if not directory.is_dir():
         raise Refused(f"{name}/ is missing")
     return {

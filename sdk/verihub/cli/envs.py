@@ -44,7 +44,7 @@ def validate(
             help="Run the red-team suite: every exploit known against the verifier's checks, and gold.exploits.",
         ),
     ] = True,
-    grader: GraderOption = [],  # noqa: B006
+    grader: GraderOption = [],  # noqa: B006 - typer copies a list default per call
     grader_token: GraderTokenOption = None,
     grader_timeout: GraderTimeoutOption = 120.0,
 ) -> None:

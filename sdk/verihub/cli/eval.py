@@ -95,7 +95,7 @@ def eval_command(
     ] = None,
     hub: HubOption = None,
     token: TokenOption = None,
-    grader: GraderOption = [],  # noqa: B006
+    grader: GraderOption = [],  # noqa: B006 - typer copies a list default per call
     grader_token: GraderTokenOption = None,
     grader_timeout: GraderTimeoutOption = 120.0,
 ) -> None:

@@ -67,9 +67,9 @@ def serve_command(
 ) -> None:
     """Serve environments over OpenEnv's HTTP/WebSocket protocol (WS /ws, POST /reset|/step), plus POST /grade."""
     try:
-        import fastapi  # noqa: F401
-        import uvicorn  # noqa: F401
-        import websockets  # noqa: F401
+        import fastapi  # noqa: F401 - only whether the serving extra is installed
+        import uvicorn  # noqa: F401 - only whether the serving extra is installed
+        import websockets  # noqa: F401 - only whether the serving extra is installed
     except ImportError as error:
         err.print(f"verihub serve needs {error.name}: pip install 'verihub[hub]'")
         raise typer.Exit(2) from None

@@ -286,10 +286,10 @@ class CallsAreTurns:
     turns: int
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
-        return self._refused() or self._output(self.step(self._single_call(name, arguments)))  # type: ignore[attr-defined]
+        return self._refused() or self._output(self.step(self._single_call(name, arguments)))  # type: ignore[attr-defined]  # the host class's (ToolSession's) methods
 
     async def acall_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
-        return self._refused() or self._output(await self.astep(self._single_call(name, arguments)))  # type: ignore[attr-defined]
+        return self._refused() or self._output(await self.astep(self._single_call(name, arguments)))  # type: ignore[attr-defined]  # the host class's (ToolSession's) methods
 
     def _refused(self) -> str:
         if not self.done:

@@ -94,7 +94,7 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
     reasons = Counter(_fault_kind(r.reason) for r in rollouts if r.reward is None)
     if asked > len(rollouts):
         reasons["no rollout came back"] += asked - len(rollouts)
-    reward = sum(r.reward for r in graded)  # type: ignore[misc]
+    reward = sum(r.reward for r in graded)  # type: ignore[misc]  # graded rollouts have a reward
     answer_faults = Counter(r.answer_fault for r in graded if r.answer_fault)
     return {
         "rollouts": asked,

@@ -29,7 +29,7 @@ def serve() -> None:
     os.close(devnull)
     _die_with_parent()
     # pydantic, which every check's params need, loads before READY: outside the first check's time limit.
-    import verihub.checks.base  # noqa: F401
+    import verihub.checks.base  # noqa: F401 - loaded before READY, outside the first check's time
 
     replies.send_bytes(READY)
     while True:
@@ -49,12 +49,12 @@ def _run(job: bytes) -> bytes:
     start = perf_counter()
     try:
         output = fn(*args)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001 - a check's failure goes back to the host as a fault
         return _reply_error(error)
     seconds = perf_counter() - start
     try:
         return pickle.dumps(("ok", output, seconds))
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001 - a check's failure goes back to the host as a fault
         return _reply_error(TypeError(f"the check's result cannot be sent back: {describe_error(error)}"))
 
 
@@ -63,7 +63,7 @@ def _reply_error(error: BaseException) -> bytes:
         reply = pickle.dumps(("error", error))
         pickle.loads(reply)  # an exception that pickles but cannot be rebuilt would fail in the parent
         return reply
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a check's failure goes back to the host as a fault
         return pickle.dumps(("error", RuntimeError(describe_error(error))))
 
 

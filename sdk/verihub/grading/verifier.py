@@ -304,7 +304,7 @@ class Verifier:
         """Whether this outcome ends grading: an environment fault, or a failed gate."""
         score, _, _, status = outcome
         if status is None:
-            return score < self._stop_below[index]  # type: ignore[operator]
+            return score < self._stop_below[index]  # type: ignore[operator]  # a score is set where the status is None (ran)
         return status is not _SKIPPED
 
     def _conclude(self, outcomes: Sequence[Outcome]) -> Grade:
@@ -320,11 +320,11 @@ class Verifier:
             index += 1
             name, kind, weight, pass_score, gate = rules[index]
             if status is None:
-                passed = score >= pass_score  # type: ignore[operator]
+                passed = score >= pass_score  # type: ignore[operator]  # a score is set where the status is None (ran)
                 results.append(
                     _new_layer_result((name, kind, _PASSED if passed else _FAILED, score, weight, seconds, detail))
                 )
-                reward += weight * score  # type: ignore[operator]
+                reward += weight * score  # type: ignore[operator]  # a score is set where the status is None (ran)
                 if not passed:
                     all_passed = False
                     if gate:
@@ -403,10 +403,10 @@ class Verifier:
         plan = self._inline_plan
         if len(plan) == 1:
             run, timeout = plan[0]
-            return self._conclude((_run_inline(run, completion, task, timeout),))  # type: ignore[arg-type]
+            return self._conclude((_run_inline(run, completion, task, timeout),))
         outcomes: list[Outcome] = []
         for index, (run, timeout) in enumerate(plan):
-            outcome = _run_inline(run, completion, task, timeout)  # type: ignore[arg-type]
+            outcome = _run_inline(run, completion, task, timeout)
             outcomes.append(outcome)
             if self._ends(index, outcome):
                 break
@@ -432,7 +432,7 @@ class Verifier:
     async def _run_layer(self, layer: BoundLayer, task: Task, completion: str) -> Outcome:
         timeout = layer.spec.timeout_s
         if layer.mode == "inline":
-            return _run_inline(layer.run, completion, task, timeout)  # type: ignore[arg-type]
+            return _run_inline(layer.run, completion, task, timeout)  # type: ignore[arg-type]  # an inline layer is a check layer: its run is set
         if layer.spec.layer is LayerKind.JUDGE and self.judge is None:
             if self.on_missing_judge == "skip":
                 return None, "no judge configured", 0.0, _SKIPPED
@@ -471,7 +471,7 @@ class Verifier:
     def _coroutine(self, layer: BoundLayer, task: Task, completion: str) -> Any:
         if layer.spec.layer is LayerKind.JUDGE:
             return self._judge(layer, task, completion)
-        return layer.run(completion, task)  # type: ignore[misc]
+        return layer.run(completion, task)  # type: ignore[misc]  # a check layer: its run is set
 
     async def _judge(self, layer: BoundLayer, task: Task, completion: str) -> CheckResult:
         assert self.judge is not None

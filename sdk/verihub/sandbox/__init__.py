@@ -132,11 +132,11 @@ _executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="verihub-sandb
 
 async def arun(command: str | Sequence[str], **options: object) -> Result:
     """:func:`run` without blocking the event loop."""
-    call = functools.partial(run, command, **options)  # type: ignore[arg-type]
+    call = functools.partial(run, command, **options)  # type: ignore[arg-type]  # run's keywords, passed through
     return await asyncio.get_running_loop().run_in_executor(_executor, call)
 
 
 async def arun_python(code: str, **options: object) -> Result:
     """:func:`run_python` without blocking the event loop."""
-    call = functools.partial(run_python, code, **options)  # type: ignore[arg-type]
+    call = functools.partial(run_python, code, **options)  # type: ignore[arg-type]  # run's keywords, passed through
     return await asyncio.get_running_loop().run_in_executor(_executor, call)

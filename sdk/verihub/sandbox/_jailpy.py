@@ -30,7 +30,7 @@ def run_main(code, path):
         status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         if not isinstance(exit_.code, (int, type(None))):
             print(exit_.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - the program's own failure: printed, as python would
         import traceback  # costs milliseconds: only when there is a traceback to print
 
         kind, value, trace = sys.exc_info()
@@ -39,7 +39,7 @@ def run_main(code, path):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a stream the program closed: nothing left to flush
             pass
     return status & 0xFF
 
@@ -64,8 +64,8 @@ def packed(directory):
     """The work dir as frames, or (past the codec's bounds, or unreadable) the reason it cannot be kept."""
     try:
         return to_frames(pack(directory))  # noqa: F821 - from _archive.py
-    except (UnsafeArchive, OSError) as error:  # noqa: F821
-        return failed_frames(str(error))  # noqa: F821
+    except (UnsafeArchive, OSError) as error:  # noqa: F821 - defined by _archive.py, sent to the jail before this file
+        return failed_frames(str(error))  # noqa: F821 - defined by _archive.py, sent to the jail before this file
 
 
 def bootstrap():

@@ -36,8 +36,8 @@ import time
 import traceback
 
 # Preloaded so that a forked run does not pay for them.
-import collections, dataclasses, decimal, fractions, functools, heapq, itertools, math, random, re, string  # noqa: E401,F401
-import typing, unittest  # noqa: E401,F401
+import collections, dataclasses, decimal, fractions, functools, heapq, itertools, math, random, re, string  # noqa: E401,F401 - preloaded for the runs it forks
+import typing, unittest  # noqa: E401,F401 - preloaded for the runs it forks
 
 PROTOCOL_IN, PROTOCOL_OUT = os.dup(0), os.dup(1)
 WORK = "/work"
@@ -88,7 +88,7 @@ def serve(clean, mounts, own_network, outputs):
     kill_others()  # before the work dir is packed: nothing of the run is left to interfere
     send(header)
     for which in (0, 1):
-        write_all(PROTOCOL_OUT, outputs.view(which, header["stdout" if which == 0 else "stderr"]))  # noqa: F821
+        write_all(PROTOCOL_OUT, outputs.view(which, header["stdout" if which == 0 else "stderr"]))  # noqa: F821 - defined by _archive.py, sent to the jail before this file
     if header["files"]:
         send_files()
     outputs.wipe()
@@ -139,11 +139,11 @@ def child(control, out_write, err_write, to_close):
         if request.get("files"):
             unpack(from_frames(base64.b64decode(request["files"])), WORK)  # noqa: F821 - from _archive.py
         limits = {key: request[key] for key in ("wall_s", "max_output", "keep_files")}
-        write_all(control, json.dumps(limits).encode())  # noqa: F821
+        write_all(control, json.dumps(limits).encode())  # noqa: F821 - defined by _archive.py, sent to the jail before this file
         os.close(control)
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - any failure is reported to the host, never the worker's silent end
         try:
-            write_all(control, json.dumps({"error": traceback.format_exc()[-2000:]}).encode())  # noqa: F821
+            write_all(control, json.dumps({"error": traceback.format_exc()[-2000:]}).encode())  # noqa: F821 - defined by _archive.py, sent to the jail before this file
         finally:
             os._exit(127)
     try:
@@ -164,11 +164,11 @@ def child(control, out_write, err_write, to_close):
         os.environ.update(request["env"])
         if request.get("code") is not None:
             LIBC.prctl(4, 1, 0, 0, 0)  # dumpable again, as in a fresh jail (/proc/self readable)
-            os._exit(run_main(request["code"], os.path.join(WORK, "main.py")))  # noqa: F821
+            os._exit(run_main(request["code"], os.path.join(WORK, "main.py")))  # noqa: F821 - defined by _archive.py, sent to the jail before this file
         argv = request["argv"]
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; exec'd programs must not
         os.execvpe(argv[0], argv, dict(os.environ))
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - any failure is reported to the host, never the worker's silent end
         try:
             traceback.print_exc()
         finally:
@@ -314,15 +314,15 @@ def send_files():
             os.close(began_read)
             data = packed(WORK)  # noqa: F821 - from _jailpy.py
             os.write(began_write, b"w")
-            write_all(PROTOCOL_OUT, struct.pack(">I", len(data)) + data)  # noqa: F821
+            write_all(PROTOCOL_OUT, struct.pack(">I", len(data)) + data)  # noqa: F821 - defined by _archive.py, sent to the jail before this file
         finally:
             os._exit(0)
     os.close(began_write)
     began = read_all(began_read)  # noqa: F821 - until the packer exits
     _, status = os.waitpid(pid, 0)
     if not began:
-        data = failed_frames("the work dir could not be packed (exit status %d)" % status)  # noqa: F821
-        write_all(PROTOCOL_OUT, struct.pack(">I", len(data)) + data)  # noqa: F821
+        data = failed_frames("the work dir could not be packed (exit status %d)" % status)  # noqa: F821 - defined by _archive.py, sent to the jail before this file
+        write_all(PROTOCOL_OUT, struct.pack(">I", len(data)) + data)  # noqa: F821 - defined by _archive.py, sent to the jail before this file
     elif status != 0:
         os._exit(70)  # it died halfway through its message: the protocol is lost, the host replaces us
 

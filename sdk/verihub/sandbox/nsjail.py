@@ -134,7 +134,7 @@ class NsjailSandbox:
         else:
             # A command: a bash wrapper unpacks the snapshot's (canonical) tar archive.
             assert request.command is not None
-            inbound = pipes.feed(request.files.tar) if request.files else None  # type: ignore[assignment]
+            inbound = pipes.feed(request.files.tar) if request.files else None  # type: ignore[assignment]  # a descriptor or None, as the python path's
             configure = functools.partial(self.jail_config, request.command, limits, inbound, control, keep_files)
         try:
             config = configure()

@@ -135,7 +135,7 @@ def _by_deadline(receive: Any, deadline: float, seconds: float) -> Any:
     async def receive_by_deadline() -> dict[str, Any]:
         nonlocal done
         if done:  # the body is in: what follows (a disconnect) has no deadline
-            return await receive()  # type: ignore[no-any-return]
+            return await receive()
         try:
             async with asyncio.timeout_at(deadline):
                 message: dict[str, Any] = await receive()

@@ -392,7 +392,7 @@ class RemoteGrader:
         for batch, answers in zip(batches, graded, strict=True):
             for index, grade in zip(batch, answers, strict=True):
                 grades[index] = grade
-        return grades  # type: ignore[return-value]
+        return grades  # type: ignore[return-value]  # every slot is filled by the loop above
 
     async def _batch(self, pairs: list[tuple[Task, str]]) -> list[Grade]:
         """One POST /grade on some server; every pair ``env_error`` if none does it."""

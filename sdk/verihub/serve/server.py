@@ -90,7 +90,7 @@ def _head_deadline(seconds: float) -> type:
     until the server runs out of file descriptors."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    class HeadDeadline(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+    class HeadDeadline(AutoHTTPProtocol):  # type: ignore[misc, valid-type]  # uvicorn's protocol class, chosen at run time
         _timer: Any = None
 
         def connection_made(self, transport: Any) -> None:

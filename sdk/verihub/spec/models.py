@@ -125,8 +125,8 @@ class DatasetSpec(_Section):
         for name, fraction in split.items():
             if not 0 < float(fraction) <= 1:
                 raise ValueError(f"fraction for {name!r} must be > 0 and <= 1, got {fraction}")
-        if sum(values) > 1 + 1e-9:  # type: ignore[arg-type]
-            raise ValueError(f"fractions sum to {sum(values):g}; they must sum to at most 1")  # type: ignore[arg-type]
+        if sum(values) > 1 + 1e-9:  # type: ignore[arg-type]  # every value is a number here: checked above
+            raise ValueError(f"fractions sum to {sum(values):g}; they must sum to at most 1")  # type: ignore[arg-type]  # every value is a number here: checked above
         return split
 
     @model_validator(mode="after")

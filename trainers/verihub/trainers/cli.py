@@ -94,7 +94,7 @@ def train_command(
             "--grader",
             help="URL of a `verihub serve` of the same environments, repeatable: rewards and tool sessions run there.",
         ),
-    ] = [],  # noqa: B006
+    ] = [],  # noqa: B006 - typer copies a list default per call
     grader_token: GraderTokenOption = None,
     asynchronous: Annotated[
         bool,
@@ -169,13 +169,13 @@ def sft_command(
     lora: LoraOption = False,
     trajectories: Annotated[
         list[Path], typer.Option(help='JSONL of {"messages": [...]} conversations, repeatable.')
-    ] = [],  # noqa: B006
+    ] = [],  # noqa: B006 - typer copies a list default per call
     max_steps: StepsOption = -1,
     output_dir: Annotated[Path, typer.Option("--output-dir", help="Where the model (or adapter) goes.")] = Path(
         "runs/sft"
     ),
     hub: HubOption = None,
-    overrides: SetOption = [],  # noqa: B006
+    overrides: SetOption = [],  # noqa: B006 - typer copies a list default per call
     quiet: QuietOption = False,
     log_format: LogFormatOption = "rich",
 ) -> None:

@@ -191,9 +191,8 @@ class _TRLTrainer(trl.GRPOTrainer):
             buckets,
             self.verihub_run.curriculum,
             mini_repeat_count=self.num_generations,
-            # GRPOConfig's __post_init__ fills both from the batch sizes: never None here
-            batch_size=self.args.generation_batch_size // self.num_generations,  # type: ignore[operator]
-            repeat_count=self.num_iterations * self.args.steps_per_generation,  # type: ignore[operator]
+            batch_size=self.args.generation_batch_size // self.num_generations,  # type: ignore[operator]  # set by GRPOConfig
+            repeat_count=self.num_iterations * self.args.steps_per_generation,  # type: ignore[operator]  # set by GRPOConfig
             seed=self.args.seed,
         )
         return self.sampler
@@ -220,7 +219,7 @@ class _TRLTrainer(trl.GRPOTrainer):
         return {**drawn, "task_ids": [self._task_ids[row] for row in drawn["rows"]]}
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if self.model.training and not any(key.startswith("eval_") for key in logs):  # type: ignore[union-attr]
+        if self.model.training and not any(key.startswith("eval_") for key in logs):  # type: ignore[union-attr]  # the model is set once training runs
             logs.update(self.verihub_run._run_metrics())
         super().log(logs, start_time)
 

@@ -106,9 +106,9 @@ class RunMonitor:
         for start in range(0, len(outcomes) - self.group_size + 1, self.group_size):
             group = outcomes[start : start + self.group_size]
             if self.group_size > 1 and all(o is not None and not o.fault for o in group):
-                window = self._windows[group[0].env]  # type: ignore[union-attr]
+                window = self._windows[group[0].env]  # type: ignore[union-attr]  # no None in the group: checked above
                 window.groups += 1
-                window.identical += len({o.text for o in group}) == 1  # type: ignore[union-attr]
+                window.identical += len({o.text for o in group}) == 1  # type: ignore[union-attr]  # no None in the group: checked above
 
     def record_heldout(self, rates: Mapping[str, HeldoutRate]) -> None:
         """Held-out pass rates (:func:`~verihub.trainers.heldout.heldout_pass_rates`), faults counted as failed."""

@@ -46,10 +46,10 @@ DEPENDENCY_WARNINGS: tuple[tuple[type[Warning], str, str], ...] = (
 )
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+class _Stderr(logging.StreamHandler):
     """A handler on whatever ``sys.stderr`` is when a record comes (the live display redirects it)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> IO[str]:
         return sys.stderr
 

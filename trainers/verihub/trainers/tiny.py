@@ -97,25 +97,25 @@ def make_tiny_model(
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,  # type: ignore[arg-type]
+        intermediate_size=hidden_size * 2,
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=max(1, heads // 2),
         max_position_embeddings=4096,
         tie_word_embeddings=True,
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),  # type: ignore[attr-defined]
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,  # type: ignore[attr-defined]
+        pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,  # type: ignore[attr-defined]
+        pad_token_id=tokenizer.pad_token_id,
         do_sample=True,
         temperature=1.0,
         max_new_tokens=64,
     )
     model.save_pretrained(out)
-    tokenizer.save_pretrained(out)  # type: ignore[attr-defined]
+    tokenizer.save_pretrained(out)
     return out

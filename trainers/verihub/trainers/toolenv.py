@@ -200,7 +200,7 @@ def _session_tool(env_name: str, function: Mapping[str, Any]) -> Callable[..., A
         for field, schema in fields.items()
     ]
     tool.__name__ = tool.__qualname__ = name
-    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__signature__ = signature  # type: ignore[attr-defined]  # what inspect.signature reads
     tool.__annotations__ = {**hints, "return": str}
     tool.__doc__ = _one_line(function.get("description"), name) + ("\n\nArgs:\n" + "\n".join(lines) if lines else "")
     return tool
@@ -241,7 +241,7 @@ class _SchemaWalk:
             schema["enum"] if isinstance(schema.get("enum"), list) else [schema["const"]] if "const" in schema else None
         )
         if choices and all(type(choice) in (str, int, float, bool, type(None)) for choice in choices):
-            return Literal[tuple(dict.fromkeys(choices))[:64]]  # type: ignore[misc]
+            return Literal[tuple(dict.fromkeys(choices))[:64]]
         alternatives = schema.get("anyOf") or schema.get("oneOf")
         if isinstance(alternatives, list) and alternatives:
             return self._union([self.hint(one, depth + 1) for one in alternatives[:16]])
@@ -249,10 +249,10 @@ class _SchemaWalk:
         if isinstance(kind, list) and kind:
             return self._union([self.hint({**schema, "type": one}, depth + 1) for one in kind[:8]])
         if kind == "array":
-            return list[self.hint(schema.get("items"), depth + 1)]  # type: ignore[misc]
+            return list[self.hint(schema.get("items"), depth + 1)]  # type: ignore[misc]  # a type built at run time from the schema
         return self._SIMPLE.get(kind, Any) if isinstance(kind, str) else Any
 
     @staticmethod
     def _union(hints: list[Any]) -> Any:
         unique = list(dict.fromkeys(hints))
-        return Any if Any in unique else unique[0] if len(unique) == 1 else Union[tuple(unique)]  # noqa: UP007
+        return Any if Any in unique else unique[0] if len(unique) == 1 else Union[tuple(unique)]  # noqa: UP007 - a Union of a runtime tuple: | cannot build one

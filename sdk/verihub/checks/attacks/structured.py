@@ -80,7 +80,7 @@ def _numbers_as(replace: Any, applies: Any = lambda value: True) -> Any:
                     for key, value in expected.items()
                 ]
             )
-        )  # type: ignore[union-attr]
+        )
 
     return build
 
