@@ -1,4 +1,4 @@
-"""Every size limit of the hub, in one place (a hub operator's reference; the README points here).
+"""Every size limit of the hub, in one place (a hub operator's reference; docs/hub.md points here).
 
 Request bodies are read only after authorization and only up to these sizes (a 413 past them); a release's
 wheel and sdist are read member by member, and refused (a 400, ``ArchiveTooLarge``) once they unpack past
