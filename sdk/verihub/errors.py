@@ -22,6 +22,7 @@ __all__ = [
     "EnvNotFoundError",
     "EvalResultsError",
     "ExposedError",
+    "FrameError",
     "GenerationError",
     "GraderError",
     "JudgeError",
@@ -181,6 +182,15 @@ class RemoteEnvError(VerihubError):
     def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+class FrameError(VerihubError, ValueError):
+    """A WebSocket frame that breaks OpenEnv's protocol (``code``: the error code it earns), or, with ``sent``,
+    an error frame the other end sent (``code``: its code)."""
+
+    def __init__(self, message: str, code: str, *, sent: bool = False) -> None:
+        super().__init__(message)
+        self.code, self.sent = code, sent
 
 
 class ActionRefusedError(RemoteEnvError):

@@ -11,8 +11,8 @@ import pytest
 
 import verihub
 from conftest import REPO, MakeEnv, start_serve, stop_serve
+from verihub.serve.frames import MAX_FRAME
 from verihub.serve.graders import GraderPool
-from verihub.serve.wire import MAX_FRAME
 from verihub.spec.models import MAX_ANSWER_CHARS
 
 SPEC = """\

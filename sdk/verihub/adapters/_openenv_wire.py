@@ -18,16 +18,13 @@ from types import TracebackType
 from typing import Any
 
 from verihub._sync import LoopThread
-from verihub.errors import ActionRefusedError, MissingDependencyError, RemoteEnvError, describe_error
+from verihub.errors import ActionRefusedError, FrameError, MissingDependencyError, RemoteEnvError, describe_error
+from verihub.serve.frames import MAX_FRAME, ErrorCode, read_reply, request_frame, ws_url
 
 __all__ = ["MAX_REPLY_BYTES", "ActionRefusedError", "OwnLoop", "RemoteEnvError", "RemoteSession", "fetch"]
 
 INSTALL_HINT = "pip install openenv"
-MAX_REPLY_BYTES = 1 << 20
-
-
-def _ws_url(url: str) -> str:
-    return "ws" + url.removeprefix("http") + "/ws"
+MAX_REPLY_BYTES = MAX_FRAME  # a remote's reply, by default (its spec may allow more)
 
 
 @functools.cache
@@ -90,7 +87,7 @@ class RemoteSession:
         connect = _websockets()
         try:
             self._ws = await connect(
-                _ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes, close_timeout=1
+                ws_url(self.url), open_timeout=self.timeout_s, max_size=self.max_reply_bytes, close_timeout=1
             )
         except (OSError, TimeoutError) as error:
             raise RemoteEnvError(f"cannot reach the OpenEnv server at {self.url}: {describe_error(error)}") from error
@@ -108,7 +105,7 @@ class RemoteSession:
         ws, self._ws = self._ws, None
         if ws is not None:
             try:
-                await asyncio.wait_for(ws.send(json.dumps({"type": "close"})), 1)
+                await asyncio.wait_for(ws.send(request_frame("close")), 1)
             except Exception:  # noqa: BLE001, S110 - closing a dead connection is done already
                 pass
             try:
@@ -128,10 +125,9 @@ class RemoteSession:
     async def _request(self, kind: str, data: dict[str, Any] | None) -> dict[str, Any]:
         if self._ws is None:
             raise RemoteEnvError(f"the session with {self.url} is closed")
-        message = {"type": kind} if data is None else {"type": kind, "data": data}
         try:
             try:
-                await asyncio.wait_for(self._ws.send(json.dumps(message)), self.timeout_s)
+                await asyncio.wait_for(self._ws.send(request_frame(kind, data)), self.timeout_s)
             except TimeoutError:
                 raise
             except Exception:  # noqa: BLE001, S110 - closed by the far end: a refusal (capacity) may be queued
@@ -146,21 +142,13 @@ class RemoteSession:
                 f"the connection to {self.url} broke during {kind}: {describe_error(error)}"
             ) from error
         try:
-            frame = json.loads(raw)
-        except (ValueError, RecursionError) as error:
-            raise RemoteEnvError(f"{self.url} answered {kind} with malformed JSON: {describe_error(error)}") from error
-        if not isinstance(frame, dict) or not isinstance(frame.get("data"), dict):
-            raise RemoteEnvError(f"{self.url} answered {kind} with a frame that is not {{type, data: {{...}}}}")
-        reply: dict[str, Any] = frame["data"]
-        if frame.get("type") == "error":
-            code = str(reply.get("code", "UNKNOWN"))[:40]
-            text = f"{self.url} answered {kind} with error {code}: {str(reply.get('message', ''))[:300]}"
-            raise (ActionRefusedError if kind == "step" and code == "VALIDATION_ERROR" else RemoteEnvError)(text, code)
-        wanted = "state" if kind == "state" else "observation"
-        if frame.get("type") != wanted:
-            shown = str(frame.get("type"))[:40]
-            raise RemoteEnvError(f"{self.url} answered {kind} with a {shown!r} frame, not {wanted!r}")
-        return reply
+            return read_reply(raw, kind)
+        except FrameError as error:
+            refused = error.sent and kind == "step" and error.code == ErrorCode.VALIDATION_ERROR  # the answer's fault
+            code = error.code if error.sent else None
+            raise (ActionRefusedError if refused else RemoteEnvError)(
+                f"{self.url} answered {kind} with {error}", code
+            ) from None
 
     def _result(self, data: dict[str, Any], kind: str) -> Result:
         observation, reward, done = data.get("observation"), data.get("reward"), data.get("done", False)

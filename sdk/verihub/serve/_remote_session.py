@@ -15,7 +15,6 @@ the pool's ``attempts`` the session ends as a fault (reward None) with every ser
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,16 +27,15 @@ from verihub.environment.session import (
     _assistant_message,
     turn_chars,
 )
-from verihub.errors import MissingDependencyError, describe_error
+from verihub.errors import FrameError, MissingDependencyError, describe_error
 from verihub.grading.grade import Grade, GradeStatus, grade_detail, grade_from_detail
+from verihub.serve.frames import TRANSPORT_MAX, ErrorCode, read_reply, request_frame, ws_url
 from verihub.serve.graders import Refuses, Retry, Unavailable
 
 if TYPE_CHECKING:
     from verihub.serve.graders import RemoteGrader, _Server
 
 __all__ = ["RemoteSession"]
-
-MAX_FRAME = (1 << 20) + 1024  # the server's bound on a frame, and what it may send back
 
 
 class RemoteSession(CallsAreTurns):
@@ -173,12 +171,11 @@ class RemoteSession(CallsAreTurns):
             raise MissingDependencyError("remote tool sessions need websockets: pip install 'verihub[hub]'") from None
         from websockets.exceptions import InvalidStatus, WebSocketException
 
-        url = server.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/ws"
         try:
             self._connection = await connect(
-                url,
+                ws_url(server.url),
                 additional_headers=self.pool.headers,
-                max_size=MAX_FRAME,
+                max_size=TRANSPORT_MAX,
                 open_timeout=self.pool.timeout_s,
                 close_timeout=1,
                 ping_interval=None,
@@ -193,25 +190,22 @@ class RemoteSession(CallsAreTurns):
         server.busy += 1
         split = self.grader.split
         await self._send(
-            {
-                "type": "reset",
-                "data": {"env": self.env.id, "task_id": str(self.task["id"]), **({"split": split} if split else {})},
-            }
+            "reset", {"env": self.env.id, "task_id": str(self.task["id"]), **({"split": split} if split else {})}
         )
 
     async def _exchange(self, message: Message) -> tuple[dict[str, Any], bool, dict[str, Any]]:
-        data = await self._send({"type": "step", "data": message})
+        data = await self._send("step", message)
         observation, metadata = data.get("observation"), data.get("metadata")
         if not isinstance(observation, dict) or not isinstance(metadata, dict):
             raise Retry("an observation frame without observation and metadata")
         return observation, bool(data.get("done")), metadata
 
-    async def _send(self, frame: dict[str, Any]) -> dict[str, Any]:
+    async def _send(self, kind: str, data: Any) -> dict[str, Any]:
         """One frame out, its answer's data back; a dropped or silent connection is :class:`Retry`."""
         from websockets.exceptions import ConnectionClosed, WebSocketException
 
         try:
-            await self._connection.send(json.dumps(frame))
+            await self._connection.send(request_frame(kind, data))
             text = await asyncio.wait_for(self._connection.recv(), self.pool.timeout_s)
         except TimeoutError:
             raise Retry(f"no answer in {self.pool.timeout_s:g}s") from None
@@ -222,18 +216,9 @@ class RemoteSession(CallsAreTurns):
         except (OSError, WebSocketException) as error:
             raise Retry(f"the session dropped: {describe_error(error)}"[:300]) from None
         try:
-            answer = json.loads(text)
-        except ValueError:
-            raise Retry("a frame that is not JSON") from None
-        data = answer.get("data") if isinstance(answer, dict) else None
-        if not isinstance(data, dict):
-            raise Retry("a frame without data")
-        if answer.get("type") == "error":
-            code, why = data.get("code"), str(data.get("message", ""))[:300]
-            raise Retry(f"full ({why})" if code == "CAPACITY_REACHED" else f"{code}: {why}")
-        if answer.get("type") != "observation":
-            raise Retry(f"an unexpected {answer.get('type')!r} frame")
-        return data
+            return read_reply(text, kind)
+        except FrameError as error:
+            raise Retry(f"full ({error})" if error.code == ErrorCode.CAPACITY_REACHED else str(error)) from None
 
     async def _hang_up(self) -> None:
         connection, self._connection = self._connection, None

@@ -27,12 +27,12 @@ from fastapi.responses import JSONResponse
 
 from verihub.environment.core import Environment
 from verihub.errors import ExposedError, ListenError
+from verihub.serve.frames import TRANSPORT_MAX
 from verihub.serve.gate import BODY_S, Gate
 from verihub.serve.http import Refused, problem
 from verihub.serve.http import router as http_router
 from verihub.serve.listen import tcp_listener
 from verihub.serve.state import Catalog, ServeState, TaskNotFound
-from verihub.serve.wire import MAX_FRAME
 from verihub.serve.ws import router as ws_router
 
 __all__ = ["ExposedError", "ListenError", "TaskNotFound", "create_app", "run"]
@@ -172,7 +172,7 @@ def run(
         app,
         http=_head_deadline(min(idle_timeout_s, HEAD_S)),
         ws="websockets-sansio",
-        ws_max_size=MAX_FRAME + 1024,
+        ws_max_size=TRANSPORT_MAX,
         log_level="warning",
     )
     # Start-up's objects (modules, the environments and their tasks) live as long as the server: frozen,

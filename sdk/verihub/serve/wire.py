@@ -1,27 +1,20 @@
-"""The wire format of ``verihub serve``: OpenEnv's frames and bodies, with verihub's bounds.
-
-OpenEnv's WebSocket protocol: the client sends ``{"type": "reset" | "step" | "state" | "close", "data": ...}``;
-the server answers ``{"type": "observation", "data": {observation, reward, done, metadata}}``,
-``{"type": "state", "data": ...}`` or ``{"type": "error", "data": {message, code}}``. The codes are
-OpenEnv's, so its client raises them as they are.
-"""
+"""The wire format of ``verihub serve``: OpenEnv's bodies and what its frames carry, with verihub's bounds (the
+frames themselves, for both ends: :mod:`verihub.serve.frames`)."""
 
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, with_config
 
 from verihub.environment.session import StepResult
+from verihub.serve.frames import reply_frame
 
 __all__ = [
     "MAX_BODY",
-    "MAX_FRAME",
     "MAX_GRADES",
     "MAX_LISTED",
-    "ErrorCode",
     "GradeItem",
     "GradeRequest",
     "RangeBody",
@@ -29,25 +22,14 @@ __all__ = [
     "SplitBody",
     "StepBody",
     "TaskBody",
-    "error_frame",
     "grade_items",
     "observation_frame",
     "step_body",
 ]
 
-MAX_FRAME = 1 << 20  # bytes in one WebSocket frame: a turn's text and tool calls, never a dataset
 MAX_BODY = 16 << 20  # bytes in one HTTP body (POST /grade carries many completions)
 MAX_GRADES = 1024  # items in one POST /grade
 MAX_LISTED = 10_000  # tasks in one listing; past it, page with /{env}/task_range
-
-
-class ErrorCode(StrEnum):  # OpenEnv's WSErrorCode values
-    INVALID_JSON = "INVALID_JSON"
-    UNKNOWN_TYPE = "UNKNOWN_TYPE"
-    VALIDATION_ERROR = "VALIDATION_ERROR"
-    EXECUTION_ERROR = "EXECUTION_ERROR"
-    CAPACITY_REACHED = "CAPACITY_REACHED"
-    SESSION_ERROR = "SESSION_ERROR"
 
 
 class _Strict(BaseModel):
@@ -159,8 +141,4 @@ def step_body(result: StepResult) -> dict[str, Any]:
 
 
 def observation_frame(result: StepResult) -> str:
-    return json.dumps({"type": "observation", "data": step_body(result)})
-
-
-def error_frame(code: ErrorCode, message: str, **extra: Any) -> str:
-    return json.dumps({"type": "error", "data": {"message": message[:2000], "code": str(code), **extra}})
+    return reply_frame("observation", step_body(result))

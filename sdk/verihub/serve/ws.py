@@ -4,7 +4,6 @@ frames."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -13,8 +12,9 @@ from pydantic import ValidationError
 from verihub.environment.session import Session, SessionError, StepResult
 from verihub.errors import describe_error
 from verihub.serve.body import describe
+from verihub.serve.frames import ErrorCode, FrameError, error_frame, read_request, reply_frame
 from verihub.serve.state import ServeState, TaskNotFound
-from verihub.serve.wire import MAX_FRAME, ErrorCode, ResetParams, action_of, error_frame, observation_frame
+from verihub.serve.wire import ResetParams, action_of, observation_frame
 
 __all__ = ["router"]
 
@@ -94,22 +94,15 @@ async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> Non
             return
         if message["type"] == "websocket.disconnect":
             return
-        text = message.get("text")
-        if text is None or len(text) > MAX_FRAME:
-            await websocket.send_text(
-                error_frame(ErrorCode.INVALID_JSON, f"frames are JSON text of at most {MAX_FRAME} bytes")
-            )
-            continue
         try:
-            frame = json.loads(text)
-        except (ValueError, RecursionError) as error:  # also past int_max_str_digits, or nested too deep
-            await websocket.send_text(error_frame(ErrorCode.INVALID_JSON, f"invalid JSON: {str(error)[:200]}"))
+            kind, data = read_request(message.get("text"))
+        except FrameError as error:
+            await websocket.send_text(error_frame(error.code, str(error)))
             continue
-        kind = frame.get("type") if isinstance(frame, dict) else None
         if kind == "close":
             return
         try:
-            reply = await _answer(kind, frame.get("data", {}) if isinstance(frame, dict) else None, state, slot)
+            reply = await _answer(kind, data, state, slot)
             if kind in ("reset", "step"):
                 worked = loop.time()  # after the work: a long tool call is not idle time
         except ValidationError as error:
@@ -121,7 +114,7 @@ async def _converse(websocket: WebSocket, state: ServeState, slot: _Slot) -> Non
         await websocket.send_text(reply)
 
 
-async def _answer(kind: Any, data: Any, state: ServeState, slot: _Slot) -> str:
+async def _answer(kind: str, data: Any, state: ServeState, slot: _Slot) -> str:
     if kind == "reset":
         params = ResetParams.model_validate(data if data is not None else {})
         env, row = state.catalog.task(params)
@@ -133,11 +126,9 @@ async def _answer(kind: Any, data: Any, state: ServeState, slot: _Slot) -> str:
         if slot.session is None:
             raise SessionError("send a reset frame first: it picks the task")
         return observation_frame(await slot.session.astep(action_of(data)))
-    if kind == "state":
-        if slot.session is None:
-            return json.dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}})
-        shown = slot.session.state()
-        if slot.episode_id is not None:
-            shown["episode_id"] = slot.episode_id
-        return json.dumps({"type": "state", "data": shown})
-    return error_frame(ErrorCode.UNKNOWN_TYPE, f"unknown frame type {kind!r}: use reset, step, state or close")
+    if slot.session is None:  # a state frame, the one kind left
+        return reply_frame("state", {"episode_id": None, "step_count": 0})
+    shown = slot.session.state()
+    if slot.episode_id is not None:
+        shown["episode_id"] = slot.episode_id
+    return reply_frame("state", shown)
