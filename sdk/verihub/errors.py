@@ -17,26 +17,34 @@ __all__ = [
     "REASON_CHARS",
     "ActionRefusedError",
     "BodyTooLarge",
+    "CheckError",
     "CheckNotFoundError",
     "CorruptResultsError",
+    "DataError",
     "EnvNotFoundError",
     "EvalResultsError",
     "ExposedError",
+    "FileMissingError",
     "FrameError",
     "GenerationError",
     "GraderError",
     "JudgeError",
     "ListenError",
     "MissingDependencyError",
+    "NotFoundError",
     "RemoteEnvError",
     "ResumeMismatchError",
+    "RolloutStalledError",
+    "RolloutWorkerError",
     "SandboxInfraError",
     "SandboxUnavailable",
     "SessionError",
     "SpecError",
     "SpecProblem",
+    "TargetExistsError",
     "TemplateNotFoundError",
     "UnknownDatasetError",
+    "UsageError",
     "VerifiersError",
     "VerihubError",
     "WeightSyncError",
@@ -228,3 +236,39 @@ class SessionError(VerihubError, ValueError):
 class WeightSyncError(VerihubError, RuntimeError):
     """The server does not answer as the trainer's policy does after a weight sync: training stops rather
     than learn from rollouts of weights it believes it sent."""
+
+
+class UsageError(VerihubError, ValueError):
+    """An argument or setting given to verihub cannot be used: the message names it and says what would."""
+
+
+class DataError(VerihubError, ValueError):
+    """Data verihub reads cannot be used as declared: a task's column, a judge's verdict, a server's grade, a
+    results, metrics or trajectories file; the message says which and where."""
+
+
+class NotFoundError(VerihubError, KeyError):
+    """A split, a layer or a name the object at hand does not have; the message lists what it has."""
+
+    __str__ = Exception.__str__  # the message as written, not KeyError's quoted repr
+
+
+class FileMissingError(VerihubError, FileNotFoundError):
+    """A file verihub was pointed at does not exist; the message says what to point at."""
+
+
+class TargetExistsError(VerihubError, FileExistsError):
+    """What verihub would create exists already; nothing was written."""
+
+
+class CheckError(VerihubError, RuntimeError):
+    """A check reached no verdict (the task's tests did not finish, a scorer returned NaN): a fault, whose
+    fault the attribution decides (verihub.grading.faults)."""
+
+
+class RolloutWorkerError(VerihubError, RuntimeError):
+    """The asynchronous trainer's rollout worker stopped, or its thread ended."""
+
+
+class RolloutStalledError(RolloutWorkerError, TimeoutError):
+    """The rollout worker produced nothing for longer than the trainer waits."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
+from verihub.errors import UsageError
+
 __all__ = ["RESERVED_OWNERS", "RepoId", "canonical_name", "dist_name"]
 
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,94}[a-z0-9])?$")
@@ -27,12 +29,12 @@ def canonical_name(value: str, part: str = "name", within: str | None = None) ->
     lowered = value.strip().lower() if value.isascii() else ""
     if not _NAME.match(lowered) or ".." in lowered or "--" in lowered:
         where = f" in {within!r}" if within is not None else ""
-        raise ValueError(
+        raise UsageError(
             f"repository {part} {value!r}{where}: use letters, digits, '-', '_' and '.', start and end "
             "with a letter or digit, no '--' or '..', at most 96 characters"
         )
     if part == "owner" and lowered in RESERVED_OWNERS:
-        raise ValueError(
+        raise UsageError(
             f"repository owner {value!r}: {', '.join(sorted(RESERVED_OWNERS))} are reserved (server routes)"
         )
     return lowered
@@ -54,7 +56,7 @@ class RepoId:
         """``owner/name``; ValueError naming the rule that ``text`` breaks."""
         owner, slash, name = text.strip().partition("/")
         if not slash or "/" in name:
-            raise ValueError(f"repository id {text!r} must look like owner/name")
+            raise UsageError(f"repository id {text!r} must look like owner/name")
         return cls(owner, name)
 
     def __str__(self) -> str:

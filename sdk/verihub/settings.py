@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Literal, cast
 
+from verihub.errors import UsageError
+
 __all__ = [
     "gem_python",
     "hub_location",
@@ -33,7 +35,7 @@ def sandbox_backend() -> SandboxBackendName:
     ``unsafe-local`` (no isolation: development only, warns on every run)."""
     value = os.environ.get("VERIHUB_SANDBOX", "nsjail").strip().lower()
     if value not in _BACKENDS:
-        raise ValueError(f"VERIHUB_SANDBOX={value!r}: use one of {', '.join(_BACKENDS)}")
+        raise UsageError(f"VERIHUB_SANDBOX={value!r}: use one of {', '.join(_BACKENDS)}")
     return cast(SandboxBackendName, value)
 
 
@@ -43,7 +45,7 @@ def sandbox_pool_size() -> int | None:
     if value is None or not value.strip():
         return None
     if not value.strip().isdigit() or int(value) < 1:
-        raise ValueError(f"VERIHUB_SANDBOX_POOL={value!r}: use a positive whole number")
+        raise UsageError(f"VERIHUB_SANDBOX_POOL={value!r}: use a positive whole number")
     return int(value)
 
 

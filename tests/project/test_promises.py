@@ -1,9 +1,11 @@
 """What the code promises in its docstrings, pinned: settings.py reads every ``VERIHUB_*`` variable (a read of one
-anywhere else fails here), errors.py defines every exception verihub raises on purpose."""
+anywhere else fails here), errors.py defines every exception verihub raises on purpose, and no public function
+raises a bare built-in."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,3 +124,78 @@ def test_a_caught_fault_is_written_by_one_formatter() -> None:
     assert describe_error(ValueError("bad")) == "ValueError: bad" and describe_error(TimeoutError()) == "TimeoutError"
     assert describe_error(ValueError("x" * 900)) == "ValueError: " + "x" * 488
     assert describe_error(ValueError("x" * 900), 20) == "ValueError: xxxxxxxx"
+
+
+BUILT_IN_ERRORS = {
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+}
+# Raised on purpose and still not verihub's: a caller's type bug and an unwritten method (Python's own contract),
+# a protocol's exception from a dunder method (a mapping's __getitem__, an iterator's __next__), and the
+# ValueError a pydantic validator raises (pydantic reports it as the ValidationError that names the field).
+ANY_FUNCTION = {"TypeError", "NotImplementedError"}
+DUNDER = {"KeyError", "IndexError", "AttributeError", "StopIteration", "StopAsyncIteration"}
+VALIDATORS = {"field_validator", "model_validator", "validator", "root_validator"}
+
+
+def bare_raises(tree: ast.AST, module_public: bool) -> Iterator[tuple[int, str]]:
+    """(line, exception) of each raise of a built-in exception in a public function of a public module."""
+
+    def walk(node: ast.AST, public: bool, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> Iterator:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                dunder = child.name.startswith("__") and child.name.endswith("__")
+                yield from walk(child, public and (dunder or not child.name.startswith("_")), child)
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, public and not child.name.startswith("_"), function)
+            elif isinstance(child, ast.Raise) and child.exc is not None and public:
+                raised = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
+                name = raised.id if isinstance(raised, ast.Name) else ""
+                decorators = (
+                    {ast.unparse(d).split("(")[0].rpartition(".")[2] for d in function.decorator_list}
+                    if function
+                    else set()
+                )
+                allowed = (
+                    name in ANY_FUNCTION
+                    or (function is not None and function.name.startswith("__") and name in DUNDER)
+                    or (decorators & VALIDATORS and name in ("ValueError", "AssertionError"))
+                )
+                if name in BUILT_IN_ERRORS and not allowed:
+                    yield child.lineno, name
+            else:
+                yield from walk(child, public, function)
+
+    yield from walk(tree, module_public, None)
+
+
+def test_no_public_entry_point_raises_a_bare_built_in() -> None:
+    """Every exception raised on purpose from a public function is a VerihubError (whose families subclass the
+    built-in a caller would catch), so `except VerihubError` sees all of them."""
+    found = [
+        f"{path.relative_to(REPO)}:{line}: {name}"
+        for part, folder in (("sdk", REPO / "sdk"), ("hub", REPO / "hub"), ("trainers", REPO / "trainers"))
+        for path in sorted((folder / "verihub").rglob("*.py"))
+        if "templates" not in path.relative_to(folder).parts
+        for line, name in bare_raises(
+            ast.parse(path.read_text(), str(path)),
+            not any(piece.startswith("_") and not piece.startswith("__") for piece in path.relative_to(folder).parts),
+        )
+    ]
+    assert found == [], "raise a verihub.errors family instead (UsageError, DataError, ...):\n" + "\n".join(found)
+    caught = """
+class Thing:
+    def run(self):
+        raise ValueError("x")
+    def _inner(self):
+        raise ValueError("private")
+    def __getitem__(self, key):
+        raise KeyError(key)
+    def __post_init__(self):
+        raise RuntimeError("y")
+    @field_validator("a")
+    def check(cls, value):
+        raise ValueError("a validator's")
+def call(x):
+    raise TypeError("a caller's type bug")
+"""
+    assert [name for _, name in bare_raises(ast.parse(caught), True)] == ["ValueError", "RuntimeError"]

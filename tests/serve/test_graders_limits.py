@@ -107,13 +107,18 @@ def test_a_turn_past_the_limit_ends_the_episode_wrong(where: str, nsjail_path: s
 
 
 @pytest.mark.parametrize(
-    "name", ["sums", "json-extract", "report", pytest.param("shell-task", marks=pytest.mark.nsjail)]
+    "name",
+    [
+        pytest.param(path.parent.name, marks=[pytest.mark.nsjail] if "sandbox:" in path.read_text() else [])
+        for path in sorted((REPO / "envs").glob("*/environment.yaml"))
+    ],
 )
 def test_validate_through_graders_gives_the_in_process_verdicts(name: str) -> None:
-    """`verihub validate --grader URL`: the gold self-check and the red-team suite, fault forcing included,
-    graded by a real `verihub serve`; every verdict as in process (growth probing reads layer times, so it
-    stays in process). A multi-turn environment's text attempts get its plain text grades there too; a judge
-    environment's server skips the judge as validate does here (--skip-judge: no judge model in CI)."""
+    """`verihub validate --grader URL` on every bundled environment: the gold self-check and the red-team suite,
+    fault forcing included, graded by a real `verihub serve`; every verdict as in process (growth probing reads
+    layer times, so it stays in process). A multi-turn environment's text attempts get its plain text grades
+    there too; a judge environment's server skips the judge as validate does here (--skip-judge: no judge
+    model in CI)."""
     import json
     import os
     import subprocess

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from verihub.errors import UsageError
 from verihub.ids import RepoId, canonical_name
 
 __all__ = ["Accounts", "Identity", "RepoMeta"]
@@ -112,7 +113,7 @@ class Accounts:
         """A new token for ``user``; only its hash is kept, so it is shown once."""
         user = canonical_name(user, "owner")  # the same naming rules as owners
         if role not in ("read", "write"):
-            raise ValueError(f"role {role!r}: use read or write")
+            raise UsageError(f"role {role!r}: use read or write")
         token = f"vh_{secrets.token_urlsafe(32)}"
         with self._lock:
             self._db.execute("INSERT INTO tokens VALUES (?, ?, ?, ?)", (_hash(token), user, role, time.time()))
@@ -134,7 +135,7 @@ class Accounts:
         """Make ``user`` a member of the organization ``org`` (created on first use): members write to it."""
         org, user = canonical_name(org, "owner"), canonical_name(user, "owner")
         if org == user:
-            raise ValueError("an organization cannot be named like its member")
+            raise UsageError("an organization cannot be named like its member")
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO members VALUES (?, ?)", (org, user))
 

@@ -31,6 +31,7 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from verihub.errors import UsageError
 from verihub.hub.errors import CorruptFileError, FileConflictError, NameTakenError, NotFoundError
 from verihub.hub.index import IndexFile, describe, project_json, project_page, root_page
 from verihub.ids import RepoId
@@ -75,7 +76,7 @@ class PublishedFiles:
         """Publish ``filename`` once: a second put of the same bytes is a no-op, of other bytes a
         FileConflictError (published files never change)."""
         if not _FILENAME.match(filename):
-            raise ValueError(f"not a publishable file name: {filename!r}")
+            raise UsageError(f"not a publishable file name: {filename!r}")
         sha256 = hashlib.sha256(data).hexdigest()
         existing = self.recorded(project, filename)
         if existing is not None:

@@ -17,6 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from verihub import _lazy, ids
+from verihub.errors import UsageError
 from verihub.hub.errors import VersionNotFoundError
 
 __all__ = [
@@ -46,7 +47,7 @@ class VersionSpec:
                 return cls(raw, SpecifierSet(f"=={Version(raw)}"))
             return cls(raw, SpecifierSet(raw))
         except (InvalidVersion, InvalidSpecifier):
-            raise ValueError(f"version spec {raw!r}: use 1.2.0, ^1.2, ~=1.2, a PEP 440 range or latest") from None
+            raise UsageError(f"version spec {raw!r}: use 1.2.0, ^1.2, ~=1.2, a PEP 440 range or latest") from None
 
     def best(self, versions: Iterable[str]) -> str:
         """The newest of ``versions`` that satisfies this spec; VersionNotFoundError listing them otherwise."""

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from verihub.errors import DataError
 from verihub.ids import RepoId
 
 __all__ = [
@@ -73,16 +74,16 @@ class RunRecord(BaseModel):
         """ValueError naming what is wrong: too large, not JSON, a field missing or of the wrong type, or a
         run that never finished."""
         if len(data) > MAX_METADATA_BYTES:
-            raise ValueError(f"metadata.json is larger than {MAX_METADATA_BYTES >> 20} MiB")
+            raise DataError(f"metadata.json is larger than {MAX_METADATA_BYTES >> 20} MiB")
         try:
             record = cls.model_validate_json(data)
         except ValidationError as error:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'file'}: {e['msg']}" for e in error.errors()[:4]
             )
-            raise ValueError(f"metadata.json is not an eval's metadata ({problems})") from None
+            raise DataError(f"metadata.json is not an eval's metadata ({problems})") from None
         if not record.complete:
-            raise ValueError("metadata.json is of an eval that did not finish (complete: false)")
+            raise DataError("metadata.json is of an eval that did not finish (complete: false)")
         return record
 
     @property

@@ -28,7 +28,7 @@ from typing import Literal
 
 from packaging.version import Version
 
-from verihub.errors import VerihubError
+from verihub.errors import FileMissingError, UsageError, VerihubError
 from verihub.hub.errors import (
     CommitConflictError,
     InvalidPathError,
@@ -108,7 +108,7 @@ class HubStorage:
         included, or not at all: it is built aside and renamed into place. ``then`` runs once it exists, under
         the repository's lock (what is derived from it, so a concurrent delete cannot come in between)."""
         if kind not in KINDS:
-            raise ValueError(f"repository kind {kind!r}: use one of {', '.join(KINDS)}")
+            raise UsageError(f"repository kind {kind!r}: use one of {', '.join(KINDS)}")
         with self._locked(repo):
             existing = self.kind_of(repo)
             if existing is not None:
@@ -359,7 +359,7 @@ class HubStorage:
         sha = self.resolve(repo, revision)
         result = subprocess.run(["git", "cat-file", "blob", f"{sha}:{name}"], cwd=path, capture_output=True)
         if result.returncode != 0:
-            raise FileNotFoundError(f"{repo}@{revision[:12]} has no file {name!r}")
+            raise FileMissingError(f"{repo}@{revision[:12]} has no file {name!r}")
         return result.stdout
 
     def read_prefix(self, repo: RepoId, name: str, revision: str, limit: int) -> bytes:

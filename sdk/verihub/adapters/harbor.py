@@ -46,7 +46,7 @@ from verihub import sandbox
 from verihub.checks.base import CheckResult, SandboxParams, check
 from verihub.checks.terminal_state import final_work_dir, sandboxed
 from verihub.environment.core import Environment
-from verihub.errors import SpecError, SpecProblem, describe_error
+from verihub.errors import CheckError, SpecError, SpecProblem, describe_error
 from verihub.sandbox.types import Limits
 
 __all__ = ["PREFIX", "HarborTask", "harbor_spec", "load_harbor", "read_task", "task_tests"]
@@ -407,7 +407,7 @@ def task_tests(completion: str, task: Mapping[str, Any], params: TestsParams) ->
     )
     report = next((line[len(nonce) :] for line in ran.stdout.splitlines() if line.startswith(nonce)), None)
     if report is None:
-        raise RuntimeError(f"the task's tests did not finish ({ran.status}: {ran.reason or ran.stderr[-300:]})")
+        raise CheckError(f"the task's tests did not finish ({ran.status}: {ran.reason or ran.stderr[-300:]})")
     return _reward(json.loads(report))
 
 

@@ -64,7 +64,7 @@ from verihub.adapters._openenv_wire import (
 )
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
-from verihub.errors import SpecError, SpecProblem, VerihubError
+from verihub.errors import DataError, SpecError, SpecProblem, VerihubError
 
 if TYPE_CHECKING:
     from verihub.environment.session import Session
@@ -230,7 +230,7 @@ class Remote(CheckParams):
         try:
             return {self.action_field: json.loads(completion)}
         except (ValueError, RecursionError) as error:
-            raise ValueError(f"the completion is not a JSON value for action field {self.action_field!r}") from error
+            raise DataError(f"the completion is not a JSON value for action field {self.action_field!r}") from error
 
 
 async def start(remote: Remote, options: Mapping[str, Any]) -> tuple[RemoteSession, dict[str, Any]]:

@@ -55,7 +55,15 @@ from typing import Any
 from urllib.parse import unquote
 
 from verihub.checks.base import CheckParams, CheckResult, check
-from verihub.errors import MissingDependencyError, SpecError, SpecProblem, UnknownDatasetError, describe_error
+from verihub.errors import (
+    CheckError,
+    MissingDependencyError,
+    SpecError,
+    SpecProblem,
+    UnknownDatasetError,
+    UsageError,
+    describe_error,
+)
 
 __all__ = [
     "DEFAULT_SIZE",
@@ -657,7 +665,7 @@ def score(completion: str, task: Mapping[str, Any], params: ScoreParams) -> Chec
             return CheckResult(0.0, f"score_answer raised {type(error).__name__} on this answer: {error}"[:300])
         raise
     if math.isnan(value):
-        raise ValueError("score_answer returned NaN")
+        raise CheckError("score_answer returned NaN")
     value = min(1.0, max(0.0, value))
     if value >= 1.0:
         return CheckResult(1.0)
@@ -688,7 +696,7 @@ def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
     for part in filter(None, query.split("&")):
         key, equals, value = part.partition("=")
         if not equals:
-            raise ValueError(f"{ref}: {part!r} is not key=value")
+            raise UsageError(f"{ref}: {part!r} is not key=value")
         text = unquote(value)
         try:
             options[unquote(key)] = yaml.safe_load(text) if text else ""

@@ -13,7 +13,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 from verihub.checks import _harness
 from verihub.checks._extract import strip_think
 from verihub.checks.base import CheckParams, CheckResult
-from verihub.errors import SandboxInfraError
+from verihub.errors import DataError, SandboxInfraError
 from verihub.spec.models import SandboxSpec as Limits
 
 __all__ = ["PythonTestsParams", "python_tests"]
@@ -84,7 +84,7 @@ def python_tests(completion: str, task: Mapping[str, Any], params: PythonTestsPa
     passed = [name for name, (outcome, _) in outcomes.items() if outcome == "passed"]
     total = len(outcomes)
     if total == 0:
-        raise ValueError(f"column {params.tests_field!r} holds no test_* functions or unittest classes")
+        raise DataError(f"column {params.tests_field!r} holds no test_* functions or unittest classes")
     failed = [
         f"{name} ({message or outcome})"
         for name, (outcome, message) in sorted(outcomes.items())

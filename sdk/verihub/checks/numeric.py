@@ -11,6 +11,7 @@ from pydantic import Field
 
 from verihub.checks._extract import Extract, answer_number, parse_number
 from verihub.checks.base import CheckParams, CheckResult
+from verihub.errors import DataError
 
 
 class NumericParams(CheckParams):
@@ -40,7 +41,7 @@ def numeric(completion: str, task: Mapping[str, Any], params: NumericParams) -> 
     expected = parse_number(task[params.field], percent_as_fraction=params.percent_as_fraction)
     if expected is None:
         # The environment's data is broken, not the answer: let the engine report an env_error.
-        raise ValueError(
+        raise DataError(
             f"expected value {str(task[params.field])[:80]!r} in column {params.field!r} is not a number "
             "(or not one within ±1e308 with at most 300 digits)"
         )

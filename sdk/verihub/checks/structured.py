@@ -13,6 +13,7 @@ from pydantic import Field, ValidationInfo, model_validator
 
 from verihub.checks._extract import find_json, sole_number
 from verihub.checks.base import CheckParams, CheckResult
+from verihub.errors import DataError
 
 
 class JsonSchemaParams(CheckParams):
@@ -74,7 +75,7 @@ def json_fields(completion: str, task: Mapping[str, Any], params: JsonFieldsPara
     if isinstance(expected, str):
         expected = json.loads(expected)
     if not isinstance(expected, dict):
-        raise ValueError(f"column {params.field!r} must hold an object, got {type(expected).__name__}")
+        raise DataError(f"column {params.field!r} must hold an object, got {type(expected).__name__}")
     try:
         got = find_json(completion)
     except ValueError as error:

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from verihub.checks._extract import WHITESPACE, Extract, find_answer, strip_think
 from verihub.checks._unicode import LOOKALIKE_CAPITALS, compatibility_fold, fold
 from verihub.checks.base import CheckParams, CheckResult
+from verihub.errors import DataError
 
 _EDGES = WHITESPACE + ".,;:!?\"'`()[]"  # cut from both ends (str.strip: linear where a regex ``[...]+$`` is not)
 _SPACES = re.compile(r"\s+")
@@ -74,7 +75,7 @@ def compile_pattern(pattern: str, flags: int = 0) -> Any:
     try:
         return patterns.compile(pattern, flags)
     except patterns.error as error:
-        raise ValueError(f"invalid regular expression {pattern!r}: {error}") from None
+        raise DataError(f"invalid regular expression {pattern!r}: {error}") from None
 
 
 def search(pattern: Any, text: str, *, full: bool = False) -> Any:

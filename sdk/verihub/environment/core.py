@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from verihub.environment.dataset import Split, SplitError, as_dataset, load_splits
 from verihub.environment.installed import hub_env_entry_point, installed_env_dir, installed_envs
-from verihub.errors import EnvNotFoundError, SpecError, SpecProblem, describe_error
+from verihub.errors import EnvNotFoundError, NotFoundError, SpecError, SpecProblem, UsageError, describe_error
 from verihub.grading.grade import Grade
 from verihub.grading.judge import Judge
 from verihub.grading.verifier import BoundLayer, Verifier
@@ -119,7 +119,7 @@ class Environment:
         try:
             return self._splits[split]
         except KeyError:
-            raise KeyError(f"{self.id} has no split {split!r}; splits: {', '.join(self._splits)}") from None
+            raise NotFoundError(f"{self.id} has no split {split!r}; splits: {', '.join(self._splits)}") from None
 
     def render(self, task: Task) -> list[Message]:
         """The chat messages that pose ``task`` to a model."""
@@ -182,7 +182,7 @@ def completion_text(completion: Completion) -> str:
     for message in reversed(completion):
         if message.get("role") == "assistant":
             return str(message.get("content") or "")
-    raise ValueError("the completion's messages hold no assistant message to grade")
+    raise UsageError("the completion's messages hold no assistant message to grade")
 
 
 def load_env(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from verihub.environment.core import Environment
+from verihub.errors import UsageError
 from verihub.eval._outdir import METADATA_FILE, RESULTS_FILE, ROLLOUTS_FILE, RunDirectory, RunIdentity, eval_output
 from verihub.eval.rollout import Rollout, RolloutEngine
 from verihub.generation import Backend, Sampling, load_backend
@@ -156,7 +157,7 @@ async def aevaluate(
     :class:`~verihub.errors.ResumeMismatchError` naming each field in which it differs).
     """
     if resume and out is None:
-        raise ValueError("resume needs out: the directory that holds the earlier run's results")
+        raise UsageError("resume needs out: the directory that holds the earlier run's results")
     defaults = env.spec.eval
     n, k, split = n or defaults.n, k or defaults.k, split or defaults.split
     sampling = sampling or Sampling(

@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from verihub.environment.core import Environment
 from verihub.environment.session import Session
-from verihub.errors import describe_error
+from verihub.errors import DataError, describe_error
 from verihub.generation import Backend, Generation, GenerationError, Sampling
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
 
@@ -88,13 +88,13 @@ class Rollout:
             rollout: Rollout = _RECORD.validate_python(values)
         except ValidationError as error:
             first = error.errors()[0]
-            raise ValueError(f"not a rollout record: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+            raise DataError(f"not a rollout record: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"not a rollout record ({describe_error(error, 200)})") from None
+            raise DataError(f"not a rollout record ({describe_error(error, 200)})") from None
         if rollout.status not in _STATUSES:
-            raise ValueError(f"not a rollout record: status {rollout.status!r} is none of {', '.join(_STATUSES)}")
+            raise DataError(f"not a rollout record: status {rollout.status!r} is none of {', '.join(_STATUSES)}")
         if (rollout.reward is None) is (rollout.status in _GRADED):  # a fault has no reward, a grade has one
-            raise ValueError(f"not a rollout record: status {rollout.status!r} with reward {rollout.reward!r}")
+            raise DataError(f"not a rollout record: status {rollout.status!r} with reward {rollout.reward!r}")
         return rollout
 
 

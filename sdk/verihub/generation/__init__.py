@@ -13,6 +13,7 @@ on loopback that verihub starts and stops: :mod:`.vllm_server`; ``verihub[vllm]`
 
 from __future__ import annotations
 
+from verihub.errors import UsageError
 from verihub.generation.base import Backend, Generation, GenerationError, Sampling, ToolCall
 
 __all__ = ["Backend", "Generation", "GenerationError", "Sampling", "ToolCall", "load_backend"]
@@ -30,7 +31,7 @@ def load_backend(model: str, *, adapter: str | None = None, concurrency: int | N
     """
     kind, _, rest = model.partition(":")
     if adapter is not None and kind not in ("hf", "vllm"):
-        raise ValueError(
+        raise UsageError(
             f"--adapter works with hf: and vllm: models; {model!r} is an endpoint: serve the adapter "
             "there (vllm serve BASE --enable-lora --lora-modules NAME=DIR) and name it as the model"
         )
@@ -50,6 +51,6 @@ def load_backend(model: str, *, adapter: str | None = None, concurrency: int | N
         from verihub.generation.vllm_server import VLLMBackend
 
         return VLLMBackend(rest, adapter, concurrency=concurrency)
-    raise ValueError(
+    raise UsageError(
         f"model {model!r}: use openai:MODEL@URL, hf:PATH_OR_ID or vllm:PATH_OR_ID (kinds: {', '.join(_KINDS)})"
     )

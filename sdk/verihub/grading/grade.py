@@ -9,6 +9,8 @@ from enum import StrEnum
 from json.encoder import encode_basestring_ascii as _text
 from typing import Any, NamedTuple
 
+from verihub.errors import DataError, NotFoundError
+
 __all__ = ["Grade", "GradeStatus", "LayerResult", "LayerStatus", "grade_detail", "grade_from_detail", "grades_json"]
 
 
@@ -74,7 +76,7 @@ class Grade(NamedTuple):
         for result in self.layers:
             if result.name == name:
                 return result
-        raise KeyError(f"no layer {name!r}; layers: {[r.name for r in self.layers]}")
+        raise NotFoundError(f"no layer {name!r}; layers: {[r.name for r in self.layers]}")
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._asdict(), "layers": [layer._asdict() for layer in self.layers]}
@@ -173,16 +175,16 @@ def grade_from_detail(detail: Mapping[str, Any], weights: Mapping[str, float]) -
     ValueError if it is not one (a fault with a reward, a reward out of range, an unknown status)."""
     status, reward = GradeStatus(detail["status"]), detail["reward"]
     if (reward is None) != (status in _FAULT_STATUSES):
-        raise ValueError(f"status {status} with reward {reward!r}")
+        raise DataError(f"status {status} with reward {reward!r}")
     if reward is not None:
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
-            raise ValueError(f"reward {reward!r} is not a number")
+            raise DataError(f"reward {reward!r} is not a number")
         reward = float(reward)
     layers = []
     for layer in detail["layers"]:
         score = layer["score"]
         if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-            raise ValueError(f"score {score!r} is not a number")
+            raise DataError(f"score {score!r} is not a number")
         layers.append(
             LayerResult(
                 str(layer["name"]),

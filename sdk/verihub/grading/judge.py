@@ -25,7 +25,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from verihub.errors import JudgeError
+from verihub.errors import DataError, JudgeError
 
 __all__ = ["Judge", "JudgeError", "JudgeVerdict", "ModelJudge", "judge_messages", "parse_verdict"]
 
@@ -69,14 +69,14 @@ def parse_verdict(text: str) -> JudgeVerdict:
     try:
         verdict = json.loads(stripped)
     except json.JSONDecodeError:
-        raise ValueError(f"the verdict is not a JSON object: {text[:120]!r}") from None
+        raise DataError(f"the verdict is not a JSON object: {text[:120]!r}") from None
     if not isinstance(verdict, dict) or set(verdict) - {"score", "reason"} or "score" not in verdict:
-        raise ValueError(f"the verdict must be {{'score': .., 'reason': ..}}, got {str(verdict)[:120]}")
+        raise DataError(f"the verdict must be {{'score': .., 'reason': ..}}, got {str(verdict)[:120]}")
     score, reason = verdict["score"], verdict.get("reason", "")
     if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
-        raise ValueError(f"the score must be a number from 0 to 1, got {score!r}")
+        raise DataError(f"the score must be a number from 0 to 1, got {score!r}")
     if not isinstance(reason, str):
-        raise ValueError(f"the reason must be text, got {reason!r}")
+        raise DataError(f"the reason must be text, got {reason!r}")
     return JudgeVerdict(float(score), reason)
 
 

@@ -34,7 +34,7 @@ from typing import Any, Literal, cast
 from verihub._sync import run_sync
 from verihub.checks.base import BoundCheck, CheckResult, Mode
 from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
-from verihub.errors import describe_error
+from verihub.errors import UsageError, describe_error
 from verihub.grading import _pools
 from verihub.grading.faults import answer_fault_reason, attribute, blames_answer, reference_task
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
@@ -120,7 +120,7 @@ class Verifier:
         max_answer_chars: int | None = None,
     ) -> None:
         if not layers:
-            raise ValueError("a verifier needs at least one layer")
+            raise UsageError("a verifier needs at least one layer")
         self.layers = sorted(layers, key=lambda layer: _KIND_ORDER[layer.spec.layer])
         self.stages = _split_stages(self.layers)
         self.judge, self.judge_model, self.render = judge, judge_model, render

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from verihub.errors import SandboxInfraError
+from verihub.errors import DataError, SandboxInfraError
 from verihub.sandbox import Files, Sandbox
 from verihub.sandbox.session import SandboxSession
 from verihub.sandbox.types import Limits, Result, RunStatus, Snapshot
@@ -66,12 +66,12 @@ def task_files(task: Mapping[str, Any]) -> dict[str, str] | None:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as error:
-            raise ValueError(f"task column {FILES!r} is not valid JSON: {error}") from None
+            raise DataError(f"task column {FILES!r} is not valid JSON: {error}") from None
     if not isinstance(value, Mapping) or not all(isinstance(name, str) for name in value):
-        raise ValueError(f"task column {FILES!r} must be a JSON object of path -> text")
+        raise DataError(f"task column {FILES!r} must be a JSON object of path -> text")
     files = {name: content for name, content in value.items() if content is not None}
     if not all(isinstance(content, str) for content in files.values()):
-        raise ValueError(f"task column {FILES!r} must map each path to text")
+        raise DataError(f"task column {FILES!r} must map each path to text")
     return files or None
 
 

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from verihub.errors import UsageError
 from verihub.sandbox import _archive
 from verihub.sandbox._archive import UnsafeArchive
 from verihub.spec.models import SandboxSpec
@@ -134,11 +135,11 @@ class Request:
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.code is None):
-            raise ValueError("give exactly one of command and code")
+            raise UsageError("give exactly one of command and code")
         if self.command is not None and not self.command:
-            raise ValueError("command must not be empty")
+            raise UsageError("command must not be empty")
         if self.files and self.files.size > self.limits.disk_mb << 20:
-            raise ValueError(f"files take {self.files.size >> 20} MiB, more than disk_mb={self.limits.disk_mb}")
+            raise UsageError(f"files take {self.files.size >> 20} MiB, more than disk_mb={self.limits.disk_mb}")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from verihub.environment.core import Environment
-from verihub.errors import ExposedError, ListenError
+from verihub.errors import ExposedError, ListenError, UsageError
 from verihub.serve.frames import TRANSPORT_MAX
 from verihub.serve.gate import BODY_S, Gate
 from verihub.serve.http import Refused, problem
@@ -55,7 +55,7 @@ def create_app(
     IP address, ``localhost`` or in ``host_names`` (None: any), and no foreign ``Origin``
     (:class:`verihub.serve.gate.Gate`)."""
     if max_sessions < 1:
-        raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        raise UsageError(f"max_sessions must be at least 1, got {max_sessions}")
     app = FastAPI(title="verihub serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.serve = ServeState(Catalog(envs), max_sessions, idle_timeout_s, max_session_s)
     app.include_router(http_router)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verihub.environment.core import Environment
+from verihub.errors import UsageError
 from verihub.serve.wire import ResetParams
 
 __all__ = ["Catalog", "ServeState", "TaskNotFound"]
@@ -27,7 +28,7 @@ class Catalog:
         self.envs: dict[str, Environment] = {}
         for env in envs:
             if env.id in self.envs:
-                raise ValueError(f"two environments are named {env.id!r}: serve one of them")
+                raise UsageError(f"two environments are named {env.id!r}: serve one of them")
             self.envs[env.id] = env
         self._rows: dict[tuple[str, str | None], dict[str, Mapping[str, Any]]] = {}
 

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from verihub.checks.registry import resolve_check
-from verihub.errors import CheckNotFoundError, SpecError, SpecProblem, describe_error, relative_display
+from verihub.errors import CheckNotFoundError, SpecError, SpecProblem, UsageError, describe_error, relative_display
 from verihub.spec.lines import LineMap, Loc, load_with_lines
 from verihub.spec.models import DATA_FILE_FORMATS, EnvSpec, FieldError
 
@@ -229,9 +229,9 @@ def template_fields(template: str) -> set[str]:
         if field is None:
             continue
         if not field:
-            raise ValueError("empty placeholder {}")
+            raise UsageError("empty placeholder {}")
         if conversion not in (None, "r", "s", "a"):
-            raise ValueError(f"unknown conversion '!{conversion}' in {{{field}}}")
+            raise UsageError(f"unknown conversion '!{conversion}' in {{{field}}}")
         names.add(field.split(".")[0].split("[")[0])
         if format_spec:
             names |= template_fields(format_spec)

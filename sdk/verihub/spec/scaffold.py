@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from verihub.errors import TemplateNotFoundError
+from verihub.errors import TargetExistsError, TemplateNotFoundError, UsageError
 
 __all__ = ["TEMPLATES", "init_env"]
 
@@ -20,12 +20,12 @@ _ENV_NAME, _MODULE = "__ENV_NAME__", "__MODULE__"
 def init_env(name: str, template: str = "single-turn", directory: Path | None = None) -> Path:
     """Create a new environment package ``name`` from ``template``; returns its directory."""
     if not _NAME.match(name):
-        raise ValueError(f"environment name {name!r}: use lowercase letters, digits and '-', starting with a letter")
+        raise UsageError(f"environment name {name!r}: use lowercase letters, digits and '-', starting with a letter")
     if template not in TEMPLATES:
         raise TemplateNotFoundError(f"no template {template!r}; templates: {', '.join(TEMPLATES)}")
     target = (directory or Path.cwd()) / name
     if target.exists():
-        raise FileExistsError(f"{target} already exists; choose another name or remove it")
+        raise TargetExistsError(f"{target} already exists; choose another name or remove it")
     module = name.replace("-", "_") + "_env"
     source = importlib.resources.files("verihub.templates") / template
     with importlib.resources.as_file(source) as source_dir:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verihub.environment.core import Environment
+from verihub.errors import DataError, UsageError
 from verihub.grading.judge import JudgeError
 from verihub.spec.models import LayerKind
 
@@ -45,7 +46,7 @@ def calibration_items(env: Environment) -> list[dict[str, Any]]:
             continue
         item = json.loads(line)
         if not isinstance(item, dict) or "completion" not in item or not isinstance(item.get("expected"), int | float):
-            raise ValueError(f"{spec.file}:{number}: each line needs 'completion' and a numeric 'expected'")
+            raise DataError(f"{spec.file}:{number}: each line needs 'completion' and a numeric 'expected'")
         items.append(item)
     return items
 
@@ -55,7 +56,7 @@ async def acalibrate(env: Environment, items: list[dict[str, Any]] | None = None
     spec = env.spec.calibration
     judge = env.verifier.judge
     if spec is None or judge is None:
-        raise ValueError(f"{env.id} has no calibration set or no judge to calibrate")
+        raise UsageError(f"{env.id} has no calibration set or no judge to calibrate")
     layers = {layer.spec.name: layer for layer in env.verifier.layers if layer.spec.layer is LayerKind.JUDGE}
     default_layer = next(iter(layers.values()))
     items = calibration_items(env) if items is None else items
