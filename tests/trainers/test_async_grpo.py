@@ -95,7 +95,7 @@ def test_tool_environments_and_full_weights_on_a_cpu_are_refused_before_anything
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
         AsyncGRPOTrainer(sums_model, [str(REPO / "envs" / "sums")], lora=False, output_dir=tmp_path)
     with pytest.raises(ValueError, match="shell-task: tool environments train synchronously"):
-        AsyncGRPOTrainer(sums_model, [str(REPO / "envs" / "shell-task")], output_dir=tmp_path)
+        AsyncGRPOTrainer(sums_model, [str(REPO / "envs" / "shell-task")], lora=True, output_dir=tmp_path)
 
 
 def test_verihub_train_async_saves_the_adapter_and_the_metrics(sums_model: Path, tmp_path: Path) -> None:

@@ -30,8 +30,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from verihub.errors import WeightSyncError
+from verihub.errors import UsageError, WeightSyncError
 from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
+from verihub.trainers.config import RunConfig, split_knobs
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
 from verihub.trainers.display import DisplayMode, check_display
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
@@ -45,48 +46,39 @@ __all__ = ["AsyncGRPOTrainer", "WeightSyncError"]
 
 class AsyncGRPOTrainer(TrainerRun):
     """Asynchronous GRPO (see the module docstring). ``model``: a local model directory or hub id, which the
-    server loads too. ``max_staleness``: how many policy versions a rollout may lag and still be trained
-    on. ``vllm_server``: the URL of a server already running (started with ``--enable-lora --max-lora-rank
-    R --max-loras N --logprobs-mode processed_logprobs`` and ``VLLM_SERVER_DEV_MODE=1``,
-    ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``); None starts one from ``VERIHUB_VLLM_PYTHON``. The other
-    arguments are :class:`~.grpo.GRPOTrainer`'s."""
+    server loads too. The knobs are :class:`~verihub.trainers.config.RunConfig`'s, as for
+    :class:`~.grpo.GRPOTrainer` (``lora=True`` on a CPU), with three of its own: ``max_staleness``,
+    ``sync_check_every``, and ``vllm_server``, the URL of a server already running (started with
+    ``--enable-lora --max-lora-rank R --max-loras N --logprobs-mode processed_logprobs`` and
+    ``VLLM_SERVER_DEV_MODE=1``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``); None starts one from
+    ``VERIHUB_VLLM_PYTHON``."""
 
     def __init__(
         self,
         model: str | Path,
         envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float],
+        config: RunConfig | None = None,
         *,
-        lora: bool | Mapping[str, Any] | Any | None = True,
-        curriculum: str | Mapping[str, Any] | Curriculum | None = None,
-        max_staleness: int = 1,
-        vllm_server: str | None = None,
-        sync_check_every: int = 10,
         tokenizer: Any = None,
-        hub: str | None = None,
-        heldout_every: int = 0,
-        heldout_tasks: int = 32,
-        heldout_samples: int = 1,
-        heldout_temperature: float = 0.0,
         monitor: MonitorKnobs | None = None,
         callbacks: Sequence[TrainerCallback] = (),
-        display: DisplayMode = "rich",
-        output_dir: str | Path = "runs/grpo-async",
-        **config_overrides: Any,
+        **keywords: Any,
     ) -> None:
-        check_display(display)
-        peft = lora_config(lora)
+        self.run_config, config_overrides = split_knobs(config, keywords)
+        knobs = self.run_config
+        knobs.check_for("async")
+        check_display(knobs.display)
+        peft = lora_config(knobs.lora)
         if peft is None and not _cuda():
-            raise ValueError(
+            raise UsageError(
                 "asynchronous GRPO without LoRA syncs full weights over NCCL, which needs a CUDA GPU; "
                 "on a CPU pass lora=True (the adapter reaches the server over HTTP)"
             )
         self.graders = None  # grading runs in this process (the worker's thread)
-        self.run_log = RunLog(Path(output_dir) / TRL_LOG)
+        self.run_log = RunLog(Path(knobs.output_dir) / TRL_LOG)
         self.server: Any = None  # the vLLM server this trainer starts, when it starts one
         self._cpu_split: tuple[list[int], list[int], set[int], int] | None = None
         self._lock = threading.Lock()  # the worker observes grades on its thread; logging reads them on this one
-        self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
-        self.heldout_temperature = heldout_temperature
         self.alerts: list[str] = []
         try:
             with self.run_log:
@@ -94,16 +86,9 @@ class AsyncGRPOTrainer(TrainerRun):
                     model,
                     envs,
                     peft,
-                    curriculum,
-                    max_staleness,
-                    vllm_server,
-                    sync_check_every,
                     tokenizer,
-                    hub,
                     monitor,
-                    [*([_Heldout(self)] if heldout_every else []), *callbacks],
-                    display,
-                    output_dir,
+                    [*([_Heldout(self)] if knobs.heldout_every else []), *callbacks],
                     config_overrides,
                 )
         except BaseException:
@@ -115,24 +100,19 @@ class AsyncGRPOTrainer(TrainerRun):
         model: str | Path,
         envs: Any,
         peft: Any,
-        curriculum: Any,
-        max_staleness: int,
-        vllm_server: str | None,
-        sync_check_every: int,
         tokenizer: Any,
-        hub: str | None,
         monitor: MonitorKnobs | None,
         callbacks: list[Any],
-        display: DisplayMode,
-        output_dir: str | Path,
         config_overrides: Mapping[str, Any],
     ) -> None:
-        self.mix = resolve_envs(envs, hub=hub)
+        knobs = self.run_config
+        self.mix = resolve_envs(envs, hub=knobs.hub)
         multi_turn = [item.name for item in self.mix if item.multi_turn]
         if multi_turn:
             raise ValueError(f"{', '.join(multi_turn)}: tool environments train synchronously only (GRPOTrainer)")
         self.tokenizer = load_tokenizer(str(model), tokenizer)
-        self.config = _config(output_dir, max_staleness, config_overrides)
+        self.config = _config(knobs.output_dir, knobs.max_staleness, config_overrides)
+        vllm_server = knobs.vllm_server
         if vllm_server is None:
             self._cpu_split = _split_cpus()
             self.server = _start_server(
@@ -140,14 +120,14 @@ class AsyncGRPOTrainer(TrainerRun):
             )
             vllm_server = self.server.url
         self.config.vllm_server_base_url = vllm_server
-        self.curriculum = make_curriculum(curriculum)
+        self.curriculum = make_curriculum(knobs.curriculum)
         self.ledger = GradeLedger()
         self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
         dataset = mixed_dataset(self.mix, "train")
         self.sampler = _sampler(
             dataset, self.curriculum, {item.name: item.weight for item in self.mix}, self.config.seed
         )
-        self.trl = _build_trl(self, str(model), dataset, peft, display, sync_check_every, callbacks)
+        self.trl = _build_trl(self, str(model), dataset, peft, knobs.display, knobs.sync_check_every, callbacks)
         self._drop_printers()
 
     @property

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from verihub.errors import describe_error
+from verihub.errors import RolloutStalledError, RolloutWorkerError, describe_error
 from verihub.trainers.rewards import EnvReward, Outcome
 
 __all__ = ["RolloutWorker"]
@@ -86,11 +86,11 @@ class RolloutWorker:
 
     def check_health(self, stale_after_s: float) -> None:
         if self._error is not None:
-            raise RuntimeError(f"the rollout worker stopped: {describe_error(self._error)}") from self._error
+            raise RolloutWorkerError(f"the rollout worker stopped: {describe_error(self._error)}") from self._error
         if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
-            raise RuntimeError("the rollout worker's thread ended")
+            raise RolloutWorkerError("the rollout worker's thread ended")
         if time.monotonic() - self._beat > stale_after_s:
-            raise TimeoutError(f"the rollout worker produced nothing for {stale_after_s:.0f} s")
+            raise RolloutStalledError(f"the rollout worker produced nothing for {stale_after_s:.0f} s")
 
     # -- the loop -----------------------------------------------------------------------------------------
 

@@ -62,7 +62,7 @@ class Heldout(TrainerCallback):
         self._measure(state.global_step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.global_step % self.run.heldout_every == 0:
+        if state.global_step % self.run.run_config.heldout_every == 0:
             self._measure(state.global_step)
 
     def _measure(self, step: int) -> None:
@@ -85,9 +85,9 @@ class Heldout(TrainerCallback):
                     heldout_rollouts(
                         policy,
                         run.mix,
-                        tasks=run.heldout_tasks,
-                        samples=run.heldout_samples,
-                        temperature=run.heldout_temperature,
+                        tasks=run.run_config.heldout_tasks,
+                        samples=run.run_config.heldout_samples,
+                        temperature=run.run_config.heldout_temperature,
                         shard=shard,
                     )
                 )
@@ -111,5 +111,5 @@ class Heldout(TrainerCallback):
                     merged.setdefault(env, []).extend(found)
             rollouts = merged
         run.monitor.record_heldout(
-            heldout_rates(run.mix, rollouts, tasks=run.heldout_tasks, samples=run.heldout_samples)
+            heldout_rates(run.mix, rollouts, tasks=run.run_config.heldout_tasks, samples=run.run_config.heldout_samples)
         )

@@ -8,6 +8,7 @@ trainers show the run display (:mod:`verihub.trainers.display`): ``--quiet`` for
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from rich.console import Console
 
-from verihub.cli.app import GraderTokenOption
+from verihub.errors import UsageError
 
 if TYPE_CHECKING:
     from verihub.trainers.display import DisplayMode
@@ -72,95 +73,65 @@ LogFormatOption = Annotated[
 def train_command(
     model: ModelOption,
     env: EnvOption,
-    lora: LoraOption = False,
-    use_vllm: Annotated[
-        bool, typer.Option("--use-vllm", help="Generate with vLLM (needs verihub\\[vllm] and a GPU).")
-    ] = False,
-    curriculum: Annotated[
-        str, typer.Option(help="none (weights only) or adaptive (favour the learning zone).")
-    ] = "adaptive",
     max_steps: StepsOption = 100,
-    output_dir: Annotated[
-        Path, typer.Option("--output-dir", help="Where the model/adapter and metrics.jsonl go.")
-    ] = Path("runs/grpo"),
-    heldout_every: Annotated[int, typer.Option(help="Evaluate held-out tasks every N steps (0: never).")] = 0,
-    hub: HubOption = None,
     overrides: SetOption = [],  # noqa: B006 - typer reads the default, never mutates it
     quiet: QuietOption = False,
     log_format: LogFormatOption = "rich",
-    grader: Annotated[
-        list[str],
-        typer.Option(
-            "--grader",
-            help="URL of a `verihub serve` of the same environments, repeatable: rewards and tool sessions run there.",
-        ),
-    ] = [],  # noqa: B006 - typer copies a list default per call
-    grader_token: GraderTokenOption = None,
     asynchronous: Annotated[
         bool,
         typer.Option(
             "--async",
             help="Decoupled asynchronous GRPO: a vLLM server generates "
             "while the trainer learns, LoRA synced after each step (needs --lora "
-            "on a CPU; VERIHUB_VLLM_PYTHON or verihub[vllm]).",
+            "on a CPU; VERIHUB_VLLM_PYTHON or verihub\\[vllm]).",
         ),
     ] = False,
-    max_staleness: Annotated[
-        int,
-        typer.Option(
-            min=0, help="With --async: how many policy versions old a rollout may be and still be trained on."
-        ),
-    ] = 1,
-    vllm_server: Annotated[
-        str | None,
-        typer.Option(
-            help="With --async: the URL of a vLLM server already running (default: one is started on loopback)."
-        ),
-    ] = None,
+    **knobs: Any,
 ) -> None:
     """GRPO (TRL) on a weighted mix of environments; rewards from their verifiers, faults never scored 0."""
+    from verihub.trainers.config import RunConfig
     from verihub.trainers.mixture import parse_env_option
 
-    if curriculum not in ("none", "adaptive"):
+    if knobs["curriculum"] not in ("none", "adaptive"):
         raise typer.BadParameter("use none or adaptive", param_hint="--curriculum")
+    knobs["graders"] = knobs["graders"] or None
     display = _display(quiet, log_format)
     mix: dict[EnvRef, float] = dict(parse_env_option(option) for option in env)
-    common = {
-        "curriculum": curriculum,
-        "hub": hub,
-        "heldout_every": heldout_every,
-        "output_dir": output_dir,
-        "max_steps": max_steps,
-        "display": display,
-        **_overrides(overrides),
-    }
-    if asynchronous:
-        from verihub.trainers.async_grpo import AsyncGRPOTrainer
+    arguments = {"max_steps": max_steps, **_overrides(overrides)}
+    try:
+        config = RunConfig(**knobs, display=display)
+        if asynchronous:
+            from verihub.trainers.async_grpo import AsyncGRPOTrainer
 
-        if use_vllm or grader:
-            raise typer.BadParameter(
-                "--async generates with its own vLLM server and grades here", param_hint="--use-vllm/--grader"
-            )
-        trainer: Any = AsyncGRPOTrainer(
-            model, mix, lora=lora or None, max_staleness=max_staleness, vllm_server=vllm_server, **common
-        )
-    else:
-        from verihub.trainers.grpo import GRPOTrainer
+            trainer: Any = AsyncGRPOTrainer(model, mix, config, **arguments)
+        else:
+            from verihub.trainers.grpo import GRPOTrainer
 
-        trainer = GRPOTrainer(
-            model,
-            mix,
-            lora=lora or None,
-            use_vllm=use_vllm,
-            graders=grader or None,
-            grader_token=grader_token,
-            **common,
-        )
+            trainer = GRPOTrainer(model, mix, config, **arguments)
+    except UsageError as error:
+        raise typer.BadParameter(str(error)) from None
     trainer.train()
     if trainer.graders is not None:
         trainer.graders.close()
     if trainer.main_process:
-        _said(display, f"saved {'the LoRA adapter' if lora else 'the model'} and metrics.jsonl to {output_dir}")
+        _said(
+            config.display,
+            f"saved {'the LoRA adapter' if config.lora else 'the model'} and metrics.jsonl to {config.output_dir}",
+        )
+
+
+def _with_knob_options(command: Any) -> Any:
+    """``command``'s signature with an option per :class:`RunConfig` knob in place of its ``**knobs``: typer reads
+    the signature, so the options' names, help and defaults are the config's."""
+    from verihub.trainers.config import cli_parameters
+
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [parameter for parameter in signature.parameters.values() if parameter.kind != parameter.VAR_KEYWORD]
+    command.__signature__ = signature.replace(parameters=[*fixed, *cli_parameters()])
+    return command
+
+
+_with_knob_options(train_command)
 
 
 def sft_command(

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from torch.utils.data import Sampler
 
+from verihub.errors import UsageError
 from verihub.trainers.rewards import Outcome
 
 __all__ = ["AdaptiveCurriculum", "Bucket", "Curriculum", "MixtureSampler", "StaticMix", "make_curriculum"]
@@ -71,7 +72,7 @@ class AdaptiveCurriculum:
     def bind(self, sizes: Mapping[Bucket, int], env_weights: Mapping[str, float]) -> None:
         for name in ("smoothing", "bucket_floor", "domain_floor"):
             if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"curriculum {name} must be within [0, 1] (got {getattr(self, name)})")
+                raise UsageError(f"curriculum {name} must be within [0, 1] (got {getattr(self, name)})")
         self.sizes = dict(sizes)
         self.env_weights = dict(env_weights)
 
@@ -131,11 +132,11 @@ def make_curriculum(curriculum: str | Mapping[str, Any] | Curriculum | None) -> 
         try:
             return AdaptiveCurriculum(**curriculum)
         except TypeError as error:
-            raise ValueError(
+            raise UsageError(
                 f"curriculum: {error} (knobs: smoothing, min_samples, bucket_floor, domain_floor)"
             ) from None
     if isinstance(curriculum, str):
-        raise ValueError(f"curriculum {curriculum!r}: use None, 'adaptive', a dict of its knobs or a Curriculum object")
+        raise UsageError(f"curriculum {curriculum!r}: use None, 'adaptive', a dict of its knobs or a Curriculum object")
     return curriculum
 
 

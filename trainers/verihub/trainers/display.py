@@ -35,6 +35,8 @@ from rich.table import Table
 from rich.text import Text
 from transformers import TrainerCallback
 
+from verihub.errors import UsageError
+
 __all__ = ["DISPLAY_MODES", "DisplayMode", "RunDisplay", "check_display", "env_metrics", "finite"]
 
 DisplayMode = Literal["rich", "quiet", "json"]
@@ -61,7 +63,7 @@ QUARTERS = 4  # plain lines per run, besides the start and the summary
 
 def check_display(display: str) -> DisplayMode:
     if display not in DISPLAY_MODES:
-        raise ValueError(f"display={display!r}: use one of {', '.join(map(repr, DISPLAY_MODES))}")
+        raise UsageError(f"display={display!r}: use one of {', '.join(map(repr, DISPLAY_MODES))}")
     return display  # type: ignore[return-value]  # one of DISPLAY_MODES: checked above
 
 

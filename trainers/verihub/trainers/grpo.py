@@ -27,8 +27,9 @@ from transformers import TrainerCallback
 
 from verihub.serve.graders import GraderPool
 from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
-from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
-from verihub.trainers.display import DisplayMode, check_display
+from verihub.trainers.config import RunConfig, split_knobs
+from verihub.trainers.curriculum import MixtureSampler, make_curriculum
+from verihub.trainers.display import check_display
 from verihub.trainers.mixture import EnvRef, mixed_dataset, resolve_envs
 from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config, require_vllm
 from verihub.trainers.monitors import MonitorKnobs, RunMonitor
@@ -45,66 +46,55 @@ class GRPOTrainer(TrainerRun):
     ``model``: a hub id, a local path or a model object (then pass ``tokenizer=`` unless the model knows
     its ``name_or_path``). ``envs``: directories, installed names, hub ids with version specs
     (``alice/arithmetic@^1.0``, installed from ``hub`` when needed) or loaded environments, as a list
-    (equal weights) or a dict of weights. ``lora``: True, a dict of ``LoraConfig`` fields or a peft config.
-    ``use_vllm``: generate with vLLM (TRL's colocate mode, or ``vllm_mode="server"``). ``curriculum``:
-    None, ``"adaptive"``, a dict of its knobs or a :class:`~verihub.trainers.curriculum.Curriculum`.
-    ``heldout_every``: every so many steps, evaluate ``heldout_tasks`` held-out tasks per environment
-    for the held-out alerts and curves (0: never): pass@1 over ``heldout_samples`` samples per task at
-    ``heldout_temperature`` (default greedy) up to each environment's ``eval.max_tokens``, a faulted sample
-    counting as failed, the faults logged beside it; each process evaluates a share of the tasks.
-    ``display``: ``"rich"`` (a live panel, plain lines when stdout is no terminal), ``"quiet"`` (the
-    summary only) or ``"json"`` (a JSON object per logging step on stdout), see :mod:`.display`; TRL's
-    own log lines go to ``output_dir/trl.log``. ``graders``: URLs of ``verihub serve`` processes of the
-    same environments (or a :class:`~verihub.serve.graders.GraderPool`): rewards and tool sessions run there
-    (``grader_token``: their ``--token``); held-out evaluation stays in this process. The rest goes to
-    ``trl.GRPOConfig``.
+    (equal weights) or a dict of weights. verihub's knobs (``lora``, ``curriculum``, ``heldout_every``,
+    ``graders``...: :class:`~verihub.trainers.config.RunConfig`, each with its default and help) come as
+    ``config=`` or as keywords; ``monitor``: the reward-hacking alerts' knobs (:mod:`.monitors`); the other
+    keywords go to ``trl.GRPOConfig``. Held-out evaluation: every ``heldout_every`` steps, pass@1 on
+    ``heldout_tasks`` held-out tasks per environment up to each environment's ``eval.max_tokens``, a faulted
+    sample counting as failed; each process evaluates a share of the tasks, always in this process (also with
+    ``graders``). TRL's own log lines go to ``output_dir/trl.log``.
     """
 
     def __init__(
         self,
         model: Any,
         envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float],
+        config: RunConfig | None = None,
         *,
-        lora: bool | Mapping[str, Any] | Any | None = None,
-        use_vllm: bool = False,
-        curriculum: str | Mapping[str, Any] | Curriculum | None = None,
         tokenizer: Any = None,
-        hub: str | None = None,
-        heldout_every: int = 0,
-        heldout_tasks: int = 32,
-        heldout_samples: int = 1,
-        heldout_temperature: float = 0.0,
         monitor: MonitorKnobs | None = None,
         callbacks: Sequence[TrainerCallback] = (),
-        display: DisplayMode = "rich",
-        output_dir: str | Path = "runs/grpo",
-        graders: Sequence[str] | GraderPool | None = None,
-        grader_token: str | None = None,
-        **grpo_config_overrides: Any,
+        **keywords: Any,
     ) -> None:
-        check_display(display)
-        if use_vllm:
+        self.run_config, grpo_config_overrides = split_knobs(config, keywords)
+        knobs = self.run_config
+        knobs.check_for("sync")
+        check_display(knobs.display)
+        if knobs.use_vllm:
             require_vllm()
         # grading and tool sessions on `verihub serve` processes (verihub.serve.graders); None: in this process
         self.graders: GraderPool | None = (
-            graders
-            if isinstance(graders, GraderPool)
-            else GraderPool(list(graders), token=grader_token)
-            if graders
+            knobs.graders
+            if isinstance(knobs.graders, GraderPool)
+            else GraderPool(list(knobs.graders), token=knobs.grader_token)
+            if knobs.graders
             else None
         )
-        self.run_log = RunLog(Path(output_dir) / TRL_LOG)
+        self.run_log = RunLog(Path(knobs.output_dir) / TRL_LOG)
         with self.run_log:  # the dependencies' notices while TRL sets up (model loading, config) go there too
-            self.mix = resolve_envs(envs, hub=hub)
+            self.mix = resolve_envs(envs, hub=knobs.hub)
             self.tokenizer = load_tokenizer(model, tokenizer)
             self.config = trl.GRPOConfig(
-                **{**self._defaults(), "output_dir": str(output_dir), "use_vllm": use_vllm, **grpo_config_overrides}
+                **{
+                    **self._defaults(),
+                    "output_dir": str(knobs.output_dir),
+                    "use_vllm": knobs.use_vllm,
+                    **grpo_config_overrides,
+                }
             )
-            self.curriculum = make_curriculum(curriculum)
+            self.curriculum = make_curriculum(knobs.curriculum)
             self.ledger = GradeLedger()
             self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
-            self.heldout_every, self.heldout_tasks, self.heldout_samples = heldout_every, heldout_tasks, heldout_samples
-            self.heldout_temperature = heldout_temperature
             self.alerts: list[str] = []
             dataset = mixed_dataset(self.mix, "train")
             sizes: dict[tuple[str, str], int] = {}
@@ -118,12 +108,12 @@ class GRPOTrainer(TrainerRun):
                 args=self.config,
                 train_dataset=dataset,
                 processing_class=self.tokenizer,
-                peft_config=lora_config(lora),
+                peft_config=lora_config(knobs.lora),
                 environment_factory=self._environment_factories(),
                 callbacks=[
-                    *self._shown("GRPO", display),
+                    *self._shown("GRPO", knobs.display),
                     MetricsFile(self),
-                    *([Heldout(self)] if heldout_every else []),
+                    *([Heldout(self)] if knobs.heldout_every else []),
                     *callbacks,
                 ],
             )

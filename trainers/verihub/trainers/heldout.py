@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from verihub.errors import UsageError
 from verihub.eval.evaluate import metrics
 from verihub.eval.rollout import Rollout, RolloutEngine
 from verihub.generation import Backend, Sampling, load_backend
@@ -43,7 +44,7 @@ def heldout_split(item: MixedEnv) -> str:
     for name in (preferred, "eval", "test", "validation"):
         if name in names and name != "train":
             return name
-    raise ValueError(f"{item.name} has no held-out split (splits: {', '.join(names)}); add one to dataset.split")
+    raise UsageError(f"{item.name} has no held-out split (splits: {', '.join(names)}); add one to dataset.split")
 
 
 def heldout_tasks(item: MixedEnv, tasks: int) -> list[Mapping[str, Any]]:
@@ -97,7 +98,7 @@ def heldout_rates(
         given = list(rollouts.get(item.name, []))
         foreign = sorted({rollout.task_id for rollout in given} - set(task_ids))
         if foreign:  # another process's shard of another set: the processes did not load the same tasks
-            raise ValueError(
+            raise UsageError(
                 f"{item.name}: held-out rollouts of {len(foreign)} tasks outside its first {tasks} "
                 f"held-out tasks ({', '.join(foreign[:3])}): every process must load the same "
                 "environments, data and seed"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verihub.environment.core import Environment, load_env
+from verihub.errors import UsageError
 from verihub.spec.wrapped import ADAPTER_PREFIXES
 
 if TYPE_CHECKING:
@@ -59,10 +60,10 @@ def resolve_envs(envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float], *, hu
         envs = [envs]
     weighted = list(envs.items()) if isinstance(envs, Mapping) else [(ref, 1.0) for ref in envs]
     if not weighted:
-        raise ValueError("envs: name at least one environment")
+        raise UsageError("envs: name at least one environment")
     for ref, weight in weighted:
         if not isinstance(weight, (int, float)) or weight <= 0:
-            raise ValueError(f"envs: the weight of {ref} must be a positive number (got {weight!r})")
+            raise UsageError(f"envs: the weight of {ref} must be a positive number (got {weight!r})")
     total = float(sum(weight for _, weight in weighted))
     mixed: list[MixedEnv] = []
     for ref, weight in weighted:
@@ -70,7 +71,7 @@ def resolve_envs(envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float], *, hu
         taken = {item.name for item in mixed}
         name = env.id if env.id not in taken else str(ref)
         if name in taken:
-            raise ValueError(f"envs: {ref} is named twice")
+            raise UsageError(f"envs: {ref} is named twice")
         mixed.append(MixedEnv(name, env, weight / total))
     return mixed
 

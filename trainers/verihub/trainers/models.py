@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verihub.errors import MissingDependencyError
+from verihub.errors import MissingDependencyError, UsageError
 from verihub.trainers.display import DisplayMode, RunDisplay
 from verihub.trainers.runlog import RunLog, TRLLogLines
 
@@ -40,7 +40,7 @@ def lora_config(lora: bool | Mapping[str, Any] | Any | None) -> Any:
         try:
             return LoraConfig(**{**LORA_DEFAULTS, **lora})
         except TypeError as error:
-            raise ValueError(f"lora: {error}") from None
+            raise UsageError(f"lora: {error}") from None
     raise TypeError(f"lora must be True, a dict of LoraConfig fields or a peft config (got {type(lora).__name__})")
 
 
@@ -52,7 +52,7 @@ def load_tokenizer(model: Any, tokenizer: Any = None) -> Any:
 
     source = tokenizer or (model if isinstance(model, str) else getattr(model, "name_or_path", None))
     if not source:
-        raise ValueError("the model object has no name_or_path to load its tokenizer from; pass tokenizer=")
+        raise UsageError("the model object has no name_or_path to load its tokenizer from; pass tokenizer=")
     loaded = AutoTokenizer.from_pretrained(source)
     if loaded.pad_token is None:
         loaded.pad_token = loaded.eos_token

@@ -13,6 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from verihub.errors import DataError, FileMissingError
+
 __all__ = ["FIGURES", "plot_run", "read_metrics"]
 
 # figure file stem -> (title, regex over metric names whose group(1) names the line)
@@ -30,14 +32,14 @@ FIGURES: dict[str, tuple[str, str]] = {
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: point at the output_dir of a verihub train run")
+        raise FileMissingError(f"{path} does not exist: point at the output_dir of a verihub train run")
     records = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+                raise DataError(f"{path}:{number}: not JSON ({error.msg})") from None
     return records
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import trl
 
+from verihub.errors import DataError, UsageError
 from verihub.trainers.display import DisplayMode, check_display
 from verihub.trainers.mixture import EnvRef, MixedEnv, resolve_envs
 from verihub.trainers.models import TrainerRun, device_defaults, load_tokenizer, lora_config
@@ -62,7 +63,7 @@ class SFTTrainer(TrainerRun):
                 weights = [w * len(self.mix) / (len(self.mix) + 1) for w in weights] + [1 / (len(self.mix) + 1)]
             empty = [item.name for item, part in zip(self.mix, parts, strict=False) if len(part) == 0]
             if empty:
-                raise ValueError(f"no reference answers to learn from in {', '.join(empty)} (its train split is empty)")
+                raise UsageError(f"no reference answers to learn from in {', '.join(empty)} (its train split is empty)")
             self.dataset = (
                 parts[0]
                 if len(parts) == 1
@@ -109,6 +110,6 @@ def trajectory_pairs(path: Path) -> list[dict[str, Any]]:
                 messages = json.loads(line)["messages"]
                 first = next(i for i, message in enumerate(messages) if message["role"] == "assistant")
             except (json.JSONDecodeError, KeyError, TypeError, StopIteration):
-                raise ValueError(f'{path}:{number}: expected {{"messages": [...]}} with an assistant message') from None
+                raise DataError(f'{path}:{number}: expected {{"messages": [...]}} with an assistant message') from None
             pairs.append({"prompt": messages[:first], "completion": messages[first:]})
     return pairs
