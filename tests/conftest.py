@@ -135,6 +135,33 @@ def teach_tiny_model(directory: Path, answers: list[tuple[str, str]], *, rounds:
     return path
 
 
+def validate_report(ref: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``verihub validate REF --json``: the finished command and its report."""
+    result = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    return result, json.loads(result.stdout)
+
+
+def one_step_trainer(model: Path, envs: Any, out: Path) -> Any:
+    """A GRPOTrainer for one small step on ``envs`` (LoRA, 4 generations of at most 8 tokens), writing to ``out``."""
+    from verihub.trainers import GRPOTrainer
+
+    return GRPOTrainer(
+        str(model),
+        envs,
+        lora=True,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        output_dir=out,
+    )
+
+
+def first_step(out: Path) -> dict[str, Any]:
+    """The first record of the run's metrics.jsonl in ``out``."""
+    return json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+
+
 @pytest.fixture(scope="module")
 def vllm_python() -> Iterator[str]:
     """The interpreter with the real vLLM engine (``scripts/setup.sh --vllm`` makes .venv-vllm), set as

@@ -6,7 +6,6 @@ bridge dying among them) as faults."""
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import subprocess
@@ -17,7 +16,7 @@ import datasets
 import pytest
 
 import verihub
-from conftest import REPO, VERIHUB, use_own_environment
+from conftest import REPO, VERIHUB, first_step, one_step_trainer, use_own_environment, validate_report
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
 
@@ -140,10 +139,7 @@ def test_verihub_eval_plays_two_gem_games(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("ref", [GUESS, MASTERMIND])
 def test_validate_runs_the_red_team_suite_on_a_gem_game(ref: str) -> None:
-    result = subprocess.run(
-        [VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600, env=os.environ
-    )
-    report = json.loads(result.stdout)
+    result, report = validate_report(ref)
     assert result.returncode == 0 and report["ok"], report["failures"]
     assert report["faults"] == 0 and report["faults_forced"] == 0 and report["fault_forcing_ran"] >= 20
     assert report["max_exploit_reward"] == 0.0
@@ -151,19 +147,8 @@ def test_validate_runs_the_red_team_suite_on_a_gem_game(ref: str) -> None:
 
 @pytest.mark.slow
 def test_one_grpo_step_on_a_gem_game(tiny_model: Path, tmp_path: Path) -> None:
-    from verihub.trainers import GRPOTrainer
-
-    trainer = GRPOTrainer(
-        str(tiny_model),
-        [GUESS],
-        lora=True,
-        max_steps=1,
-        num_generations=4,
-        per_device_train_batch_size=4,
-        max_completion_length=8,
-        output_dir=tmp_path / "run",
-    )
+    trainer = one_step_trainer(tiny_model, [GUESS], tmp_path / "run")
     (item,) = trainer.mix
     trainer.train()
-    record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    record = first_step(tmp_path / "run")
     assert record["step"] == 1 and record[f"verihub/{item.name}/fault_rate"] == 0.0

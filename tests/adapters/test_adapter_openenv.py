@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 import verihub
-from conftest import REPO, free_port, wait_until_serving
+from conftest import REPO, first_step, free_port, one_step_trainer, wait_until_serving
 from verihub.adapters.openenv import RemoteEnvError, base_url
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
@@ -582,26 +582,16 @@ def test_the_trainer_plays_a_multi_turn_remote_through_its_act_tool(
 ) -> None:
     from transformers.utils import get_json_schema
 
-    from verihub.trainers import GRPOTrainer
     from verihub.trainers.rewards import EnvReward, GradeLedger
 
-    trainer = GRPOTrainer(
-        str(tiny_model),
-        [f"openenv:{guess.url}?size=8&max_turns=10"],
-        lora=True,
-        max_steps=1,
-        num_generations=4,
-        per_device_train_batch_size=4,
-        max_completion_length=8,
-        output_dir=tmp_path / "run",
-    )
+    trainer = one_step_trainer(tiny_model, [f"openenv:{guess.url}?size=8&max_turns=10"], tmp_path / "run")
     (item,) = trainer.mix
     (act,) = trainer.trl._env_tools[item.name]
     offered = get_json_schema(act)["function"]
     assert offered["name"] == "act" and offered["parameters"]["properties"]["guess"]["type"] == "integer"
     assert trainer.config.max_tool_calling_iterations == 9  # every call is a remote step; the answer one more
     trainer.train()
-    record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    record = first_step(tmp_path / "run")
     assert (
         record["step"] == 1
         and record[f"rewards/{item.name}/mean"] is not None

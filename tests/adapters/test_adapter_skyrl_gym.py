@@ -16,7 +16,7 @@ import pytest
 import skyrl_gym  # noqa: F401 - the [games] extra, which setup.sh syncs: missing it fails, never skips
 
 import verihub
-from conftest import REPO, VERIHUB
+from conftest import REPO, VERIHUB, first_step, one_step_trainer, validate_report
 from verihub.adapters.openenv import RemoteEnvError
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
@@ -127,30 +127,20 @@ def test_verihub_eval_and_validate_on_two_skyrl_gym_environments(data: Path, tmp
             assert len(table) == 2 and set(table["status"]) == {"ok"} and set(table["reward"]) == {1.0}, table["reason"]
             assert set(table["turns"]) == ({1} if name == "single" else {2})
     for ref in refs.values():
-        checked = subprocess.run(
-            [VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600
-        )
-        report = json.loads(checked.stdout)
+        checked, report = validate_report(ref)
         assert checked.returncode == 0 and report["ok"], report["failures"]
         assert report["faults"] == 0 and report["faults_forced"] == 0 and report["max_exploit_reward"] == 0.0
 
 
 @pytest.mark.slow
 def test_one_grpo_step_on_both(data: Path, tiny_model: Path, tmp_path: Path) -> None:
-    from verihub.trainers import GRPOTrainer
-
-    trainer = GRPOTrainer(
-        str(tiny_model),
+    trainer = one_step_trainer(
+        tiny_model,
         {f"skyrl-gym:gsm8k?data={data}": 1.0, f"skyrl-gym:gsm8k_multi_turn?data={data}&max_turns=3": 1.0},
-        lora=True,
-        max_steps=1,
-        num_generations=4,
-        per_device_train_batch_size=4,
-        max_completion_length=8,
-        output_dir=tmp_path / "run",
+        tmp_path / "run",
     )
     trainer.train()
-    record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    record = first_step(tmp_path / "run")
     assert record["step"] == 1
     for item in trainer.mix:
         assert record[f"verihub/{item.name}/faults"] == 0  # the group drawn from each (one of them, at one step)

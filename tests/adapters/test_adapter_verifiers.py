@@ -6,7 +6,6 @@ verifiers' runtime, and a scorer that raises."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -16,7 +15,7 @@ import datasets
 import pytest
 
 import verihub
-from conftest import REPO, VERIHUB, use_own_environment
+from conftest import REPO, VERIHUB, first_step, one_step_trainer, use_own_environment, validate_report
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
 
@@ -132,10 +131,8 @@ def test_verihub_eval_validate_and_a_grpo_step(tmp_path: Path, tiny_model: Path)
     assert len(table) == 4 and set(table["reward"]) == {1.0}
     reports = {}
     for ref in (SUMS, CAPITALS):
-        checked = subprocess.run(
-            [VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600
-        )
-        reports[ref] = report = json.loads(checked.stdout)
+        _, report = validate_report(ref)
+        reports[ref] = report
         assert report["faults"] == 0 and report["faults_forced"] == 0 and report["fault_forcing_ran"] >= 20
     assert reports[CAPITALS]["ok"] and reports[CAPITALS]["max_exploit_reward"] == 0.0
     # the red-team suite finds vf_sums' flaw: its "brief" reward pays a short wrong answer a quarter
@@ -144,19 +141,8 @@ def test_verihub_eval_validate_and_a_grpo_step(tmp_path: Path, tiny_model: Path)
     through = [o for o in found["exploits"] if o["verdict"] == "passed"]
     assert through and all(run["reward"] == 0.25 for o in through for run in o["runs"] if run["status"] == "wrong")
 
-    from verihub.trainers import GRPOTrainer
-
-    trainer = GRPOTrainer(
-        str(tiny_model),
-        [SUMS],
-        lora=True,
-        max_steps=1,
-        num_generations=4,
-        per_device_train_batch_size=4,
-        max_completion_length=8,
-        output_dir=tmp_path / "run",
-    )
+    trainer = one_step_trainer(tiny_model, [SUMS], tmp_path / "run")
     trainer.train()
-    record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    record = first_step(tmp_path / "run")
     (item,) = trainer.mix
     assert record["step"] == 1 and record[f"verihub/{item.name}/faults"] == 0
