@@ -37,7 +37,7 @@ class _Flag:
 
 def knob(
     default: Any,
-    help: str,  # noqa: A002 - the field's help text, as typer and argparse name it
+    help: str,  # the field's help text, as typer and argparse name it
     *,
     flag: str | None = None,
     cli_type: Any = None,
