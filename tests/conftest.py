@@ -135,6 +135,25 @@ def teach_tiny_model(directory: Path, answers: list[tuple[str, str]], *, rounds:
     return path
 
 
+def run_eval(ref: str, model: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``verihub eval REF --model MODEL OPTIONS... --out OUT``, finished."""
+    return subprocess.run(
+        [VERIHUB, "eval", ref, "--model", model, *options, "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def results_table(out: Path) -> Any:
+    """The rows an eval wrote to ``out``."""
+    import datasets
+
+    return datasets.load_dataset("parquet", data_files=str(out / "results.parquet"), split="train")
+
+
 def validate_report(ref: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """``verihub validate REF --json``: the finished command and its report."""
     result = subprocess.run([VERIHUB, "validate", ref, "--json"], cwd=REPO, capture_output=True, text=True, timeout=600)

@@ -6,17 +6,22 @@ bridge dying among them) as faults."""
 from __future__ import annotations
 
 import itertools
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pytest
 
 import verihub
-from conftest import REPO, VERIHUB, first_step, one_step_trainer, use_own_environment, validate_report
+from conftest import (
+    REPO,
+    first_step,
+    one_step_trainer,
+    results_table,
+    run_eval,
+    use_own_environment,
+    validate_report,
+)
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
 
@@ -111,29 +116,12 @@ def player(request: dict[str, Any]) -> list[dict[str, Any]]:
 def test_verihub_eval_plays_two_gem_games(tmp_path: Path) -> None:
     with ScriptedChatServer(player) as model:
         runs = {
-            name: subprocess.run(
-                [
-                    VERIHUB,
-                    "eval",
-                    ref,
-                    "--model",
-                    f"openai:scripted@{model.url}",
-                    "-n",
-                    "2",
-                    "--out",
-                    str(tmp_path / name),
-                ],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env={**os.environ, "COLUMNS": "200"},
-            )
+            name: run_eval(ref, f"openai:scripted@{model.url}", tmp_path / name, "-n", "2")
             for name, ref in (("guess", GUESS), ("mastermind", MASTERMIND))
         }
     for name, result in runs.items():
         assert result.returncode == 0, (name, result.stderr[-2000:])
-        table = datasets.load_dataset("parquet", data_files=str(tmp_path / name / "results.parquet"), split="train")
+        table = results_table(tmp_path / name)
         assert len(table) == 2 and set(table["status"]) == {"ok"} and set(table["reward"]) == {1.0}, table["reason"]
 
 

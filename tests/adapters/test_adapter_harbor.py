@@ -5,17 +5,14 @@ template untouched, whose tests image RUNs an install: the jail cannot stand in 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pytest
 
 import verihub
-from conftest import REPO, VERIHUB
+from conftest import REPO, results_table, run_eval, validate_report
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
 
@@ -162,24 +159,14 @@ def test_verihub_eval_plays_harbor_tasks_with_the_bash_tool(tmp_path: Path, nsja
         return [{"content": "done"}]
 
     with ScriptedChatServer(agent) as model:
-        result = subprocess.run(
-            [VERIHUB, "eval", f"harbor:{TASKS}", "--model", f"openai:agent@{model.url}", "--out", str(tmp_path)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "COLUMNS": "200"},
-        )
+        result = run_eval(f"harbor:{TASKS}", f"openai:agent@{model.url}", tmp_path)
     assert result.returncode == 0, result.stderr
-    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "results.parquet"), split="train")
+    table = results_table(tmp_path)
     assert sorted(table["status"]) == ["ok", "ok"] and set(table["reward"]) == {1.0}, table["reason"]
 
 
 def test_verihub_validate_runs_the_red_team_suite_on_harbor_tasks(nsjail_path: str) -> None:
-    found = subprocess.run(
-        [VERIHUB, "validate", f"harbor:{TASKS}", "--json"], capture_output=True, text=True, timeout=600, cwd=REPO
-    )
-    report = json.loads(found.stdout)
+    found, report = validate_report(f"harbor:{TASKS}")
     assert found.returncode == 0 and report["ok"], report["failures"]
     assert report["exploits_ran"] >= 20 and report["faults_forced"] == 0 and report["max_exploit_reward"] == 0
 

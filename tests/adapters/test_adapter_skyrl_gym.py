@@ -5,18 +5,15 @@ grade), through the API, ``verihub eval`` and ``verihub validate``, and the envi
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pytest
 import skyrl_gym  # noqa: F401 - the [games] extra, which setup.sh syncs: missing it fails, never skips
 
 import verihub
-from conftest import REPO, VERIHUB, first_step, one_step_trainer, validate_report
+from conftest import first_step, one_step_trainer, results_table, run_eval, validate_report
 from verihub.adapters.openenv import RemoteEnvError
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
@@ -104,26 +101,9 @@ def test_verihub_eval_and_validate_on_two_skyrl_gym_environments(data: Path, tmp
     refs = {"single": f"skyrl-gym:gsm8k?data={data}", "multi": f"skyrl-gym:gsm8k_multi_turn?data={data}&max_turns=3"}
     with ScriptedChatServer(solver) as model:
         for name, ref in refs.items():
-            result = subprocess.run(
-                [
-                    VERIHUB,
-                    "eval",
-                    ref,
-                    "--model",
-                    f"openai:scripted@{model.url}",
-                    "-n",
-                    "2",
-                    "--out",
-                    str(tmp_path / name),
-                ],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env={**os.environ, "COLUMNS": "200"},
-            )
+            result = run_eval(ref, f"openai:scripted@{model.url}", tmp_path / name, "-n", "2")
             assert result.returncode == 0, (name, result.stderr[-2000:])
-            table = datasets.load_dataset("parquet", data_files=str(tmp_path / name / "results.parquet"), split="train")
+            table = results_table(tmp_path / name)
             assert len(table) == 2 and set(table["status"]) == {"ok"} and set(table["reward"]) == {1.0}, table["reason"]
             assert set(table["turns"]) == ({1} if name == "single" else {2})
     for ref in refs.values():

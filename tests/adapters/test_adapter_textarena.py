@@ -5,18 +5,15 @@ a two-player game, ``verihub eval`` and ``verihub validate`` on them, and the ga
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pytest
 import textarena  # noqa: F401 - the [games] extra, which setup.sh syncs: missing it fails, never skips
 
 import verihub
-from conftest import REPO, VERIHUB, first_step, one_step_trainer, validate_report
+from conftest import first_step, one_step_trainer, results_table, run_eval, validate_report
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
 
@@ -127,33 +124,14 @@ def player(request: dict[str, Any]) -> list[dict[str, Any]]:
 def test_verihub_eval_plays_two_textarena_games(tmp_path: Path) -> None:
     with ScriptedChatServer(player) as model:
         runs = {
-            name: subprocess.run(
-                [
-                    VERIHUB,
-                    "eval",
-                    ref,
-                    "--model",
-                    f"openai:scripted@{model.url}",
-                    "-n",
-                    "2",
-                    "-k",
-                    "2",
-                    "--out",
-                    str(tmp_path / name),
-                ],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env={**os.environ, "COLUMNS": "200"},
-            )
+            name: run_eval(ref, f"openai:scripted@{model.url}", tmp_path / name, "-n", "2", "-k", "2")
             for name, ref in (("guess", GUESS), ("tictactoe", TICTACTOE))
         }
     for name, result in runs.items():
         assert result.returncode == 0, (name, result.stderr[-2000:])
-    guess = datasets.load_dataset("parquet", data_files=str(tmp_path / "guess" / "results.parquet"), split="train")
+    guess = results_table(tmp_path / "guess")
     assert len(guess) == 4 and set(guess["status"]) == {"ok"} and set(guess["reward"]) == {1.0}
-    board = datasets.load_dataset("parquet", data_files=str(tmp_path / "tictactoe" / "results.parquet"), split="train")
+    board = results_table(tmp_path / "tictactoe")
     assert len(board) == 4 and set(board["reward"]) <= {0.0, 0.5, 1.0} and None not in board["reward"]
     assert all(any(m["role"] == "tool" for m in json.loads(messages)) for messages in board["messages"])
     metadata = json.loads((tmp_path / "guess" / "metadata.json").read_text())

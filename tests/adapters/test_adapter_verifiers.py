@@ -6,16 +6,20 @@ verifiers' runtime, and a scorer that raises."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pytest
 
 import verihub
-from conftest import REPO, VERIHUB, first_step, one_step_trainer, use_own_environment, validate_report
+from conftest import (
+    first_step,
+    one_step_trainer,
+    results_table,
+    run_eval,
+    use_own_environment,
+    validate_report,
+)
 from verihub.errors import SpecError
 from verihub.testing import ScriptedChatServer
 
@@ -106,28 +110,9 @@ def solver(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_verihub_eval_validate_and_a_grpo_step(tmp_path: Path, tiny_model: Path) -> None:
     with ScriptedChatServer(solver) as model:
-        result = subprocess.run(
-            [
-                VERIHUB,
-                "eval",
-                SUMS,
-                "--model",
-                f"openai:scripted@{model.url}",
-                "-n",
-                "2",
-                "-k",
-                "2",
-                "--out",
-                str(tmp_path / "eval"),
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "COLUMNS": "200"},
-        )
+        result = run_eval(SUMS, f"openai:scripted@{model.url}", tmp_path / "eval", "-n", "2", "-k", "2")
     assert result.returncode == 0, result.stderr[-2000:]
-    table = datasets.load_dataset("parquet", data_files=str(tmp_path / "eval" / "results.parquet"), split="train")
+    table = results_table(tmp_path / "eval")
     assert len(table) == 4 and set(table["reward"]) == {1.0}
     reports = {}
     for ref in (SUMS, CAPITALS):
