@@ -12,7 +12,10 @@ hidden size 128), the same sums tasks and sampling throughout:
   against asynchronous (``AsyncGRPOTrainer``, generation in the server meanwhile), LoRA both, with the time
   the trainer waits for rollouts (synchronous: its generate-and-grade phase; asynchronous: TRL's
   ``perf/rollout_wait_s``);
-- (c) what one weight sync (the LoRA adapter to the server) costs: TRL's ``perf/weight_sync_s``.
+- (c) what one weight sync (the LoRA adapter to the server) costs: TRL's ``perf/weight_sync_s``;
+- (d) rollouts/s of the vLLM server serving a LoRA adapter (what asynchronous GRPO generates with), through
+  verihub's CPU LoRA plugin (engines/vllm-cpu/verihub_vllm_cpu) and through vLLM's own per-token ops
+  (``VLLM_PLUGINS`` naming every plugin but ours).
 
 The last line prints the ratios beside the goals: vLLM >= 2x HF on rollouts; async >= 1.3x sync steps/s with
 the trainer's waiting cut at least in half. Two cores are shared by the server and the trainer here: a CPU
@@ -26,6 +29,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -47,24 +51,60 @@ async def rollouts_per_second(backend: Any, env: Any, tasks: list[Any], k: int, 
     return len(done) / (time.perf_counter() - began)
 
 
+async def warm_rollouts_per_second(backend: Any, env: Any, tasks: list[Any], k: int, max_tokens: int) -> float:
+    """Rollouts/s after a warm-up on two tasks (a server not started yet starts there), then the backend closed."""
+    try:
+        await rollouts_per_second(backend, env, tasks[:2], k, max_tokens)
+        return await rollouts_per_second(backend, env, tasks, k, max_tokens)
+    finally:
+        await backend.aclose()
+
+
 def part_a(model: Path, env: Any, tasks: list[Any], k: int, max_tokens: int) -> dict[str, float]:
     from verihub.generation.local import HFBackend
     from verihub.generation.vllm_server import VLLMBackend
 
-    async def measure(backend: Any) -> float:
-        try:
-            await rollouts_per_second(backend, env, tasks[:2], k, max_tokens)  # warm-up (the server starts here)
-            return await rollouts_per_second(backend, env, tasks, k, max_tokens)
-        finally:
-            await backend.aclose()
-
-    hf = asyncio.run(measure(HFBackend(str(model))))
+    hf = asyncio.run(warm_rollouts_per_second(HFBackend(str(model)), env, tasks, k, max_tokens))
     vllm = VLLMBackend(str(model))
     began = time.perf_counter()
     vllm.server.start()
     startup = time.perf_counter() - began
-    served = asyncio.run(measure(vllm))
+    served = asyncio.run(warm_rollouts_per_second(vllm, env, tasks, k, max_tokens))
     return {"hf_rollouts_s": hf, "vllm_rollouts_s": served, "vllm_startup_s": startup}
+
+
+PLUGIN = "verihub_cpu_lora"  # engines/vllm-cpu/pyproject.toml's entry point
+_PLUGINS = (
+    "from importlib.metadata import entry_points; "
+    "print(*(point.name for point in entry_points(group='vllm.general_plugins')))"
+)
+
+
+def part_d(model: Path, env: Any, tasks: list[Any], k: int, max_tokens: int, work: Path) -> dict[str, float]:
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from verihub.generation.vllm_server import VLLMBackend
+    from verihub.trainers.models import lora_config
+
+    adapted = get_peft_model(AutoModelForCausalLM.from_pretrained(model), lora_config(True))
+    for name, weight in adapted.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero: an adapter that changes nothing could be skipped
+            weight.data.normal_(0.0, 1e-3)
+    adapted.save_pretrained(work / "adapter")
+    vllms_own = subprocess.run(  # the plugins the engine has, as its interpreter sees them
+        [os.environ["VERIHUB_VLLM_PYTHON"], "-c", _PLUGINS], capture_output=True, text=True, check=True
+    ).stdout.split()
+    without_ours = ",".join(name for name in vllms_own if name != PLUGIN) or "none"
+    found = {}
+    for label, plugins in (("plugin", None), ("vllm_ops", without_ours)):
+        os.environ.pop("VLLM_PLUGINS", None)  # unset: vLLM loads every plugin installed
+        if plugins:
+            os.environ["VLLM_PLUGINS"] = plugins
+        backend = VLLMBackend(str(model), str(work / "adapter"))
+        found[label] = asyncio.run(warm_rollouts_per_second(backend, env, tasks, k, max_tokens))
+    os.environ.pop("VLLM_PLUGINS", None)
+    return found
 
 
 def grpo_settings(steps: int, k: int, max_tokens: int) -> dict[str, Any]:
@@ -149,6 +189,7 @@ def main() -> None:
     a = part_a(model, env, tasks, options.k, options.max_tokens)
     sync = part_b_sync(model, options.steps, options.k, options.max_tokens, work / "sync")
     asynchronous = part_b_async(model, options.steps, options.k, options.max_tokens, work / "async")
+    lora = part_d(model, env, tasks, options.k, options.max_tokens, work)
 
     print(
         f"(a) rollouts/s, {len(tasks)} tasks x K={options.k}, {options.max_tokens} tokens: "
@@ -162,6 +203,10 @@ def main() -> None:
         " not counted)"
     )
     print(f"(c) one weight sync (LoRA adapter to the server): {1000 * asynchronous['sync_s']:.0f} ms (median)")
+    print(
+        f"(d) rollouts/s of the vLLM server with a LoRA adapter: verihub's CPU LoRA plugin {lora['plugin']:.1f}, "
+        f"vLLM's own ops {lora['vllm_ops']:.1f} ({lora['plugin'] / lora['vllm_ops']:.2f}x)"
+    )
     vllm_ratio = a["vllm_rollouts_s"] / a["hf_rollouts_s"]
     speedup = asynchronous["steps_s"] / sync["steps_s"]
     wait_cut = asynchronous["wait_s"] / sync["wait_s"] if sync["wait_s"] else float("nan")
