@@ -35,11 +35,11 @@ def _per_adapter(
     if weights.dim() == 4:
         weights = weights.squeeze(1)
     inputs = inputs.to(dtype)
-    first = int(indices[0]) if indices.numel() else 0
-    if indices.numel() == 0 or bool((indices == first).all()):  # the usual batch: one adapter for every token
-        return inputs @ weights[first].to(dtype).T
+    adapters = torch.unique(indices).tolist()
+    if len(adapters) <= 1:  # the usual batch: one adapter for every token (or no token at all)
+        return inputs @ weights[adapters[0] if adapters else 0].to(dtype).T
     result = inputs.new_empty((inputs.shape[0], weights.shape[1]))
-    for index in torch.unique(indices).tolist():
+    for index in adapters:
         rows = indices == index
         result[rows] = inputs[rows] @ weights[index].to(dtype).T
     return result
