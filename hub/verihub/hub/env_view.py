@@ -5,8 +5,9 @@ A published package is hostile input here: the spec is read only up to a size, p
 and only plain values are taken from it (a YAML alias bomb under a field is "not a plain value", never
 expanded); tasks come from the first bytes of a local data file only (a generator would be code, a Hugging
 Face id a download); prompts are filled by substituting plain ``{column}`` fields as text, never with
-``str.format`` (whose format specs can ask for a gigabyte of padding or reach into attributes). The page
-escapes everything this returns. A commit never changes, so a view is cached by commit.
+``str.format`` (whose format specs can ask for a gigabyte of padding or reach into attributes), and a task's
+own chat messages (``prompt.messages``) are shown as they are, never filled. The page escapes everything this
+returns. A commit never changes, so a view is cached by commit.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ SPEC_FILE = "environment.yaml"
 MAX_SPEC_BYTES = 256 << 10
 MAX_DATA_BYTES = 64 << 10
 MAX_LAYERS, MAX_TASKS, MAX_TEXT = 50, 3, 2000
+MAX_MESSAGES = 6  # of a task's own chat messages: its first and its last five (the one the model answers)
 _DEFAULT_WEIGHT = {"rule": 0.0, "check": 1.0, "judge": 1.0}  # the spec's defaults (verihub.spec.models.LayerSpec)
 
 
@@ -139,12 +141,41 @@ def _rows(
 
 
 def _preview(prompt: dict[str, Any], row: dict[str, Any], index: int) -> TaskPreview:
+    column = prompt.get("messages")
+    own = _own_messages(row.get(column)) if isinstance(column, str) else None
     messages = []
-    for role in ("system", "user"):
-        template = prompt.get(role)
-        if isinstance(template, str):
-            messages.append((role, fill(template, row)))
+    system = prompt.get("system")
+    if isinstance(system, str) and not (own and own[0][0] == "system"):  # the task's own system message wins
+        messages.append(("system", fill(system, row)))
+    if own is not None:
+        messages += own
+    elif isinstance(prompt.get("user"), str):
+        messages.append(("user", fill(prompt["user"], row)))
     return TaskPreview(_plain(row.get("id", index)), tuple(messages))
+
+
+def _own_messages(value: Any) -> list[tuple[str, str]]:
+    """A task's own chat messages (a list of {role, content}, or JSON text of one) as (role, text): at most
+    MAX_MESSAGES, the first and the last ones, of MAX_TEXT characters each. Never filled, never refused
+    (loading the environment refuses malformed ones)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)  # no longer than the row, which came from MAX_DATA_BYTES of the file
+        except (ValueError, RecursionError):
+            return [("messages", "(not chat messages)")]
+    if not isinstance(value, list) or not value:
+        return [("messages", "(not chat messages)")]
+    if len(value) > MAX_MESSAGES:
+        hidden = ("…", f"{len(value) - MAX_MESSAGES} more messages")
+        return [_message(value[0]), hidden, *map(_message, value[1 - MAX_MESSAGES :])]
+    return [_message(message) for message in value]
+
+
+def _message(message: Any) -> tuple[str, str]:
+    if not isinstance(message, dict):
+        return "?", _plain(message)
+    content = message.get("content")
+    return _plain(message.get("role"))[:20], content[:MAX_TEXT] if isinstance(content, str) else _plain(content)
 
 
 def fill(template: str, row: dict[str, Any]) -> str:

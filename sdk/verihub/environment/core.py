@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from verihub.environment.dataset import Split, SplitError, as_dataset, load_splits
-from verihub.environment.installed import hub_env_entry_point, installed_env_dir, installed_envs
-from verihub.errors import EnvNotFoundError, NotFoundError, SpecError, SpecProblem, UsageError, describe_error
+from verihub.environment.installed import adapter_for, hub_env_entry_point, installed_env_dir, installed_envs
+from verihub.environment.origin import LoadReport
+from verihub.errors import (
+    DataError,
+    EnvNotFoundError,
+    NotFoundError,
+    SpecError,
+    SpecProblem,
+    UsageError,
+    describe_error,
+)
 from verihub.grading.grade import Grade
 from verihub.grading.judge import Judge
 from verihub.grading.verifier import BoundLayer, Verifier
-from verihub.spec.loader import LoadedSpec, find_spec_file, load_spec, template_fields, template_locations
+from verihub.spec.loader import (
+    LoadedSpec,
+    column_locations,
+    find_spec_file,
+    load_spec,
+    template_fields,
+    template_locations,
+)
 from verihub.spec.models import EnvSpec
 from verihub.spec.wrapped import read_wrapped
 
@@ -23,10 +40,11 @@ if TYPE_CHECKING:
     from verihub.environment.session import Session
     from verihub.sandbox import Sandbox
 
-__all__ = ["Completion", "Environment", "load_env"]
+__all__ = ["Completion", "Environment", "load_env", "task_messages"]
 
 Task = Mapping[str, Any]
 Message = dict[str, str]
+_ROLES = ("system", "user", "assistant")  # the roles a task's own messages (prompt.messages) may have
 Completion = str | Sequence[Mapping[str, Any]]
 """The model's answer: text, or the chat messages of a rollout (the last assistant message is graded)."""
 
@@ -48,6 +66,7 @@ class Environment:
     ) -> None:
         self.spec: EnvSpec = loaded.spec
         self.root: Path = loaded.root
+        self.load_report: LoadReport | None = None  # set by a loader from elsewhere (verihub.environment.origin)
         self._loaded = loaded
         layers = [BoundLayer.from_spec(layer, self.root, self.spec.sandbox) for layer in self.spec.verifier]
         self.verifier = Verifier(
@@ -122,13 +141,23 @@ class Environment:
             raise NotFoundError(f"{self.id} has no split {split!r}; splits: {', '.join(self._splits)}") from None
 
     def render(self, task: Task) -> list[Message]:
-        """The chat messages that pose ``task`` to a model."""
+        """The chat messages that pose ``task`` to a model: the system message, the few-shot examples, then the
+        user template filled from the task, or (``prompt.messages``) the task's own messages, as they are (a
+        system message of theirs first, in place of the system template).
+
+        Raises :class:`~verihub.errors.DataError` for a task whose messages are not chat messages."""
         prompt = self.spec.prompt
+        own = task_messages(task, prompt.messages) if prompt.messages is not None else None
         messages: list[Message] = []
-        if prompt.system is not None:
+        if own and own[0]["role"] == "system":
+            messages.append(own.pop(0))
+        elif prompt.system is not None:
             messages.append({"role": "system", "content": prompt.system.format_map(task)})
         for shot in prompt.few_shot:
             messages += [{"role": "user", "content": shot.user}, {"role": "assistant", "content": shot.assistant}]
+        if own is not None:
+            return messages + own
+        assert prompt.user is not None  # a spec gives exactly one of user and messages
         messages.append({"role": "user", "content": prompt.user.format_map(task)})
         return messages
 
@@ -154,10 +183,14 @@ class Environment:
         return Session(self, task, sandbox=sandbox)
 
     def _check_columns(self) -> None:
-        """Every placeholder and every column a check reads must exist in every split."""
+        """Every placeholder, every column the spec names and every column a check reads must exist in every
+        split."""
         columns = set.intersection(*(set(split.column_names) for split in self._splits.values()))
         shown = ", ".join(sorted(columns))
         problems: list[SpecProblem] = []
+        for loc, name in column_locations(self.spec):
+            if name not in columns:
+                problems.append(self._loaded.problem(loc, f"{name!r} is not a dataset column (columns: {shown})"))
         for loc, template in template_locations(self.spec):
             for name in sorted(template_fields(template) - columns):
                 problems.append(
@@ -174,6 +207,41 @@ class Environment:
                 )
         if problems:
             raise SpecError(sorted(problems, key=lambda p: p.line or 0))
+
+
+def task_messages(task: Task, column: str) -> list[Message]:
+    """The chat messages ``task[column]`` holds (a list of {role, content} mappings, or JSON text of one), as
+    plain {role, content} dicts, other keys dropped. They are data: never filled as templates.
+
+    Raises :class:`~verihub.errors.DataError` naming the task, the column and what is wrong."""
+    value = task.get(column)
+
+    def refused(problem: str) -> DataError:
+        return DataError(f"task {task.get('id')!r}: column {column!r}: {problem}")
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as error:
+            raise refused(f"holds text that is not JSON chat messages ({describe_error(error, 120)})") from None
+    if not isinstance(value, list | tuple):
+        raise refused(f"must hold chat messages (a list of {{role, content}}), got {type(value).__name__}")
+    messages: list[Message] = []
+    for index, message in enumerate(value):
+        if not isinstance(message, Mapping):
+            raise refused(f"message {index} must be a mapping of role and content, got {type(message).__name__}")
+        role, content = message.get("role"), message.get("content")
+        if role not in _ROLES:
+            raise refused(f"message {index}: role must be one of {', '.join(_ROLES)}, got {role!r:.60}")
+        if not isinstance(content, str):
+            raise refused(f"message {index} ({role}): content must be text, got {type(content).__name__}")
+        messages.append({"role": role, "content": content})
+    if not messages:
+        raise refused("holds no messages")
+    if messages[-1]["role"] != "user":
+        last = messages[-1]["role"]
+        raise refused(f"the last message is the {last}'s; it must be the user's (the one the model answers)")
+    return messages
 
 
 def completion_text(completion: Completion) -> str:
@@ -214,7 +282,10 @@ def load_env(
     :mod:`verihub.adapters.verifiers`. ``harbor:PATH`` refs (Harbor tasks, run in verihub's jail) take
     ``max_turns`` and ``seed``; see :mod:`verihub.adapters.harbor`. ``gem:ENV`` refs (GEM's environments, in
     GEM's own interpreter) take ``size``, ``seed``, ``max_turns``, ``reward_range``, ``timeout_s`` and ``python``;
-    see :mod:`verihub.adapters.gem`.
+    see :mod:`verihub.adapters.gem`. Refs of a scheme an installed package registers in the ``verihub.adapters``
+    entry-point group go to its loader: ``hf://datasets/ORG/NAME[@REV]`` (the hub's: an RL environment dataset of
+    a hub, at a pinned revision; ``hub``, ``token`` and the options of the framework it holds) is
+    :func:`verihub.hub.hf_datasets.load_hf_env`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
@@ -224,6 +295,19 @@ def load_env(
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
     """
+    registered = adapter_for(str(ref)) if "://" in str(ref) else None
+    if registered is not None:
+        return registered(  # a loader returns an Environment, as the group promises
+            str(ref),
+            size=size,
+            seed=seed,
+            difficulty=difficulty,
+            config=config,
+            judge=judge,
+            judge_model=judge_model,
+            on_missing_judge=on_missing_judge,
+            **settings,
+        )
     if str(ref).startswith("openenv:"):
         from verihub.adapters.openenv import load_openenv
 

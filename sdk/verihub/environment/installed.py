@@ -1,21 +1,46 @@
-"""Environments installed as Python packages, found through the ``verihub.environments`` entry points.
+"""Environments installed as Python packages, found through the ``verihub.environments`` entry points, and
+loaders of environments from elsewhere, found through ``verihub.adapters``.
 
 An environment package declares, in its pyproject.toml::
 
     [project.entry-points."verihub.environments"]
     arithmetic = "arithmetic_env"      # name = the package that holds environment.yaml
+
+A loader declares the scheme of the refs it loads (``hf`` for ``hf://datasets/...``, the hub's)::
+
+    [project.entry-points."verihub.adapters"]
+    hf = "verihub.hub.hf_datasets:load_hf_env"   # load(ref, **options) -> Environment
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.resources
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ENV_ENTRY_POINT_GROUP", "hub_env_entry_point", "installed_env_dir", "installed_envs"]
+__all__ = [
+    "ADAPTER_ENTRY_POINT_GROUP",
+    "ENV_ENTRY_POINT_GROUP",
+    "adapter_for",
+    "hub_env_entry_point",
+    "installed_env_dir",
+    "installed_envs",
+]
 
 ENV_ENTRY_POINT_GROUP = "verihub.environments"
+ADAPTER_ENTRY_POINT_GROUP = "verihub.adapters"
+
+
+def adapter_for(ref: str) -> Callable[..., Any] | None:
+    """The installed loader of ``ref``'s scheme (``hf`` for ``hf://...``), if one is registered."""
+    scheme, colon, _ = ref.partition(":")
+    if not colon or not scheme:
+        return None
+    found = [entry for entry in entry_points(group=ADAPTER_ENTRY_POINT_GROUP) if entry.name == scheme]
+    return found[0].load() if found else None
 
 
 def installed_envs() -> dict[str, list[EntryPoint]]:

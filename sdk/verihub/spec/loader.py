@@ -24,6 +24,7 @@ __all__ = [
     "SPEC_FILE",
     "LoadedSpec",
     "add_import_root",
+    "column_locations",
     "find_spec_file",
     "format_loc",
     "load_spec",
@@ -241,6 +242,12 @@ def template_fields(template: str) -> set[str]:
 def template_locations(spec: EnvSpec) -> list[tuple[Loc, str]]:
     """Every ``{column}`` template of a spec (prompt and gold) with its location."""
     return _templates(spec.model_dump(mode="json", exclude_none=True))
+
+
+def column_locations(spec: EnvSpec) -> list[tuple[Loc, str]]:
+    """Every column a spec names outright, not in a template, with its location: ``prompt.messages`` (whose
+    values are chat messages, data that is never filled as a template)."""
+    return [(("prompt", "messages"), spec.prompt.messages)] if spec.prompt.messages is not None else []
 
 
 # -- pydantic errors as short messages -----------------------------------------------------------------

@@ -150,11 +150,47 @@ class FewShotExample(_Section):
 
 
 class PromptSpec(_Section):
-    """How a task becomes chat messages. Templates use Python format syntax: {column}; {{ for a brace."""
+    """How a task becomes chat messages: a ``user`` template filled from the task's columns, or a ``messages``
+    column that already holds them (datasets made for other ecosystems). Templates use Python format syntax:
+    {column}; {{ for a brace."""
 
-    system: str | None = Field(None, description="System message template.")
-    user: str = Field(description="User message template, filled from the task's columns.")
-    few_shot: list[FewShotExample] = Field(default_factory=list, description="Examples placed before the task.")
+    # Exactly one of user and messages (as text: a null is not given), in the JSON schema as in validation.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": [name], "properties": {name: {"type": "string"}}} for name in ("user", "messages")]
+        }
+    )
+
+    system: str | None = Field(
+        None,
+        description="System message template. With 'messages', prepended only when the task's messages do "
+        "not begin with a system message.",
+    )
+    user: str | None = Field(
+        None, description="User message template, filled from the task's columns. Give this or 'messages'."
+    )
+    messages: str | None = Field(
+        None,
+        min_length=1,
+        exclude_if=lambda column: column is None,  # a template-mode spec dumps (and digests) as it always did
+        description="Instead of 'user': the column holding each task's chat messages, a list of {role, "
+        "content} (role system, user or assistant, content text, the last message the user's) or JSON text "
+        "of one. The messages are posed as they are, never filled as templates.",
+    )
+    few_shot: list[FewShotExample] = Field(
+        default_factory=list, description="Examples placed before the task (after the system message)."
+    )
+
+    @model_validator(mode="after")
+    def _user_or_messages(self) -> PromptSpec:
+        if self.user is None and self.messages is None:
+            raise FieldError(
+                "user",
+                "required field is missing: give 'user' (a template) or 'messages' (a column of chat messages)",
+            )
+        if self.user is not None and self.messages is not None:
+            raise FieldError("messages", "give 'user' (a template) or 'messages' (a column of chat messages), not both")
+        return self
 
 
 class InteractionSpec(_Section):
