@@ -2,13 +2,15 @@
 
     python bench/hub_bench.py [--rounds 5] [--repos 10000] [--versions 1000]
 
-1. Publishing: `verihub push` of a bundled environment to a hub server on loopback (validate, build, upload,
-   tag) plus `pip install` of it from the server's index, against `pip install` of the same wheel from a
-   local file (the floor), each into a fresh virtual environment. One more push, in this process, is timed
+1. Publishing: `verihub push` of a bundled environment to a hub server on loopback (validate, build, derive the
+   card and the tasks' parquet, upload, tag) plus `pip install` of it from the server's index and `verihub
+   install` of it through the Hub API alone (the wheel at the release tag, its sha256 checked, no index: as from
+   huggingface.co), against `pip install` of the same wheel from a local file (the floor), each into a fresh
+   virtual environment. One more push, in this process, is timed
    by stage (validation, build, upload and tag). Beside them: a process that only imports the libraries a
    push cannot go without (its CLI framework, pydantic for the spec, the huggingface_hub client), which
    bounds how close to the floor any push through that client can come.
-2. Search: `GET /api/models?search=...&limit=20` on a hub holding --repos repositories, against the same
+2. Search: `GET /api/datasets?search=...&limit=20` on a hub holding --repos repositories, against the same
    query on a hub holding a handful, both servers up and the requests alternated; a selective query (env-N)
    and a broad one (every repository matches).
 3. The pip index: `GET /simple/PROJECT/` (PEP 691 JSON and HTML) of a project with --versions versions,
@@ -94,7 +96,7 @@ def p50_pair(
 
 
 def search(url: str, query: Any) -> tuple[str, dict[str, Any]]:
-    return f"{url}/api/models", {"params": {"search": query, "limit": 20}}
+    return f"{url}/api/datasets", {"params": {"search": query, "limit": 20}}
 
 
 def fake_wheel(project: str, version: str) -> tuple[str, bytes]:
@@ -175,7 +177,9 @@ def populate(data: Path, count: int) -> None:
     for number in range(count):
         repo = RepoId(f"owner{number % 100}", f"env-{number}")
         accounts.add_repo(repo, "env", private=False)
-        accounts.update_listing(repo, modified=time.time(), tags=["bench"], summary=f"benchmark environment {number}")
+        accounts.update_listing(
+            repo, kind="env", modified=time.time(), tags=["bench"], summary=f"benchmark environment {number}"
+        )
 
 
 def main() -> None:
@@ -223,10 +227,16 @@ def main() -> None:
                         f"bench-arithmetic==1.0.{number}",
                     ]
                 )
-                hub.append((push, install))
+                python = fresh_venv(root / f"api{number}")
+                by_api = timed(
+                    [python, "-m", "verihub.cli", "install", f"bench/arithmetic@1.0.{number}", "--hub", url],
+                    env={**os.environ, "VERIHUB_HOME": str(root / "home")},
+                )
+                hub.append((push, install, by_api))
             floor_s = statistics.median(floor)
-            push_s = statistics.median(p for p, _ in hub)
-            install_s = statistics.median(i for _, i in hub)
+            push_s = statistics.median(p for p, _, _ in hub)
+            install_s = statistics.median(i for _, i, _ in hub)
+            api_s = statistics.median(a for _, _, a in hub)
             big = root / "big"
             big.mkdir()
             LocalHub(big)
@@ -261,7 +271,7 @@ def main() -> None:
     print(f"pip install of the wheel from a file (floor): {floor_s * 1000:.0f} ms")
     print(
         f"verihub push through the server: {push_s * 1000:.0f} ms; pip install from the server: "
-        f"{install_s * 1000:.0f} ms; "
+        f"{install_s * 1000:.0f} ms; verihub install through the Hub API (no index): {api_s * 1000:.0f} ms; "
         f"`verihub --help` (start-up alone): {help_s * 1000:.0f} ms"
     )
     print(
@@ -282,7 +292,8 @@ def main() -> None:
         f"HTML {html_one * 1000:.1f} / {html_many * 1000:.1f} ms"
     )
     print(
-        f"ratios: install from hub / floor {install_s / floor_s:.2f}x, (push + install) / floor "
+        f"ratios: install from hub / floor {install_s / floor_s:.2f}x, verihub install (no index) / floor "
+        f"{api_s / floor_s:.2f}x, (push + install) / floor "
         f"{(push_s + install_s) / floor_s:.2f}x, search {options.repos} repos / few {big_search / few_search:.2f}x "
         f"(broad {big_broad / few_broad:.2f}x), index page {options.versions} versions / 1: JSON "
         f"{json_many / json_one:.2f}x, HTML {html_many / html_one:.2f}x"

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -308,13 +309,13 @@ def hf(server: HubServer, code: str, tmp_path: Path) -> Any:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="session")
-def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
-    """A `verihub hub serve` process on loopback with tokens for alice (write and read) and bob."""
+@contextmanager
+def serve_hub(data: Path, *options: str) -> Iterator[HubServer]:
+    """A `verihub hub serve OPTIONS` process on loopback over ``data``, with tokens for alice (write and read)
+    and bob."""
     from verihub.hub.accounts import Accounts
     from verihub.hub.local import LocalHub
 
-    data = tmp_path_factory.mktemp("hubdata")
     LocalHub(data)
     accounts = Accounts(data / "hub.db")
     tokens = {
@@ -323,12 +324,29 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
         "alice-read": accounts.create_token("alice", "read"),
     }
     port = free_port()
-    process = subprocess.Popen([VERIHUB, "hub", "serve", "--port", str(port), "--data", str(data)])
+    process = subprocess.Popen([VERIHUB, "hub", "serve", "--port", str(port), "--data", str(data), *options])
     url = f"http://127.0.0.1:{port}"
-    wait_until_serving(f"{url}/simple/", timeout_s=60)
-    yield HubServer(url, data, tokens)
-    process.terminate()
-    process.wait(timeout=30)
+    try:
+        wait_until_serving(f"{url}/api/datasets", timeout_s=60)
+        yield HubServer(url, data, tokens)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
+    """A `verihub hub serve` process on loopback with tokens for alice (write and read) and bob."""
+    with serve_hub(tmp_path_factory.mktemp("hubdata")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def indexless_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
+    """A `verihub hub serve --no-pip-index`: the Hub API alone, standing for huggingface.co (which has no pip
+    index)."""
+    with serve_hub(tmp_path_factory.mktemp("indexless"), "--no-pip-index") as server:
+        yield server
 
 
 FLAKY_SPEC = """\

@@ -13,6 +13,8 @@ from typing import Literal, cast
 from verihub.errors import UsageError
 
 __all__ = [
+    "HUGGING_FACE",
+    "dataset_hub",
     "gem_python",
     "hub_location",
     "hub_owner",
@@ -58,6 +60,15 @@ def hub_location(explicit: str | None = None) -> str | None:
     """``VERIHUB_HUB``, unless ``explicit`` (``--hub``) is given: a server URL or a hub directory; None means
     the embedded hub."""
     return explicit or os.environ.get("VERIHUB_HUB") or None
+
+
+HUGGING_FACE = "https://huggingface.co"
+
+
+def dataset_hub(explicit: str | None = None) -> str:
+    """The hub ``hf://datasets/...`` ids and ``verihub search --rl-environments`` read: ``--hub`` (``explicit``), else
+    ``VERIHUB_HUB``, else ``HF_ENDPOINT`` (as huggingface_hub reads it), else huggingface.co."""
+    return explicit or os.environ.get("VERIHUB_HUB") or os.environ.get("HF_ENDPOINT") or HUGGING_FACE
 
 
 def hub_owner() -> str:

@@ -92,7 +92,44 @@ def test_two_owners_one_name_never_overwrite(hub: LocalHub, tmp_path: Path, fres
     assert refused.returncode != 0 and "would overwrite 'shared_env', which alice-shared installed" in refused.stderr
 
 
-def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path: Path, fresh_python: str) -> None:
+def decoy_index(root: Path, project: str, version: str, module: str) -> str:
+    """A PEP 503 index on disk holding one wheel of ``project`` (a decoy squatting a hub package's name on an
+    index pip reads), whose ``module`` says it is the decoy; its URL."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = project.replace("-", "_")
+    wheel = root / "files" / f"{dist}-{version}-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    info = f"{dist}-{version}.dist-info"
+    files = {
+        f"{module}/__init__.py": b"DECOY = True\nraise ImportError('the PyPI decoy was installed')\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = (
+        "".join(
+            f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+            for name, data in files.items()
+        )
+        + f"{dist}-{version}.dist-info/RECORD,,\n"
+    )
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        archive.writestr(f"{dist}-{version}.dist-info/RECORD", record)
+    page = root / "simple" / project / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<a href="../../files/{wheel.name}">{wheel.name}</a>')
+    return (root / "simple").as_uri()
+
+
+def test_a_verifier_package_travels_with_the_environment(
+    hub: LocalHub, tmp_path: Path, fresh_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An environment's hub dependency, declared by repository id, comes from the hub at its release, never
+    from an index by name: a decoy of the same name and a higher version on an index pip reads is ignored."""
     rules = tmp_path / "rules"
     (rules / "acme_pricing").mkdir(parents=True)
     (rules / "acme_pricing" / "__init__.py").write_text(
@@ -129,6 +166,7 @@ def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path
         pyproject.read_text().replace(
             'dependencies = ["verihub>=0.1"]', 'dependencies = ["verihub>=0.1", "acme-rules>=1.0"]'
         )
+        + '\n[tool.verihub]\nhub-dependencies = ["acme/rules"]\n'
     )
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--index-url", hub.index_url, "acme-rules"], check=True
@@ -138,7 +176,10 @@ def test_a_verifier_package_travels_with_the_environment(hub: LocalHub, tmp_path
     finally:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "acme-rules"], check=True)
         sys.modules.pop("acme_pricing", None)
-    hub.install("alice/quotes", python=fresh_python)  # pulls acme-rules from the hub
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", decoy_index(tmp_path / "decoy", "acme-rules", "99.0.0", "acme_pricing"))
+    assert hub.install("alice/quotes", python=fresh_python) == (RepoId("alice", "quotes"), "0.1.0")
+    installed = run_python(fresh_python, "from importlib.metadata import version; print(version('acme-rules'))")
+    assert installed.stdout.strip() == "1.0.0", installed.stderr  # the hub's release, not the decoy's 99.0.0
     graded = run_python(
         fresh_python,
         "import verihub; env = verihub.load_env('alice/quotes'); t = env.dataset('train')[0]; "

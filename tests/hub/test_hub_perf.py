@@ -111,7 +111,7 @@ def listing(path: Path, count: int) -> Accounts:
     for number in range(count):
         repo = RepoId(f"owner{number % 100}", f"env-{number}")
         accounts.add_repo(repo, "env", private=number % 7 == 0)
-        accounts.update_listing(repo, modified=number, tags=[], summary=f"benchmark environment {number}")
+        accounts.update_listing(repo, kind="env", modified=number, tags=[], summary=f"benchmark environment {number}")
     with accounts._lock:
         accounts._db.execute("COMMIT")
     return accounts
@@ -178,14 +178,14 @@ def test_search_finds_exactly_the_substrings(tmp_path: Path) -> None:
     for id_, text in TEXTS:
         repo = RepoId.parse(id_)
         accounts.add_repo(repo, "env", private=False)
-        accounts.update_listing(repo, modified=0, tags=[], summary=text)
+        accounts.update_listing(repo, kind="env", modified=0, tags=[], summary=text)
 
     def expected(query: str) -> list[str]:
         return sorted(id_ for id_, text in TEXTS if query.lower() in id_ or query.lower() in text.lower())
 
     for query in QUERIES:
         assert sorted(str(m.repo) for m in accounts.search(text=query)) == expected(query), query
-    accounts.update_listing(RepoId("alice", "quiz"), modified=1, tags=[], summary="renamed entirely")
+    accounts.update_listing(RepoId("alice", "quiz"), kind="env", modified=1, tags=[], summary="renamed entirely")
     assert [str(m.repo) for m in accounts.search(text="short quiz")] == []
     assert [str(m.repo) for m in accounts.search(text="entirely")] == ["alice/quiz"]
     accounts.remove_repo(RepoId("alice", "quiz"))

@@ -147,8 +147,8 @@ def test_eval_push_shows_on_the_leaderboard_in_chromium(hub_server: HubServer, t
     assert read["rows"] == 20 and read["statuses"] == ["env_error", "ok", "wrong"]
     assert len(read["files"]) == 3 and read["files"][0] == "README.md" and read["private"] is False
     assert "environment: alice/leader" in read["card"] and "| 0.1.0 | alpha |" in read["card"]
-    assert sorted(read["listed"]) == ["alice/leader-results", "bob/alice-leader-results"]
-    assert read["models"] == ["alice/leader"]  # datasets are not models
+    assert sorted(read["listed"]) == ["alice/leader", "alice/leader-results", "bob/alice-leader-results"]
+    assert read["models"] == ["alice/leader"]  # where packages were listed before they were datasets: still there
 
     chromium = chromium_or_skip()
     with Browser(chromium, tmp_path / "profile") as browser:
@@ -210,7 +210,7 @@ def test_results_of_a_private_environment_are_private(hub_server: HubServer, tmp
         )
     assert "alice/sealed-results" in pushed.stdout and "private" in pushed.stdout
     alice, bob = {"Authorization": f"Bearer {tokens['alice']}"}, {"Authorization": f"Bearer {tokens['bob']}"}
-    assert "gamma" in httpx.get(f"{url}/alice/sealed", headers=alice).text
+    assert "gamma" in httpx.get(f"{url}/datasets/alice/sealed", headers=alice).text
     for headers in ({}, bob):
         for path in (
             "/api/datasets/alice/sealed-results",
@@ -324,7 +324,7 @@ def test_hostile_packages_and_results_cannot_inject_html(hub_server: HubServer, 
         tmp_path,
     )
     start = time.perf_counter()
-    page = httpx.get(f"{url}/bob/evil", timeout=60)
+    page = httpx.get(f"{url}/datasets/bob/evil", timeout=60)
     assert page.status_code == 200 and time.perf_counter() - start < 10
     assert "<script>window" not in page.text and 'onerror="' not in page.text and 'href="javascript:' not in page.text
     assert page.text.count("&lt;script&gt;window.__pwned = 1&lt;/script&gt;") >= 4  # card, layer, task, model
@@ -335,14 +335,19 @@ def test_hostile_packages_and_results_cannot_inject_html(hub_server: HubServer, 
     assert "1 run(s) not shown" in dataset and "<script>window" not in dataset
     chromium = chromium_or_skip()
     with Browser(chromium, tmp_path / "profile") as browser:
-        for path in ("/bob/evil", "/datasets/bob/evil-results"):
+        for path in ("/datasets/bob/evil", "/datasets/bob/evil-results"):
             browser.open(f"{url}{path}")
             assert browser.evaluate("[window.__pwned === undefined, document.scripts.length]") == [True, 1], path
             assert browser.evaluate("document.querySelectorAll('img').length") == 0
         browser.screenshot(tmp_path / "hostile.png")
 
 
-def test_dataset_and_model_routes_never_cross(hub_server: HubServer, tmp_path: Path) -> None:
+def test_every_repository_is_a_dataset_and_the_model_routes_serve_packages_for_one_release(
+    hub_server: HubServer, tmp_path: Path
+) -> None:
+    """Packages, eval results and other data are datasets; the model routes (where packages were before) show
+    packages and plain datasets, never eval results; the release tag of eval results publishes nothing to the pip
+    index, whatever their dist/ holds."""
     url, tokens = hub_server.url, hub_server.tokens
     alice = {"Authorization": f"Bearer {tokens['alice']}"}
     out = hf(
@@ -352,21 +357,25 @@ def test_dataset_and_model_routes_never_cross(hub_server: HubServer, tmp_path: P
         from huggingface_hub import HfApi
         api = HfApi(token={tokens["alice"]!r})
         api.create_repo("alice/crossing", repo_type="dataset")
+        api.upload_file(path_or_fileobj=b"a,b", path_in_repo="data.csv", repo_id="alice/crossing", repo_type="dataset")
+        api.create_tag("alice/crossing", tag="v1.0.0", repo_type="dataset")
+        api.create_repo("alice/crossing-runs", repo_type="dataset")
         wheel = io.BytesIO()
         with zipfile.ZipFile(wheel, "w") as archive:
             archive.writestr("crossing/__init__.py", "")
-        api.upload_file(path_or_fileobj=wheel.getvalue(), path_in_repo="dist/alice_crossing-1.0.0-py3-none-any.whl",
-                        repo_id="alice/crossing", repo_type="dataset")
-        api.create_tag("alice/crossing", tag="v1.0.0", repo_type="dataset")
+        api.upload_file(path_or_fileobj=wheel.getvalue(), repo_id="alice/crossing-runs", repo_type="dataset",
+                        path_in_repo="dist/alice_crossing_runs-1.0.0-py3-none-any.whl")
+        api.upload_file(path_or_fileobj=b"{{}}", path_in_repo="runs/r/metadata.json", repo_id="alice/crossing-runs",
+                        repo_type="dataset")
+        api.create_tag("alice/crossing-runs", tag="v1.0.0", repo_type="dataset")
         out = {{}}
         for name, call in {{
-            "as_model": lambda: api.model_info("alice/crossing"),
+            "as_model": lambda: api.model_info("alice/crossing").id,
+            "results_as_model": lambda: api.model_info("alice/crossing-runs").id,
             "again_as_model": lambda: api.create_repo("alice/crossing"),
-            "delete_as_model": lambda: api.delete_repo("alice/crossing"),
         }}.items():
             try:
-                call()
-                out[name] = "no error"
+                out[name] = call()
             except Exception as error:
                 out[name] = getattr(getattr(error, "response", None), "status_code", type(error).__name__)
         out["tags"] = [t.name for t in api.list_repo_refs("alice/crossing", repo_type="dataset").tags]
@@ -374,16 +383,19 @@ def test_dataset_and_model_routes_never_cross(hub_server: HubServer, tmp_path: P
     """,
         tmp_path,
     )
-    assert out == {"as_model": 404, "again_as_model": 409, "delete_as_model": 404, "tags": ["v1.0.0"]}
+    assert out == {"as_model": "alice/crossing", "results_as_model": 404, "again_as_model": 409, "tags": ["v1.0.0"]}
     space = httpx.post(f"{url}/api/repos/create", json={"name": "spacey", "type": "space"}, headers=alice)
     assert space.status_code == 400 and space.headers["X-Error-Code"] == "InvalidRequest"
-    assert httpx.get(f"{url}/simple/alice-crossing/").status_code == 404  # a dataset's tag publishes nothing
-    assert httpx.get(f"{url}/alice/crossing").status_code == 404
+    assert httpx.get(f"{url}/simple/alice-crossing/").status_code == 404  # no dist/: nothing to publish
+    assert httpx.get(f"{url}/simple/alice-crossing-runs/").status_code == 404  # eval results publish nothing
+    assert httpx.get(f"{url}/alice/crossing").status_code == 301  # the page moved to /datasets/
     assert httpx.get(f"{url}/datasets/alice/crossing", headers=alice).status_code == 200
     package = quiz(tmp_path, "lonely")
     verihub("push", str(package), "--hub", url, token=tokens["alice"])
-    assert httpx.get(f"{url}/api/datasets/alice/lonely").status_code == 404
-    assert httpx.get(f"{url}/datasets/alice/lonely/resolve/v0.1.0/README.md").status_code == 404
+    assert httpx.get(f"{url}/api/datasets/alice/lonely").json()["kind"] == "env"
+    assert httpx.get(f"{url}/datasets/alice/lonely/resolve/v0.1.0/README.md").status_code == 200
+    assert httpx.get(f"{url}/alice/lonely/resolve/v0.1.0/README.md").status_code == 200  # where an older client reads
+    assert httpx.get(f"{url}/simple/alice-lonely/").status_code == 200
     deleted = httpx.request(
         "DELETE", f"{url}/api/repos/delete", json={"name": "crossing", "type": "dataset"}, headers=alice
     )

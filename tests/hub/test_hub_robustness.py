@@ -227,7 +227,7 @@ def test_front_matter_nested_past_the_parser_is_no_card_not_a_500(hub_server: Hu
         httpx.post(f"{hub_server.url}/api/models/alice/deep/commit/main", content=body, headers=headers).status_code
         == 200
     )
-    for path in ("/api/models/alice/deep", "/alice/deep"):
+    for path in ("/api/models/alice/deep", "/api/datasets/alice/deep", "/datasets/alice/deep"):
         assert httpx.get(f"{hub_server.url}{path}", timeout=60).status_code == 200, path
 
 
@@ -248,7 +248,7 @@ def test_a_card_renders_a_bounded_part_whatever_its_size(hub_server: HubServer) 
             ).status_code
             == 200
         )
-        page = httpx.get(f"{hub_server.url}/{'datasets/' if kind == 'dataset' else ''}alice/{name}", timeout=60)
+        page = httpx.get(f"{hub_server.url}/datasets/alice/{name}", timeout=60)  # every repository's page
         assert page.status_code == 200, page.text[:200]
         assert "more characters; the README holds all of it" in page.text
         assert page.text.count("<em>words</em>") < MAX_CARD_CHARS // 20

@@ -243,15 +243,16 @@ def test_private_repositories_are_invisible_to_others(server: Server, tmp_path: 
         from huggingface_hub import HfApi
         alice, bob, nobody = (HfApi(token={server.tokens["alice"]!r}), HfApi(token={server.tokens["bob"]!r}),
                               HfApi(token=False))
-        alice.create_repo("alice/secret", private=True)
-        alice.upload_file(path_or_fileobj=b"# secret plans", path_in_repo="README.md", repo_id="alice/secret")
-        out = {{"alice_sees": alice.model_info("alice/secret").private,
-               "alice_lists": [m.id for m in alice.list_models(search="secret")],
-               "bob_lists": [m.id for m in bob.list_models(search="secret")],
-               "anyone_lists": [m.id for m in nobody.list_models(search="secret")]}}
+        alice.create_repo("alice/secret", private=True, repo_type="dataset")
+        alice.upload_file(path_or_fileobj=b"# secret plans", path_in_repo="README.md", repo_id="alice/secret",
+                          repo_type="dataset")
+        out = {{"alice_sees": alice.dataset_info("alice/secret").private,
+               "alice_lists": [m.id for m in alice.list_datasets(search="secret")],
+               "bob_lists": [m.id for m in bob.list_datasets(search="secret")],
+               "anyone_lists": [m.id for m in nobody.list_datasets(search="secret")]}}
         for name, api in (("bob", bob), ("nobody", nobody)):
             try:
-                api.model_info("alice/secret")
+                api.dataset_info("alice/secret")
                 out[name] = "visible"
             except Exception as error:
                 out[name] = type(error).__name__
@@ -305,13 +306,14 @@ def test_web_pages_in_headless_chromium(server: Server, tmp_path: Path) -> None:
             timeout=120,
         )
 
-    page = browse(f"{server.url}/alice/showcase", "--dump-dom").stdout
+    page = browse(f"{server.url}/alice/showcase", "--dump-dom").stdout  # where packages were: redirected
     assert "verihub install alice/showcase@0.1.0" in page and "0.625" in page and "environment.yaml" in page
     assert "<h1>showcase</h1>" in page  # the card, rendered from Markdown
+    assert "RL environment" in page and 'load_env("hf://datasets/alice/showcase")' in page  # how to use it
     listing = browse(f"{server.url}/?q=showcase", "--dump-dom").stdout
-    assert 'href="/alice/showcase"' in listing
+    assert 'href="/datasets/alice/showcase"' in listing
     screenshot = tmp_path / "package-page.png"
-    browse(f"{server.url}/alice/showcase", f"--screenshot={screenshot}", "--window-size=1200,900")
+    browse(f"{server.url}/datasets/alice/showcase", f"--screenshot={screenshot}", "--window-size=1200,900")
     assert screenshot.stat().st_size > 10_000 and screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -355,12 +357,13 @@ def test_organization_members_write_and_see_its_repositories(server: Server, tmp
         from huggingface_hub import HfApi
         alice, bob = HfApi(token={server.tokens["alice"]!r}), HfApi(token={server.tokens["bob"]!r})
         out = {{"orgs": [o["name"] for o in alice.whoami()["orgs"]]}}
-        alice.create_repo("acme/internal", private=True)
-        alice.upload_file(path_or_fileobj=b"# acme", path_in_repo="README.md", repo_id="acme/internal")
-        out["alice_lists"] = [m.id for m in alice.list_models(author="acme")]
-        out["bob_lists"] = [m.id for m in bob.list_models(author="acme")]
+        alice.create_repo("acme/internal", private=True, repo_type="dataset")
+        alice.upload_file(path_or_fileobj=b"# acme", path_in_repo="README.md", repo_id="acme/internal",
+                          repo_type="dataset")
+        out["alice_lists"] = [m.id for m in alice.list_datasets(author="acme")]
+        out["bob_lists"] = [m.id for m in bob.list_datasets(author="acme")]
         try:
-            bob.create_repo("acme/bobs")
+            bob.create_repo("acme/bobs", repo_type="dataset")
             out["bob_creates"] = "created"
         except Exception as error:
             out["bob_creates"] = error.response.status_code

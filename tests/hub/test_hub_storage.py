@@ -17,7 +17,7 @@ REPO = RepoId("alice", "code-repair")
 @pytest.fixture
 def storage(tmp_path: Path) -> HubStorage:
     hub = HubStorage(tmp_path / "hub")
-    hub.create_repo(REPO, "env")
+    hub.create_repo(REPO)
     return hub
 
 
@@ -51,8 +51,8 @@ def test_tags_are_immutable(storage: HubStorage) -> None:
 
 def test_errors_name_what_exists(storage: HubStorage, tmp_path: Path) -> None:
     with pytest.raises(RepoExistsError):
-        storage.create_repo(REPO, "verifier")
-    storage.create_repo(REPO, "env", exist_ok=True)
+        storage.create_repo(REPO)
+    assert storage.create_repo(REPO, exist_ok=True) is False
     with pytest.raises(RepoNotFoundError, match="did you mean alice/code-repair"):
         storage.files(RepoId("alice", "code-repiar"))
     storage.create_repo(RepoId("alice", "topsecret"), private=True)
@@ -87,11 +87,33 @@ def test_concurrent_writers_lose_nothing(storage: HubStorage) -> None:
 
 
 def test_listing_and_deleting(storage: HubStorage) -> None:
-    storage.create_repo(RepoId("acme", "rules"), "verifier")
-    assert storage.repos() == [(REPO, "env"), (RepoId("acme", "rules"), "verifier")]
-    assert storage.repos("verifier") == [(RepoId("acme", "rules"), "verifier")]
+    storage.create_repo(RepoId("acme", "rules"))
+    assert storage.repos() == [RepoId("acme", "rules"), REPO]
     storage.delete_repo(REPO)
-    assert storage.kind_of(REPO) is None
+    assert not storage.exists(REPO) and storage.repos() == [RepoId("acme", "rules")]
+
+
+def test_repositories_of_the_layout_before_datasets_are_moved_whole(tmp_path: Path) -> None:
+    """A hub directory where environments and verifier packages were models (repos/env, repos/verifier) opens
+    with every repository among the datasets, history, tags and settings as they were."""
+    root = tmp_path / "old"
+    storage = HubStorage(root)
+    storage.create_repo(REPO, private=True)
+    first = storage.commit(REPO, {"environment.yaml": b"id: x"}, "one")
+    storage.tag(REPO, "v1.0.0")
+    rules = RepoId("acme", "rules")
+    storage.create_repo(rules)
+    storage.commit(rules, {"pyproject.toml": b"[project]"}, "rules")
+    (root / "repos" / "env" / REPO.owner).mkdir(parents=True)
+    (root / "repos" / "verifier" / "acme").mkdir(parents=True)
+    (root / "repos" / "dataset" / REPO.owner / f"{REPO.name}.git").rename(
+        root / "repos" / "env" / REPO.owner / f"{REPO.name}.git"
+    )
+    (root / "repos" / "dataset" / "acme" / "rules.git").rename(root / "repos" / "verifier" / "acme" / "rules.git")
+    assert HubStorage(root).repos() == [rules, REPO]  # moved back into place by opening it
+    reopened = HubStorage(root)
+    assert reopened.resolve(REPO, "v1.0.0") == first and reopened.is_private(REPO)
+    assert not [path for kind in ("env", "verifier") for path in (root / "repos" / kind).glob("*/*.git")]
 
 
 def test_revisions_resolve_tags_first_in_one_lookup(storage: HubStorage, tmp_path: Path) -> None:
@@ -101,7 +123,7 @@ def test_revisions_resolve_tags_first_in_one_lookup(storage: HubStorage, tmp_pat
 
     first = storage.commit(REPO, {"a": b"1"}, "one")
     second = storage.commit(REPO, {"a": b"2"}, "two")
-    git = storage.root / "repos" / "env" / REPO.owner / f"{REPO.name}.git"
+    git = storage.root / "repos" / "dataset" / REPO.owner / f"{REPO.name}.git"
     env = {"GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x", "PATH": "/usr/bin:/bin"}
     subprocess.run(["git", "tag", "-a", "-m", "annotated", "v0.9.0", first], cwd=git, check=True, env=env)
     subprocess.run(["git", "update-ref", "refs/heads/shadow", second], cwd=git, check=True)
@@ -134,7 +156,7 @@ def test_a_commit_id_of_a_deleted_repository_does_not_resolve_in_its_successor(s
 
     old = storage.commit(REPO, {"a": b"1"}, "one")
     assert storage.resolve(REPO, old) == old and storage.resolve(REPO, old) == old
-    git = storage.root / "repos" / "env" / REPO.owner / f"{REPO.name}.git"
+    git = storage.root / "repos" / "dataset" / REPO.owner / f"{REPO.name}.git"
     env = {"GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x", "PATH": "/usr/bin:/bin"}
     subprocess.run(["git", "tag", "-a", "-m", "annotated", "v0.9.0", old], cwd=git, check=True, env=env)
     tag_object = subprocess.run(

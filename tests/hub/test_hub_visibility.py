@@ -173,22 +173,30 @@ def test_every_route_hides_a_private_repository(hub_server: HubServer, hidden: d
         out = {{}}
         for who, token in (("alice", {tokens["alice"]!r}), ("bob", {tokens["bob"]!r}), ("nobody", False)):
             api = HfApi(token=token)
+            D = "dataset"
             calls = {{
-                "info": lambda: api.model_info("alice/hidden").id,
-                "info_at": lambda: api.model_info("alice/hidden", revision="v0.1.0").sha is not None,
-                "tree": lambda: len(api.list_repo_files("alice/hidden", revision="v0.1.0")) > 0,
-                "refs": lambda: [t.name for t in api.list_repo_refs("alice/hidden").tags],
-                "commits": lambda: len(api.list_repo_commits("alice/hidden")) > 0,
-                "paths": lambda: len(api.get_paths_info("alice/hidden", ["README.md"])),
+                "info": lambda: api.dataset_info("alice/hidden").id,
+                "info_at": lambda: api.dataset_info("alice/hidden", revision="v0.1.0").sha is not None,
+                "tree": lambda: len(api.list_repo_files("alice/hidden", revision="v0.1.0", repo_type=D)) > 0,
+                "refs": lambda: [t.name for t in api.list_repo_refs("alice/hidden", repo_type=D).tags],
+                "commits": lambda: len(api.list_repo_commits("alice/hidden", repo_type=D)) > 0,
+                "paths": lambda: len(api.get_paths_info("alice/hidden", ["README.md"], repo_type=D)),
                 "download": lambda: len(pathlib.Path(hf_hub_download(
-                    "alice/hidden", "environment.yaml", revision="v0.1.0", token=token,
+                    "alice/hidden", "environment.yaml", revision="v0.1.0", token=token, repo_type=D,
                     cache_dir=f"{tmp_path}/files-{{who}}")).read_text()) > 0,
                 "snapshot": lambda: pathlib.Path(snapshot_download("alice/hidden", revision="v0.1.0", token=token,
+                                                                   repo_type=D,
                                                                    cache_dir=f"{tmp_path}/cache-{{who}}")).is_dir(),
-                "exists": lambda: api.repo_exists("alice/hidden"),
-                "search": lambda: [m.id for m in api.list_models(search="hidden")],
-                "author": lambda: [m.id for m in api.list_models(author="alice") if m.id == "alice/hidden"],
-                "everything": lambda: [m.id for m in api.list_models() if m.id == "alice/hidden"],
+                "legacy_info": lambda: api.model_info("alice/hidden").id,  # where packages were: still hidden
+                "legacy_download": lambda: len(pathlib.Path(hf_hub_download(
+                    "alice/hidden", "environment.yaml", revision="v0.1.0", token=token,
+                    cache_dir=f"{tmp_path}/legacy-{{who}}")).read_text()) > 0,
+                "exists": lambda: api.repo_exists("alice/hidden", repo_type=D),
+                "search": lambda: [m.id for m in api.list_datasets(search="hidden")],
+                "author": lambda: [m.id for m in api.list_datasets(author="alice") if m.id == "alice/hidden"],
+                "everything": lambda: [m.id for m in api.list_datasets() if m.id == "alice/hidden"],
+                "tagged": lambda: [m.id for m in api.list_datasets(filter="rl-environment") if m.id == "alice/hidden"],
+                "legacy_search": lambda: [m.id for m in api.list_models(search="hidden")],
             }}
             for name, call in calls.items():
                 try:
@@ -198,20 +206,25 @@ def test_every_route_hides_a_private_repository(hub_server: HubServer, hidden: d
         print(json.dumps(out))
     """
     out = hf(hub_server, script, tmp_path)
-    for name in ("info", "info_at", "tree", "refs", "commits", "paths", "download", "snapshot"):
+    routes = ("info", "info_at", "tree", "refs", "commits", "paths", "download", "snapshot")
+    for name in (*routes, "legacy_info", "legacy_download"):
         assert out[f"alice.{name}"] not in ("RepositoryNotFoundError", "HfHubHTTPError"), (name, out[f"alice.{name}"])
         for other in ("bob", "nobody"):
             assert out[f"{other}.{name}"] == "RepositoryNotFoundError", (other, name, out[f"{other}.{name}"])
     assert out["alice.exists"] is True and out["bob.exists"] is False and out["nobody.exists"] is False
-    assert out["alice.search"] == ["alice/hidden"] and out["alice.author"] == ["alice/hidden"]
-    for other in ("bob", "nobody"):
-        assert out[f"{other}.search"] == [] and out[f"{other}.author"] == [] and out[f"{other}.everything"] == []
+    for listing in ("search", "author", "tagged", "legacy_search"):
+        assert out[f"alice.{listing}"] == ["alice/hidden"], listing
+        for other in ("bob", "nobody"):
+            assert out[f"{other}.{listing}"] == [], (other, listing)
+    assert out["bob.everything"] == [] and out["nobody.everything"] == []
     for auth in (None, ("__token__", tokens["bob"])):  # the web pages
         assert "alice/hidden" not in httpx.get(f"{hub_server.url}/", auth=auth).text
         assert "alice/hidden" not in httpx.get(f"{hub_server.url}/?q=hidden", auth=auth).text
-        page = httpx.get(f"{hub_server.url}/alice/hidden", auth=auth)
-        assert page.status_code == 404 and page.headers["X-Error-Code"] == "RepoNotFound"
-    page = httpx.get(f"{hub_server.url}/alice/hidden", auth=("__token__", tokens["alice"]))
+        assert "alice/hidden" not in httpx.get(f"{hub_server.url}/?other=rl-environment", auth=auth).text
+        for path in ("/alice/hidden", "/datasets/alice/hidden"):
+            page = httpx.get(f"{hub_server.url}{path}", auth=auth)
+            assert page.status_code == 404 and page.headers["X-Error-Code"] == "RepoNotFound"
+    page = httpx.get(f"{hub_server.url}/datasets/alice/hidden", auth=("__token__", tokens["alice"]))
     assert page.status_code == 200 and "verihub install alice/hidden@0.1.0" in page.text
     assert (
         "alice/hidden"
@@ -227,18 +240,20 @@ def test_namespaces_compare_exactly(hub_server: HubServer, tmp_path: Path) -> No
         import json
         from huggingface_hub import HfApi
         abc, a_c = HfApi(token={abc!r}), HfApi(token={a_c!r})
-        abc.create_repo("abc/secret", private=True)
-        abc.upload_file(path_or_fileobj=b"# the plan", path_in_repo="README.md", repo_id="abc/secret")
-        out = {{"abc": [m.id for m in abc.list_models(author="abc")]}}
+        D = "dataset"
+        abc.create_repo("abc/secret", private=True, repo_type=D)
+        abc.upload_file(path_or_fileobj=b"# the plan", path_in_repo="README.md", repo_id="abc/secret", repo_type=D)
+        out = {{"abc": [m.id for m in abc.list_datasets(author="abc")]}}
         for name, call in {{
-            "search": lambda: [m.id for m in a_c.list_models(search="secret")],
-            "own": lambda: [m.id for m in a_c.list_models(author="a_c")],
-            "theirs": lambda: [m.id for m in a_c.list_models(author="abc")],
-            "wildcard": lambda: [m.id for m in a_c.list_models(author="%")],
-            "underscore": lambda: [m.id for m in a_c.list_models(author="a_c", search="secret")],
-            "prefix": lambda: [m.id for m in a_c.list_models(author="ab")],
-            "info": lambda: a_c.model_info("abc/secret").id,
-            "write": lambda: a_c.upload_file(path_or_fileobj=b"x", path_in_repo="x", repo_id="abc/secret"),
+            "search": lambda: [m.id for m in a_c.list_datasets(search="secret")],
+            "own": lambda: [m.id for m in a_c.list_datasets(author="a_c")],
+            "theirs": lambda: [m.id for m in a_c.list_datasets(author="abc")],
+            "wildcard": lambda: [m.id for m in a_c.list_datasets(author="%")],
+            "underscore": lambda: [m.id for m in a_c.list_datasets(author="a_c", search="secret")],
+            "prefix": lambda: [m.id for m in a_c.list_datasets(author="ab")],
+            "info": lambda: a_c.dataset_info("abc/secret").id,
+            "write": lambda: a_c.upload_file(path_or_fileobj=b"x", path_in_repo="x", repo_id="abc/secret",
+                                             repo_type=D),
         }}.items():
             try:
                 out[name] = call()
@@ -268,13 +283,14 @@ def test_names_are_case_insensitive_with_one_spelling(hub_server: HubServer, tmp
         import json
         from huggingface_hub import HfApi
         api = HfApi(token={shouting!r})
-        out = {{"whoami": api.whoami()["name"], "url": str(api.create_repo("Alice/Case", private=True))}}
-        api.upload_file(path_or_fileobj=b"# case", path_in_repo="README.md", repo_id="ALICE/CASE")
+        D = "dataset"
+        out = {{"whoami": api.whoami()["name"], "url": str(api.create_repo("Alice/Case", private=True, repo_type=D))}}
+        api.upload_file(path_or_fileobj=b"# case", path_in_repo="README.md", repo_id="ALICE/CASE", repo_type=D)
         alice = HfApi(token={hub_server.tokens["alice"]!r})
-        out["info"] = alice.model_info("alice/case").id
-        out["listed"] = [m.id for m in alice.list_models(author="Alice") if m.id == "alice/case"]
+        out["info"] = alice.dataset_info("alice/case").id
+        out["listed"] = [m.id for m in alice.list_datasets(author="Alice") if m.id == "alice/case"]
         try:
-            alice.create_repo("aLiCe/cAsE")
+            alice.create_repo("aLiCe/cAsE", repo_type=D)
             out["again"] = "created twice"
         except Exception as error:
             out["again"] = error.response.status_code
@@ -283,7 +299,7 @@ def test_names_are_case_insensitive_with_one_spelling(hub_server: HubServer, tmp
     out = hf(hub_server, script, tmp_path)
     assert out == {
         "whoami": "alice",
-        "url": f"{hub_server.url}/alice/case",
+        "url": f"{hub_server.url}/datasets/alice/case",
         "info": "alice/case",
         "listed": ["alice/case"],
         "again": 409,

@@ -53,6 +53,9 @@ CREATE TRIGGER IF NOT EXISTS repos_text_update AFTER UPDATE OF id, summary ON re
     INSERT INTO repos_text (rowid, id, summary) VALUES (new.rowid, new.id, new.summary);
 END;
 """
+# The listing's format (`PRAGMA user_version`): 1, a row's kind is its role, read off its files
+# (verihub.hub.roles); before, the kind it was created as. The server refreshes older rows at start.
+LISTING_VERSION = 1
 _TRIGRAM = 3  # shorter queries cannot use the index: they scan (a two-letter query matches much anyway)
 
 
@@ -108,6 +111,14 @@ class Accounts:
         """Derive the search index from the listing rows again (at server start: nothing can have diverged)."""
         with self._lock:
             self._db.execute("INSERT INTO repos_text (repos_text) VALUES ('rebuild')")
+
+    def listing_outdated(self) -> bool:
+        with self._lock:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0]) < LISTING_VERSION
+
+    def mark_listing_current(self) -> None:
+        with self._lock:
+            self._db.execute(f"PRAGMA user_version = {LISTING_VERSION}")
 
     def create_token(self, user: str, role: Role = "write") -> str:
         """A new token for ``user``; only its hash is kept, so it is shown once."""
@@ -166,12 +177,13 @@ class Accounts:
             row = self._db.execute(f"SELECT {_COLUMNS} FROM repos WHERE id = ?", (str(repo),)).fetchone()
         return _meta(row) if row else None
 
-    def update_listing(self, repo: RepoId, *, modified: float, tags: list[str], summary: str) -> None:
-        """What search shows of a repository, refreshed after each commit to its main branch."""
+    def update_listing(self, repo: RepoId, *, kind: str, modified: float, tags: list[str], summary: str) -> None:
+        """What search shows of a repository (``kind``: its role, :mod:`verihub.hub.roles`), refreshed after each
+        commit to its main branch."""
         with self._lock:
             self._db.execute(
-                "UPDATE repos SET modified = ?, tags = ?, summary = ? WHERE id = ?",
-                (modified, json.dumps(tags), summary[:300], str(repo)),
+                "UPDATE repos SET kind = ?, modified = ?, tags = ?, summary = ? WHERE id = ?",
+                (kind, modified, json.dumps(tags), summary[:300], str(repo)),
             )
 
     def search(

@@ -1,7 +1,8 @@
-"""The Hugging Face Hub API subset that the unmodified ``huggingface_hub`` client uses (model and dataset
-repositories, regular uploads, no LFS/Xet). Every route of ``repo_router`` serves one repository and sees it
-only through :func:`~verihub.hub.deps.visible_repo`; the router is mounted at ``/api/models`` (environments
-and verifiers) and at ``/api/datasets`` (eval results), and each mount sees only its own kind. The account
+"""The Hugging Face Hub API subset that the unmodified ``huggingface_hub`` client uses (dataset repositories,
+regular uploads, no LFS/Xet). Every route of ``repo_router`` serves one repository and sees it only through
+:func:`~verihub.hub.deps.visible_repo`; the router is mounted at ``/api/datasets`` (every repository:
+environments, verifier packages, eval results, other datasets) and, for one release, at ``/api/models``, where
+environments and verifier packages were before they were datasets (it never shows eval results). The account
 routes find repositories through the same rule."""
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from verihub.hub.deps import (
     writable_repo,
 )
 from verihub.hub.errors import EntryNotFoundError, ErrorCode, ForbiddenError, InvalidRequestError, RevisionNotFoundError
-from verihub.hub.policy import DATASET_KINDS, MODEL_KINDS
+from verihub.hub.policy import RepoType
+from verihub.hub.roles import PACKAGE_ROLES, role_of
 from verihub.hub.state import HubState
-from verihub.hub.storage import FileEntry, RepoKind
+from verihub.hub.storage import FileEntry
 from verihub.ids import RepoId
 from verihub.serve.body import describe
 
@@ -49,8 +51,8 @@ __all__ = ["REPO_MOUNTS", "account_router", "repo_info", "repo_router"]
 
 account_router = APIRouter()
 repo_router = APIRouter(prefix="/{owner}/{name}", dependencies=[Depends(visible_repo)])  # at REPO_MOUNTS
-REPO_MOUNTS = ("/api/models", "/api/datasets")
-_KIND_OF_TYPE: dict[str | None, RepoKind] = {None: "env", "model": "env", "verifier": "verifier", "dataset": "dataset"}
+REPO_MOUNTS = ("/api/datasets", "/api/models")
+_TYPES: dict[str | None, RepoType] = {None: "model", "model": "model", "dataset": "dataset"}
 
 
 class _Body(BaseModel):
@@ -115,20 +117,17 @@ def create_repo(
         raise InvalidRequestError(str(error)) from None
     if not who.can_write(repo.owner):
         raise ForbiddenError(f"{who.user} cannot create repositories under {repo.owner}")
-    kind = _kind_of_type(body.type)
-    url = f"{base_url(request)}/{'datasets/' if kind == 'dataset' else ''}{repo}"
+    _repo_type_of(body.type)  # a model (what an older verihub asks for) is made a dataset, as every repository is
+    url = f"{base_url(request)}/datasets/{repo}"
     private = body.visibility == "private" or bool(body.private)
     # the listing row is written under the repository's lock, so a concurrent delete cannot orphan it
     if not hub.storage.create_repo(
         repo,
-        kind,
         private=private,
         exist_ok=True,  # the client's exist_ok reads the 409
-        then=lambda: hub.accounts.add_repo(repo, kind, private),
+        then=lambda: hub.accounts.add_repo(repo, "dataset", private),
     ):
-        return error_response(
-            409, ErrorCode.REPO_EXISTS, f"You already created this {body.type or 'model'} repo", extra={"url": url}
-        )
+        return error_response(409, ErrorCode.REPO_EXISTS, "You already created this dataset repo", extra={"url": url})
     return JSONResponse({"url": url, "name": str(repo)})
 
 
@@ -136,8 +135,8 @@ def create_repo(
 def delete_repo(
     who: User, body: Annotated[DeleteRepo, Depends(json_body(DeleteRepo, user))], hub: Hub
 ) -> dict[str, str]:
-    kinds = DATASET_KINDS if _kind_of_type(body.type) == "dataset" else MODEL_KINDS
-    repo = hub.visibility.repo(who, body.organization or who.user, body.name, kinds)
+    _repo_type_of(body.type)
+    repo = hub.visibility.repo(who, body.organization or who.user, body.name)
     check_writer(who, repo)
 
     def forget() -> None:  # derived rows first: a crash in between leaves a repository the start lists again
@@ -148,13 +147,13 @@ def delete_repo(
     return {}
 
 
-def _kind_of_type(repo_type: str | None) -> RepoKind:
-    if repo_type not in _KIND_OF_TYPE:
+def _repo_type_of(repo_type: str | None) -> RepoType:
+    if repo_type not in _TYPES:
         raise InvalidRequestError(
-            f"repository type {str(repo_type)[:40]!r}: this hub keeps models (environments, "
-            "verifiers) and datasets (eval results)"
+            f"repository type {str(repo_type)[:40]!r}: this hub keeps datasets (environments, verifier packages, "
+            "eval results)"
         )
-    return _KIND_OF_TYPE[repo_type]
+    return _TYPES[repo_type]
 
 
 @account_router.post("/api/validate-yaml")
@@ -178,7 +177,7 @@ def list_models(
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
     filter: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI makes a fresh default per request
 ) -> list[dict[str, Any]]:
-    return _listing(who, hub, MODEL_KINDS, search, author, sort, limit, filter)
+    return _listing(who, hub, PACKAGE_ROLES, search, author, sort, limit, filter)  # as before they were datasets
 
 
 @account_router.get("/api/datasets")
@@ -191,13 +190,13 @@ def list_datasets(
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
     filter: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI makes a fresh default per request
 ) -> list[dict[str, Any]]:
-    return _listing(who, hub, DATASET_KINDS, search, author, sort, limit, filter)
+    return _listing(who, hub, (), search, author, sort, limit, filter)
 
 
 def _listing(
     who: Identity | None,
     hub: HubState,
-    kinds: tuple[RepoKind, ...],
+    kinds: tuple[str, ...],
     search: str,
     author: str | None,
     sort: str | None,
@@ -531,5 +530,5 @@ def repo_info(hub: HubState, repo: RepoId, revision: str) -> dict[str, Any]:
         "siblings": [{"rfilename": e.path, "size": e.size} for e in files],
         "downloads": meta.downloads if meta else 0,
         "likes": 0,
-        "kind": hub.storage.kind_of(repo),
+        "kind": role_of(entry.path for entry in files),
     }

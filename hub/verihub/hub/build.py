@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as PackagingRequirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from verihub.errors import VerihubError, describe_error
@@ -24,6 +25,7 @@ from verihub.ids import RepoId, dist_name
 from verihub.spec.wrapped import WrappedSpec, read_wrapped
 
 if TYPE_CHECKING:
+    from verihub.environment.core import Environment
     from verihub.spec.loader import LoadedSpec
 
 __all__ = ["Built", "PackageSource", "Prepared", "bump_version", "prepare"]
@@ -97,6 +99,7 @@ class PackageSource:
                 f"{self.root}: neither an environment (environment.yaml) nor a verifier package "
                 '(entry points in [project.entry-points."verihub.checks"])'
             )
+        self.hub_dependencies = self._hub_dependencies()
 
     @functools.cached_property
     def spec(self) -> LoadedSpec | WrappedSpec:
@@ -123,6 +126,40 @@ class PackageSource:
                 )
             return spec_version
         return self.project_version
+
+    @property
+    def dependencies(self) -> list[str]:
+        """``[project] dependencies``, as written."""
+        return [str(item) for item in (self.pyproject.get("project") or {}).get("dependencies") or []]
+
+    def _hub_dependencies(self) -> dict[RepoId, str]:
+        """The dependencies a hub provides, by repository id (``[tool.verihub] hub-dependencies = ["acme/rules"]``),
+        each with the version specifier ``[project] dependencies`` gives its distribution (``acme-rules>=1.0``):
+        ``verihub install`` fetches these from the hub the package comes from, never from an index by name."""
+        declared = ((self.pyproject.get("tool") or {}).get("verihub") or {}).get("hub-dependencies") or []
+        where = f"{self.root / 'pyproject.toml'}: [tool.verihub] hub-dependencies"
+        if not isinstance(declared, list) or not all(isinstance(item, str) for item in declared):
+            raise VerihubError(f'{where} must be a list of repository ids ("OWNER/NAME")')
+        specifiers: dict[str, str] = {}
+        for text in self.dependencies:
+            try:
+                parsed = PackagingRequirement(text)
+            except InvalidRequirement:
+                continue
+            specifiers[str(canonicalize_name(parsed.name))] = str(parsed.specifier)
+        found: dict[RepoId, str] = {}
+        for item in declared:
+            try:
+                repo = RepoId.parse(item)
+            except ValueError as error:
+                raise VerihubError(f"{where}: {item!r}: {error}") from None
+            if dist_name(repo) not in specifiers:
+                raise VerihubError(
+                    f"{where} names {repo}, whose distribution {dist_name(repo)!r} is not in [project] dependencies; "
+                    "add it there (with the versions you need)"
+                )
+            found[repo] = specifiers[dist_name(repo)]
+        return found
 
     def files(self) -> dict[str, bytes]:
         """The source files, relative path -> content (build outputs, caches and VCS data left out)."""
@@ -258,6 +295,7 @@ class Prepared:
     repo: RepoId
     version: str
     files: dict[str, bytes]
+    env: Environment | None  # an environment package's environment, as loaded from the source
 
 
 def prepare(path: str | Path, owner: str, *, bump: Bump | None = None, validate: bool = True) -> Prepared:
@@ -270,15 +308,19 @@ def prepare(path: str | Path, owner: str, *, bump: Bump | None = None, validate:
     else:
         name = str((source.pyproject.get("project") or {}).get("name", source.root.name))
     repo = RepoId.parse(f"{owner}/{name}")
-    if validate and source.kind == "env":
+    env = None
+    if source.kind == "env":
         from verihub.environment.core import load_env
+
+        env = load_env(source.root, on_missing_judge="skip")
+    if validate and env is not None:
         from verihub.validation.validate import validate_env
 
-        report = validate_env(load_env(source.root, on_missing_judge="skip"))
+        report = validate_env(env)
         if not report.ok:
             problems = "; ".join(report.failures[:3]) or f"references {report.references_passed}/{report.references}"
             raise VerihubError(f"{source.root.name} does not pass `verihub validate`: {problems}")
-    return Prepared(source, repo, publishable_version(source.version, source.root), source.files())
+    return Prepared(source, repo, publishable_version(source.version, source.root), source.files(), env)
 
 
 def publishable_version(version: str, root: Path) -> str:

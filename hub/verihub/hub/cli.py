@@ -63,21 +63,51 @@ def push(
 
 def install(
     requirement: Annotated[str, typer.Argument(help="OWNER/NAME\\[@SPEC]: 1.2.0, ^1.2, ~=1.2 or latest.")],
+    allow_moved_tag: Annotated[
+        bool,
+        typer.Option(
+            "--allow-moved-tag",
+            help="Install even if a release tag points elsewhere than when it was last installed from this hub "
+            "(a hub that lets tags move, as huggingface.co does); warns instead of refusing.",
+        ),
+    ] = False,
     hub: HubOption = None,
     token: TokenOption = None,
 ) -> None:
-    """pip-install a published package from the hub (hashes checked); then load_env("OWNER/NAME") works."""
-    repo, version = open_hub(hub, token).install(requirement)
+    """pip-install a published package and its hub dependencies from the wheels at their release tags (sha256
+    checked against the release's record; no pip index needed); then load_env("OWNER/NAME") works."""
+    repo, version = open_hub(hub, token).install(requirement, allow_moved_tag=allow_moved_tag)
     out.print(f"installed {repo}@{version}")
 
 
 def search(
     query: Annotated[str, typer.Argument(help="Words to look for in names and cards.")] = "",
     kind: Annotated[str | None, typer.Option(help="env or verifier.")] = None,
+    rl_environments: Annotated[
+        bool,
+        typer.Option(
+            "--rl-environments",
+            help="List the hub's RL environment datasets (tagged rl-environment: verihub's and other frameworks') "
+            "instead; the hub is --hub, $VERIHUB_HUB, $HF_ENDPOINT or huggingface.co, as for hf://datasets/ ids.",
+        ),
+    ] = False,
+    framework: Annotated[
+        str | None,
+        typer.Option(help="With --rl-environments: only those of this framework (verihub, harbor, verifiers, ...)."),
+    ] = None,
     hub: HubOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Find published packages."""
+    """Find published packages, or (--rl-environments) the RL environment datasets of a hub."""
+    if framework is not None and not rl_environments:
+        raise typer.BadParameter("goes with --rl-environments", param_hint="--framework")
+    if rl_environments:
+        table = Table("dataset", "frameworks", "load_env", "summary")
+        for found in open_hub(settings.dataset_hub(hub), token).rl_environments(framework, query):
+            loads = f"hf://datasets/{found['repo']}" if found["loads"] else "(not by verihub)"
+            table.add_row(found["repo"], ", ".join(found["frameworks"]), loads, found["summary"])
+        out.print(table)
+        return
     table = Table("repository", "kind", "latest", "summary")
     for found in open_hub(hub, token).search(query, kind):
         table.add_row(found["repo"], found["kind"], found["latest"] or "", found["summary"])
@@ -92,7 +122,7 @@ def info(
     """Versions, card and install command of a published package."""
     from rich.markdown import Markdown
 
-    from verihub.hub.local import card_body
+    from verihub.hub.cards import body
     from verihub.ids import RepoId
 
     details = open_hub(hub, token).info(RepoId.parse(repository))
@@ -100,7 +130,7 @@ def info(
     out.print(f"versions: {', '.join(details['versions']) or 'none'}")
     out.print(f"install: {details['install']}")
     if details["card"]:
-        out.print(Markdown(card_body(details["card"])))
+        out.print(Markdown(body(details["card"])))
 
 
 hub_app = typer.Typer(help="Run a hub server.", no_args_is_help=True)
@@ -114,13 +144,20 @@ def hub_serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     data: DataOption = Path("hubdata"),
+    pip_index: Annotated[
+        bool,
+        typer.Option(
+            "--pip-index/--no-pip-index",
+            help="Serve the pip index (/simple/) and its files; off, only the Hub API (as huggingface.co).",
+        ),
+    ] = True,
 ) -> None:
     """Serve the Hugging Face Hub API subset, the pip simple index and the files (set HF_ENDPOINT to it)."""
     import uvicorn
 
     from verihub.hub.server import create_app
 
-    uvicorn.run(create_app(data), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(data, pip_index=pip_index), host=host, port=port, log_level="warning")
 
 
 @token_app.command("create")

@@ -35,9 +35,8 @@ from verihub.hub.errors import (
     UnauthorizedError,
 )
 from verihub.hub.limits import MAX_COMMIT_BYTES, MAX_JSON_BYTES
-from verihub.hub.policy import DATASET_KINDS, MODEL_KINDS
+from verihub.hub.policy import RepoType
 from verihub.hub.state import HubState
-from verihub.hub.storage import RepoKind
 from verihub.ids import RepoId
 from verihub.serve import body
 from verihub.serve.body import describe
@@ -58,7 +57,7 @@ __all__ = [
     "json_body",
     "raw_body",
     "raw_segments",
-    "repo_kinds",
+    "repo_type",
     "state",
     "user",
     "visible_project",
@@ -91,15 +90,16 @@ async def user(who: Identity | None = Depends(identity)) -> Identity:
 def visible_repo(
     request: Request, owner: str, name: str, who: Identity | None = Depends(identity), hub: HubState = Depends(state)
 ) -> RepoId:
-    return hub.visibility.repo(who, owner, name, repo_kinds(request))
+    return hub.visibility.repo(who, owner, name, repo_type(request))
 
 
-def repo_kinds(request: Request) -> tuple[RepoKind, ...]:
-    """The kinds of repository a route serves, from where it is mounted: ``/api/datasets/...`` and
-    ``/datasets/...`` serve datasets, every other repository route models (environments, verifiers)."""
+def repo_type(request: Request) -> RepoType:
+    """The repository type a route serves, from where it is mounted: ``/api/datasets/...`` and
+    ``/datasets/...`` serve datasets, every other repository route is a legacy model route (what environments
+    and verifier packages were before they were datasets)."""
     path, root = request.scope["path"], request.scope.get("root_path", "")
     path = path[len(root) :] if root and path.startswith(root) else path  # the path the router matched
-    return DATASET_KINDS if path.startswith(("/api/datasets/", "/datasets/")) else MODEL_KINDS
+    return "dataset" if path.startswith(("/api/datasets/", "/datasets/")) else "model"
 
 
 async def writable_repo(repo: RepoId = Depends(visible_repo), who: Identity | None = Depends(identity)) -> RepoId:

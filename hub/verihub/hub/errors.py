@@ -27,6 +27,7 @@ __all__ = [
     "InvalidRefNameError",
     "InvalidReleaseError",
     "InvalidRequestError",
+    "MovedTagError",
     "NameTakenError",
     "NotFoundError",
     "PrivacyMismatchError",
@@ -69,6 +70,7 @@ class ErrorCode(StrEnum):
     FILE_CONFLICT = "PublishedFileConflict"
     PRIVACY_MISMATCH = "PrivacyMismatch"
     CORRUPT_FILE = "CorruptFile"
+    MOVED_TAG = "MovedTag"
     INTERNAL = "InternalError"
 
 
@@ -205,6 +207,13 @@ class CorruptFileError(HubError, RuntimeError):
     """A stored file's bytes no longer match the hash recorded at publish: the server's fault, never served."""
 
     code, status = ErrorCode.CORRUPT_FILE, 500
+
+
+class MovedTagError(HubError, RuntimeError):
+    """A release tag points elsewhere than when the release was installed (a hub that lets tags move): refused
+    unless ``--allow-moved-tag``. Raised by the client only."""
+
+    code, status = ErrorCode.MOVED_TAG, 409
 
 
 def _subclasses(cls: type[HubError]) -> list[type[HubError]]:

@@ -1,24 +1,23 @@
 """The embedded hub: a directory (``$VERIHUB_HOME/hub``) that publishes and installs without a server.
 
-Layout: ``repos/`` (git storage, one repository per package, release tags ``v{version}``: the truth), and
-the pip index derived from the tags (``claims/``, ``files/``, ``index/`` and a static PEP 503 ``simple/``,
+Layout: ``repos/`` (git storage, one dataset repository per package, release tags ``v{version}``: the truth),
+and the pip index derived from the tags (``claims/``, ``files/``, ``index/`` and a static PEP 503 ``simple/``,
 see :mod:`verihub.hub.files`). ``pip install --index-url file://…/simple/ NAME==V`` works as it is. A server
 (``verihub hub serve --data DIR``) can serve the same directory.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from verihub import settings
+from verihub.hub import cards
 from verihub.hub.build import Bump
 from verihub.hub.errors import (
     CorruptFileError,
     PrivacyMismatchError,
-    RepoNotFoundError,
     RevisionNotFoundError,
     VersionExistsError,
 )
@@ -26,7 +25,8 @@ from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import Requirement, VersionSpec
 from verihub.hub.pipeline import Hub, PushResult, blob_id
 from verihub.hub.release import Releases
-from verihub.hub.storage import HubStorage, RepoKind
+from verihub.hub.roles import PACKAGE_ROLES, Role, role_of
+from verihub.hub.storage import HubStorage
 from verihub.ids import RepoId, dist_name
 
 __all__ = ["CorruptFileError", "LocalHub", "PushResult", "VersionExistsError", "blob_id", "card_body"]
@@ -38,6 +38,7 @@ class LocalHub(Hub):
         self.storage = HubStorage(self.root)
         self.files = PublishedFiles(self.root)
         self.releases = Releases(self.storage, self.files)
+        self.location = str(self.root.resolve())
 
     @property
     def index_url(self) -> str:
@@ -55,20 +56,21 @@ class LocalHub(Hub):
         self.releases.recover()  # first finish any release a crashed push left half published
         return super().push(path, owner=owner, bump=bump, validate=validate, private=private)
 
-    def install(self, requirement: str | Requirement, *, python: str = sys.executable) -> tuple[RepoId, str]:
+    def install(
+        self, requirement: str | Requirement, *, python: str = sys.executable, allow_moved_tag: bool = False
+    ) -> tuple[RepoId, str]:
         self.releases.recover()
-        return super().install(requirement, python=python)
+        return super().install(requirement, python=python, allow_moved_tag=allow_moved_tag)
 
     # -- reading --------------------------------------------------------------------------------------
 
     def info(self, repo: RepoId) -> dict[str, Any]:
-        kind = self.storage.kind_of(repo)
         versions = self.versions(repo)
         latest = VersionSpec.parse("latest").best(versions) if versions else None
         card = self.storage.read(repo, "README.md", f"v{latest}").decode("utf-8", "replace") if latest else ""
         return {
             "repo": str(repo),
-            "kind": kind,
+            "kind": self._role(repo, f"v{latest}" if latest else "main"),
             "versions": versions,
             "latest": latest,
             "card": card,
@@ -76,37 +78,68 @@ class LocalHub(Hub):
             "install": f"verihub install {repo}@{latest}",
         }
 
-    def search(self, query: str = "", kind: RepoKind | None = None) -> list[dict[str, Any]]:
+    def search(self, query: str = "", kind: Role | None = None) -> list[dict[str, Any]]:
+        """Published packages whose id or card holds every word of ``query``."""
         words = query.lower().split()
         found = []
-        for repo, repo_kind in self.storage.repos(kind):
+        for repo in self.storage.repos():
             versions = self.versions(repo)
             if not versions:
                 continue
             latest = VersionSpec.parse("latest").best(versions)
-            card = self.storage.read(repo, "README.md", f"v{latest}").decode("utf-8", "replace") if latest else ""
+            role = self._role(repo, f"v{latest}")
+            if role not in PACKAGE_ROLES or (kind and role != kind):
+                continue
+            card = self.storage.read(repo, "README.md", f"v{latest}").decode("utf-8", "replace")
             haystack = f"{repo} {card}".lower()
             if all(word in haystack for word in words):
-                found.append({"repo": str(repo), "kind": repo_kind, "latest": latest, "summary": summary(card)})
+                found.append({"repo": str(repo), "kind": role, "latest": latest, "summary": cards.summary(card)})
         return found
+
+    def _datasets_tagged(self, tags: list[str], query: str) -> list[tuple[str, list[str], str]]:
+        found = []
+        for repo in self.storage.repos():
+            try:
+                card = self.storage.read(repo, "README.md", "main").decode("utf-8", "replace")
+            except (FileNotFoundError, RevisionNotFoundError):
+                continue
+            own, summary = cards.tags(card), cards.summary(card)
+            if set(tags) <= set(own) and query.lower() in f"{repo} {summary}".lower():
+                found.append((str(repo), own, summary))
+        return found
+
+    def _role(self, repo: RepoId, revision: str) -> Role:
+        try:
+            return role_of(entry.path for entry in self.storage.files(repo, revision))
+        except RevisionNotFoundError:
+            return "dataset"
 
     # -- the backend's primitives ----------------------------------------------------------------------
 
     def _default_owner(self) -> str:
         return settings.hub_owner()
 
-    def _ensure_repo(self, repo: RepoId, kind: RepoKind, *, private: bool) -> None:
-        if kind != "dataset":  # a package's distribution name, before building anything
+    def _ensure_repo(self, repo: RepoId, *, private: bool, package: bool) -> None:
+        if package:  # a package's distribution name, before building anything
             self.files.check_claim(dist_name(repo), repo, shown=lambda _: True)  # a local hub is all its user's
-        created = self.storage.create_repo(repo, kind, private=private, exist_ok=True)
+        created = self.storage.create_repo(repo, private=private, exist_ok=True)
         if not created and private and not self.storage.is_private(repo):
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
 
     def _tag_target(self, repo: RepoId, tag: str) -> str | None:
         return self.storage.tag_target(repo, tag)
 
-    def _contents(self, repo: RepoId, commit: str) -> dict[str, str]:
-        return {entry.path: entry.blob for entry in self.storage.files(repo, commit)}
+    def _tree(self, repo: RepoId, commit: str) -> dict[str, tuple[str, int]]:
+        return {entry.path: (entry.blob, entry.size) for entry in self.storage.files(repo, commit)}
+
+    def _resolve(self, repo: RepoId, revision: str) -> str:
+        return self.storage.resolve(repo, revision)
+
+    def _download(self, repo: RepoId, commit: str, paths: list[str], target: Path) -> None:
+        for path in paths:
+            destination = target / path
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(self.storage.read(repo, path, commit))
 
     def _upload(self, repo: RepoId, files: dict[str, bytes], message: str) -> str:
         return self.storage.commit(repo, files, message, replace=True)
@@ -117,45 +150,29 @@ class LocalHub(Hub):
     def _tags(self, repo: RepoId) -> list[str]:
         return list(self.storage.refs(repo)["tags"])
 
-    def _wheel(self, repo: RepoId, version: str) -> bytes | None:
-        return self.files.wheel(dist_name(repo), version)
-
-    def _pip_index_url(self) -> str:
-        return self.index_url
+    def _legacy_sha256(self, repo: RepoId, version: str, filename: str, commit: str) -> str | None:
+        recorded = self.files.recorded(dist_name(repo), filename)
+        return recorded.sha256 if recorded is not None else None
 
     def _identity(self) -> tuple[str, tuple[str, ...]]:
         owner = settings.hub_owner()
         return owner, (owner,)
 
-    def _is_private(self, repo: RepoId, kind: RepoKind) -> bool:
-        if self.storage.kind_of(repo) not in ((kind,) if kind == "dataset" else ("env", "verifier")):
-            raise RepoNotFoundError(f"no repository {repo}")
-        return self.storage.is_private(repo)
+    def _is_private(self, repo: RepoId) -> bool:
+        return self.storage.is_private(repo)  # RepoNotFoundError when there is none
 
-    def _files_at_main(self, repo: RepoId, kind: RepoKind) -> tuple[str | None, dict[str, str]]:
+    def _files_at_main(self, repo: RepoId) -> tuple[str | None, dict[str, str]]:
         try:
             head = self.storage.resolve(repo, "main")
         except RevisionNotFoundError:
             return None, {}
         return head, self._contents(repo, head)
 
-    def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes:
+    def _read_file(self, repo: RepoId, path: str, revision: str) -> bytes:
         return self.storage.read(repo, path, revision)
 
-    def _commit_files(
-        self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *, parent: str | None
-    ) -> str:
+    def _commit_files(self, repo: RepoId, files: dict[str, bytes], message: str, *, parent: str | None) -> str:
         return self.storage.commit(repo, files, message, parent=parent)
 
 
-def card_body(card: str) -> str:
-    """A README card without its YAML front-matter."""
-    return re.sub(r"^---\n.*?\n---\n", "", card, flags=re.DOTALL).strip()
-
-
-def summary(card: str) -> str:
-    """The first line of prose of a card: what listings show."""
-    for line in card_body(card).splitlines():
-        if line.strip() and not line.startswith("#"):
-            return line.strip()[:160]
-    return ""
+card_body = cards.body  # (verihub.hub.cards reads cards; kept here for callers of this name)

@@ -1,6 +1,7 @@
-"""The hub's web pages: a searchable list of packages, one page per environment or verifier (install
-command, leaderboard, verifier layers, a preview of tasks, version history, card, files) and one per results
-dataset.
+"""The hub's web pages: a searchable list of repositories (filtered by tag, as the Hub's
+``/datasets?other=rl-environment``), one page per environment or verifier package (how to use it with verihub,
+leaderboard, verifier layers, a preview of tasks, version history, card, files) and one per other dataset (eval
+results with their runs; another framework's RL environment with how verihub loads it).
 
 Everything a package or a results file says is escaped (cards render from Markdown with raw HTML off), and
 every page carries a Content-Security-Policy that lets run only the page's own inline script and style
@@ -24,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from verihub.hub.env_view import EnvView
 from verihub.hub.leaderboard import LeaderboardRow
+from verihub.hub.roles import RL_ENVIRONMENT_TAG
 
 __all__ = ["CSP", "DatasetPage", "PackagePage", "dataset_page", "listing_page", "package_page"]
 
@@ -39,6 +41,7 @@ code,pre{background:#f4f5f7;padding:.1rem .3rem} pre{white-space:pre-wrap;word-b
 table.sortable th{cursor:pointer;user-select:none;white-space:nowrap}
 th[aria-sort=ascending]::after{content:" \\25B2"} th[aria-sort=descending]::after{content:" \\25BC"}
 .role{font-size:.75rem;color:#57606a;text-transform:uppercase} details{margin:.4rem 0}
+.rl{background:#e6f0ff;color:#0b3d91}
 """
 
 # Sorts a table.sortable by the clicked column: cells' data-sort (else their text), numbers as numbers.
@@ -87,16 +90,22 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def listing_page(query: str, repos: list[dict[str, Any]]) -> str:
+RL_BADGE = "<span class='kind rl'>RL environment</span>"
+
+
+def listing_page(query: str, repos: list[dict[str, Any]], tags: list[str] | None = None) -> str:
     rows = "".join(
-        f"<tr><td><a href='/{_e(r['id'])}'>{_e(r['id'])}</a></td>"
-        f"<td><span class='kind'>{_e(r['kind'])}</span></td><td>{_e(r['summary'])}</td>"
-        f"<td class='num'>{int(r['downloads'])}</td></tr>"
+        f"<tr><td><a href='/datasets/{_e(r['id'])}'>{_e(r['id'])}</a></td>"
+        f"<td><span class='kind'>{_e(r['kind'])}</span>{' ' + RL_BADGE if r.get('rl_environment') else ''}</td>"
+        f"<td>{_e(r['summary'])}</td><td class='num'>{int(r['downloads'])}</td></tr>"
         for r in repos
     )
-    heading = f"Results for “{_e(query)}”" if query else "Environments and verifiers"
+    heading = f"Results for “{_e(query)}”" if query else "Environments, verifiers and datasets"
+    if tags:
+        heading += " tagged " + ", ".join(f"<code>{_e(tag)}</code>" for tag in tags)
     body = (
-        f"<h2>{heading}</h2><table><tr><th>Repository</th><th>Kind</th><th>Summary</th><th class='num'>Downloads</th>"
+        f"<h2>{heading}</h2><p class='note'><a href='/?other=rl-environment'>RL environments only</a></p>"
+        "<table><tr><th>Repository</th><th>Kind</th><th>Summary</th><th class='num'>Downloads</th>"
         f"</tr>{rows or '<tr><td colspan=4>Nothing found.</td></tr>'}</table>"
     )
     return _page("verihub hub", body)
@@ -116,15 +125,18 @@ class PackagePage:
     view: EnvView | None = None
     leaderboard: list[LeaderboardRow] = field(default_factory=list)
     shipped_eval: str | None = None  # eval/metadata.json committed into the package by its author
+    hub: str = ""  # the hub's URL, for the commands it shows
 
 
 def package_page(page: PackagePage) -> str:
     owner = page.repo.split("/")[0]
     latest = page.versions[-1][0] if page.versions else None
+    badge = f" {RL_BADGE}" if page.kind == "env" else ""
     sections = [
         f"<h2>{_e(page.repo)} <span "
-        f"class='kind'>{_e(page.kind)}</span>{' <span class=kind>private</span>' if page.private else ''}</h2>",
+        f"class='kind'>{_e(page.kind)}</span>{badge}{' <span class=kind>private</span>' if page.private else ''}</h2>",
         f"<p><strong>Install:</strong> <code id='install'>{_e(page.install)}</code></p>",
+        _usage(page.repo, page.hub, page.kind),
         "<p><strong>Versions:</strong> "
         f"{', '.join(_e(v) for v, _ in reversed(page.versions)) or 'none published yet'}</p>",
     ]
@@ -144,7 +156,7 @@ def package_page(page: PackagePage) -> str:
 
 @dataclass(frozen=True)
 class DatasetPage:
-    """What a results dataset's page shows."""
+    """What the page of a dataset that is no package shows: eval results, or another framework's data."""
 
     repo: str
     private: bool
@@ -153,12 +165,26 @@ class DatasetPage:
     skipped: int  # runs that are not shown: metadata that does not parse, or of another environment
     files: list[str]
     card: str
+    results: bool = True  # eval results (runs/): else another dataset
+    tags: list[str] = field(default_factory=list)
+    hub: str = ""  # the hub's URL, for the commands it shows
 
 
 def dataset_page(page: DatasetPage) -> str:
+    private = " <span class=kind>private</span>" if page.private else ""
+    badge = f" {RL_BADGE}" if RL_ENVIRONMENT_TAG in page.tags else ""
+    head = f"<h2>{_e(page.repo)} <span class='kind'>dataset</span>{badge}{private}</h2>"
+    tags = "".join(f"<span class='kind'>{_e(tag)}</span> " for tag in page.tags[:30])
+    if not page.results:
+        usage = _usage(page.repo, page.hub, "dataset") if RL_ENVIRONMENT_TAG in page.tags else ""
+        body = (
+            f"{head}<p>{tags}</p>{usage}<div class='card'>{_card_html(page.card)}</div>"
+            f"<h3>Files</h3><ul>{''.join(f'<li><code>{_e(f)}</code></li>' for f in page.files)}</ul>"
+        )
+        return _page(page.repo, body)
     link = (
         (
-            f"<p>Eval results for <a href='/{_e(page.environment)}'>{_e(page.environment)}</a>, pushed by "
+            f"<p>Eval results for <a href='/datasets/{_e(page.environment)}'>{_e(page.environment)}</a>, pushed by "
             f"<strong>{_e(page.repo.split('/')[0])}</strong>.</p>"
         )
         if page.environment
@@ -170,13 +196,29 @@ def dataset_page(page: DatasetPage) -> str:
         else ""
     )
     body = (
-        f"<h2>{_e(page.repo)} <span class='kind'>dataset</span>"
-        f"{' <span class=kind>private</span>' if page.private else ''}</h2>{link}"
+        f"{head}{link}"
         f"<h3>Runs</h3>{_runs_table(page.runs, None)}{skipped}"
         f"<div class='card'>{_card_html(page.card)}</div>"
         f"<h3>Files</h3><ul>{''.join(f'<li><code>{_e(f)}</code></li>' for f in page.files)}</ul>"
     )
     return _page(page.repo, body)
+
+
+def _usage(repo: str, hub: str, kind: str) -> str:
+    """How to use the repository with verihub: the commands, for this hub."""
+    option = f" --hub {hub}" if hub else ""
+    variable = f"VERIHUB_HUB={hub} " if hub else ""
+    if kind == "verifier":
+        lines = [f"verihub install {repo}{option}", "verihub checks    # its checks, for your environment's layers"]
+    else:
+        lines = [
+            f"verihub eval hf://datasets/{repo}{option} --model MODEL",
+            f"verihub validate hf://datasets/{repo}{option}",
+            f"{variable}python -c 'import verihub; print(verihub.load_env(\"hf://datasets/{repo}\"))'",
+        ]
+        if kind == "env":
+            lines.append(f'verihub install {repo}{option}    # then load_env("{repo}") by name')
+    return "<h3>Use it with verihub</h3><pre>" + _e("\n".join(lines)) + "</pre>"
 
 
 # -- sections --------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Who may see what: the one visibility rule, for every route that can reveal a repository or its files.
 
-A repository is visible when it exists as the kind the route serves (a model route never shows a dataset,
-nor the reverse) and is public, or when the viewer owns its namespace (their user or
-one of their organizations, compared exactly). A distribution in the pip index is visible when the
+A repository is visible when it exists and is public, or when the viewer owns its namespace (their user or
+one of their organizations, compared exactly). Every repository is a dataset; the model routes that served
+environments and verifier packages before they were datasets still do for one release, and show nothing else
+(never eval results). A distribution in the pip index is visible when the
 repository that publishes it is. Whatever is not visible does not exist, as far as the viewer can tell:
 the same 404 as for a name nobody uses.
 """
@@ -10,17 +11,18 @@ the same 404 as for a name nobody uses.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from verihub.hub.accounts import Identity, RepoMeta
-from verihub.hub.errors import NotFoundError, RepoNotFoundError
+from verihub.hub.errors import NotFoundError, RepoNotFoundError, RevisionNotFoundError
 from verihub.hub.files import PublishedFiles
-from verihub.hub.storage import HubStorage, RepoKind
+from verihub.hub.roles import role_of
+from verihub.hub.storage import HubStorage
 from verihub.ids import RepoId
 
-__all__ = ["DATASET_KINDS", "MODEL_KINDS", "Visibility", "can_see"]
+__all__ = ["RepoType", "Visibility", "can_see"]
 
-MODEL_KINDS: tuple[RepoKind, ...] = ("env", "verifier")  # what the Hugging Face API calls models
-DATASET_KINDS: tuple[RepoKind, ...] = ("dataset",)  # eval results
+RepoType = Literal["dataset", "model"]  # the Hugging Face API's repository type a route serves ("model": legacy)
 
 
 def can_see(viewer: Identity | None, owner: str, private: bool) -> bool:
@@ -32,23 +34,33 @@ class Visibility:
     def __init__(self, storage: HubStorage, files: PublishedFiles) -> None:
         self.storage, self.files = storage, files
 
-    def repo(self, viewer: Identity | None, owner: str, name: str, kinds: tuple[RepoKind, ...] = MODEL_KINDS) -> RepoId:
-        """The repository ``owner/name`` if it is one of ``kinds`` (the route's repository type: models or
-        datasets) and ``viewer`` may see it; RepoNotFoundError otherwise."""
+    def repo(self, viewer: Identity | None, owner: str, name: str, repo_type: RepoType = "dataset") -> RepoId:
+        """The repository ``owner/name`` if ``viewer`` may see it as ``repo_type`` (the route's: a legacy model
+        route never shows eval results); RepoNotFoundError otherwise."""
         try:
             repo = RepoId(owner, name)
         except ValueError as error:
             raise RepoNotFoundError(str(error)) from None
-        if self.storage.kind_of(repo) not in kinds or not can_see(viewer, repo.owner, self.storage.is_private(repo)):
+        if not self.storage.exists(repo) or not can_see(viewer, repo.owner, self.storage.is_private(repo)):
+            raise RepoNotFoundError(f"Repository {repo} not found")
+        if repo_type == "model" and self._holds_results(repo):
             raise RepoNotFoundError(f"Repository {repo} not found")
         return repo
+
+    def _holds_results(self, repo: RepoId) -> bool:
+        try:
+            return role_of(entry.path for entry in self.storage.files(repo, "main")) == "results"
+        except RevisionNotFoundError:  # no commit yet
+            return False
+        except RepoNotFoundError:  # deleted meanwhile: it is not there to show
+            return True
 
     def project(self, viewer: Identity | None, project: str) -> RepoId:
         """The repository publishing the distribution ``project`` if ``viewer`` may see it; NotFoundError otherwise."""
         repo = self.files.holder(project)
         if (
             repo is None
-            or self.storage.kind_of(repo) is None
+            or not self.storage.exists(repo)
             or not can_see(viewer, repo.owner, self.storage.is_private(repo))
         ):
             raise NotFoundError(f"no project {project}")

@@ -28,6 +28,7 @@ from verihub.hub.archives import check_archive
 from verihub.hub.errors import FileConflictError, HubError, InvalidReleaseError, RepoNotFoundError, TagExistsError
 from verihub.hub.files import PublishedFiles
 from verihub.hub.ids import release_version
+from verihub.hub.roles import role_of
 from verihub.hub.storage import HubStorage
 from verihub.ids import RepoId, dist_name
 
@@ -56,8 +57,7 @@ class Releases:
                 raise TagExistsError(
                     f"{repo}: tag {tag!r} already exists (at {existing[:12]}) and tags never move", commit=existing
                 )
-            if self.storage.kind_of(repo) != "dataset":
-                self._check_earlier_release(repo, version, dists)
+            self._check_earlier_release(repo, version, dists)
             if dists:
                 project = dist_name(repo)
                 self.files.check_claim(project, repo, shown=self._public)
@@ -116,7 +116,7 @@ class Releases:
                 self.files.claim(project, RepoId.parse(holder))
             except (HubError, ValueError) as error:
                 problems.append(f"claim of {project}: {error}")
-        for repo, _ in self.storage.repos():
+        for repo in self.storage.repos():
             for tag in self.storage.refs(repo)["tags"]:
                 if release_version(tag) is not None:
                     try:
@@ -130,13 +130,16 @@ class Releases:
 
     def _release_files(self, repo: RepoId, sha: str, version: str) -> dict[str, bytes]:
         """The wheel and sdist of ``version`` in the commit's ``dist/``; InvalidReleaseError if ``dist/``
-        holds another project's files or an archive :func:`~verihub.hub.archives.check_archive` refuses."""
-        if self.storage.kind_of(repo) == "dataset":  # eval results: their tags publish nothing to the index
+        holds another project's files or an archive :func:`~verihub.hub.archives.check_archive` refuses. Eval
+        results (:mod:`verihub.hub.roles`) publish nothing, whatever their ``dist/`` holds; a repository without a
+        ``dist/`` (another framework's dataset) has nothing to publish."""
+        files = self.storage.files(repo, sha)
+        if role_of(entry.path for entry in files) == "results":
             return {}
         project = dist_name(repo)
         wanted = Version(version)
         own: dict[str, bytes] = {}
-        for entry in self.storage.files(repo, sha):
+        for entry in files:
             name = entry.path.removeprefix("dist/")
             if name == entry.path or "/" in name or not name.endswith((".whl", ".tar.gz")):
                 continue

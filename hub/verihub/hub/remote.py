@@ -1,24 +1,24 @@
-"""A hub server over HTTP, through the huggingface_hub client (the same code talks to huggingface.co).
+"""A hub server over HTTP, through the huggingface_hub client: verihub's own server or huggingface.co.
 
-Pushing builds locally (the pipeline both hubs share), uploads the source plus ``dist/`` as one commit and
-tags ``v{version}``; the server then puts the tagged wheel and sdist in its pip index. Installing is plain
-pip against ``{url}/simple/``, with the token as the index URL's password when there is one (so private
-packages install). Every failure of the client is translated here, from the server's error code, into
-:mod:`verihub.hub.errors`.
+Every repository is a dataset (``repo_type="dataset"``), as the Hub files RL environments. Pushing builds
+locally (the pipeline both hubs share), uploads the source, ``dist/`` and what is derived from them as one commit
+and tags ``v{version}``; verihub's server then also puts the tagged wheel and sdist in its pip index. Installing
+reads the wheel at the release tag through the same API (:mod:`verihub.hub.install`), so it needs no index.
+Every failure of the client is translated here, from the server's error code, into :mod:`verihub.hub.errors`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
+
+from huggingface_hub.hf_api import RepoFile
 
 from verihub.hub.errors import (
     CommitConflictError,
-    CorruptFileError,
     EntryNotFoundError,
     HubError,
     PrivacyMismatchError,
@@ -28,7 +28,7 @@ from verihub.hub.errors import (
 from verihub.hub.ids import VersionSpec
 from verihub.hub.index import JSON_CONTENT_TYPE
 from verihub.hub.pipeline import COMMIT_ATTEMPTS, Hub
-from verihub.hub.storage import RepoKind
+from verihub.hub.roles import PACKAGE_ROLES, RL_ENVIRONMENT_TAG, VERIFIER_TAG, Role, role_of
 from verihub.ids import RepoId, dist_name
 
 __all__ = ["RemoteHub"]
@@ -40,7 +40,7 @@ class RemoteHub(Hub):
     def __init__(self, url: str, token: str | None = None) -> None:
         from huggingface_hub import HfApi
 
-        self.url = url.rstrip("/")
+        self.url = self.location = url.rstrip("/")
         self.token = token
         self.api = HfApi(endpoint=self.url, token=token or False)
         self._refs_read: tuple[RepoId, Any] | None = None
@@ -52,24 +52,12 @@ class RemoteHub(Hub):
     def info(self, repo: RepoId) -> dict[str, Any]:
         versions = self.versions(repo)
         latest = VersionSpec.parse("latest").best(versions) if versions else None
-        card = ""
-        if latest:
-            from huggingface_hub import hf_hub_download
-
-            card = Path(
-                self._call(
-                    hf_hub_download,
-                    str(repo),
-                    "README.md",
-                    revision=f"v{latest}",
-                    endpoint=self.url,
-                    token=self.token or False,
-                )
-            ).read_text()
-        kind = getattr(self._call(self.api.model_info, str(repo)), "kind", "env")
+        revision = f"v{latest}" if latest else None
+        card = self._read_file(repo, "README.md", revision).decode("utf-8", "replace") if revision else ""
+        siblings = self._call(self.api.dataset_info, str(repo), revision=revision).siblings or []
         return {
             "repo": str(repo),
-            "kind": kind,
+            "kind": role_of(sibling.rfilename for sibling in siblings),
             "versions": versions,
             "latest": latest,
             "card": card,
@@ -77,37 +65,64 @@ class RemoteHub(Hub):
             "install": f"verihub install {repo}@{latest} --hub {self.url}",
         }
 
-    def search(self, query: str = "", kind: str | None = None) -> list[dict[str, Any]]:
+    def search(self, query: str = "", kind: Role | None = None) -> list[dict[str, Any]]:
+        """Published packages (datasets tagged ``verihub`` that are environments or verifier packages)."""
         found = []
-        for model in self._call(lambda: list(self.api.list_models(search=query or None))):
-            model_kind = getattr(model, "kind", "env")
-            if kind and model_kind != kind:
-                continue
-            found.append({"repo": model.id, "kind": model_kind, "latest": None, "summary": ""})
+        for dataset in self._call(lambda: list(self.api.list_datasets(search=query or None, filter=["verihub"]))):
+            role = _listed_role(dataset)
+            if role in PACKAGE_ROLES and (kind is None or role == kind):
+                found.append({"repo": dataset.id, "kind": role, "latest": None, "summary": ""})
         return found
 
     # -- the backend's primitives ----------------------------------------------------------------------
 
+    def _datasets_tagged(self, tags: list[str], query: str) -> list[tuple[str, list[str], str]]:
+        listed = self._call(lambda: list(self.api.list_datasets(search=query or None, filter=tags)))
+        return [
+            (dataset.id, list(dataset.tags or []), str(getattr(dataset, "summary", "") or "")) for dataset in listed
+        ]
+
     def _default_owner(self) -> str:
         return str(self._call(self.api.whoami)["name"])
 
-    def _ensure_repo(self, repo: RepoId, kind: RepoKind, *, private: bool) -> None:
+    def _ensure_repo(self, repo: RepoId, *, private: bool, package: bool) -> None:
         try:  # not the client's exist_ok: it turns a refused write into a lookup that fails on a custom endpoint
-            self._call(self.api.create_repo, str(repo), private=private, repo_type=_repo_type(kind))
+            self._call(self.api.create_repo, str(repo), private=private, repo_type=DATASET)
             return
         except RepoExistsError:
             pass
-        if private and not self._is_private(repo, kind):
+        if private and not self._is_private(repo):
             raise PrivacyMismatchError(f"{repo} exists and is public; --private cannot hide what is published")
 
     def _tag_target(self, repo: RepoId, tag: str) -> str | None:
-        refs = self._call(self.api.list_repo_refs, str(repo))
+        refs = self._call(self.api.list_repo_refs, str(repo), repo_type=DATASET)
         self._refs_read = (repo, refs)  # the next upload's first attempt starts from this branch head
         return {ref.name: ref.target_commit for ref in refs.tags}.get(tag)
 
-    def _contents(self, repo: RepoId, commit: str) -> dict[str, str]:
-        tree = self._call(lambda: list(self.api.list_repo_tree(str(repo), revision=commit, recursive=True)))
-        return {entry.path: entry.blob_id for entry in tree if hasattr(entry, "blob_id")}
+    def _tree(self, repo: RepoId, commit: str) -> dict[str, tuple[str, int]]:
+        tree = self._call(
+            lambda: list(self.api.list_repo_tree(str(repo), revision=commit, recursive=True, repo_type=DATASET))
+        )
+        return {entry.path: (entry.blob_id, int(entry.size)) for entry in tree if isinstance(entry, RepoFile)}
+
+    def _resolve(self, repo: RepoId, revision: str) -> str:
+        return str(self._call(self.api.dataset_info, str(repo), revision=revision).sha)
+
+    def _download(self, repo: RepoId, commit: str, paths: list[str], target: Path) -> None:
+        import glob
+
+        from huggingface_hub import snapshot_download
+
+        self._call(  # into a local directory: real files, never links into a cache
+            snapshot_download,
+            str(repo),
+            repo_type=DATASET,
+            revision=commit,
+            allow_patterns=[glob.escape(path) for path in paths],  # each a name, never a pattern
+            local_dir=str(target),
+            endpoint=self.url,
+            token=self.token or False,
+        )
 
     def _upload(self, repo: RepoId, files: dict[str, bytes], message: str) -> str:
         """One commit on top of the head it read (``parent_commit``), so a concurrent commit makes it retry
@@ -119,7 +134,11 @@ class RemoteHub(Hub):
         for _ in range(COMMIT_ATTEMPTS):
             # The refs the push just read, if any: a head that moved since makes the commit conflict and the
             # next attempt read them again.
-            refs = read[1] if read is not None and read[0] == repo else self._call(self.api.list_repo_refs, str(repo))
+            refs = (
+                read[1]
+                if read is not None and read[0] == repo
+                else self._call(self.api.list_repo_refs, str(repo), repo_type=DATASET)
+            )
             read = None
             head = {ref.name: ref.target_commit for ref in refs.branches}.get("main")
             current = set(self._contents(repo, head)) if head else set()
@@ -128,7 +147,12 @@ class RemoteHub(Hub):
             try:
                 return str(
                     self._call(
-                        self.api.create_commit, str(repo), operations, commit_message=message, parent_commit=head
+                        self.api.create_commit,
+                        str(repo),
+                        operations,
+                        commit_message=message,
+                        parent_commit=head,
+                        repo_type=DATASET,
                     ).oid
                 )
             except (CommitConflictError, EntryNotFoundError) as conflict:  # another push committed meanwhile
@@ -137,39 +161,28 @@ class RemoteHub(Hub):
         raise error
 
     def _tag(self, repo: RepoId, tag: str, commit: str) -> None:
-        self._call(self.api.create_tag, str(repo), tag=tag, revision=commit)
+        self._call(self.api.create_tag, str(repo), tag=tag, revision=commit, repo_type=DATASET)
 
     def _tags(self, repo: RepoId) -> list[str]:
-        return [ref.name for ref in self._call(self.api.list_repo_refs, str(repo)).tags]
+        return [ref.name for ref in self._call(self.api.list_repo_refs, str(repo), repo_type=DATASET).tags]
 
-    def _wheel(self, repo: RepoId, version: str) -> bytes | None:
-        """The version's wheel from the server's index, checked against the index's sha256."""
+    def _legacy_sha256(self, repo: RepoId, version: str, filename: str, commit: str) -> str | None:
+        """The file's LFS sha256 (as huggingface.co records a large file), else the entry of verihub's index."""
         import httpx
 
+        infos = self._call(self.api.get_paths_info, str(repo), [f"dist/{filename}"], revision=commit, repo_type=DATASET)
+        lfs = getattr(infos[0], "lfs", None) if infos else None
+        if lfs is not None:
+            return str(lfs.sha256)
         project = dist_name(repo)
         headers = {"Accept": JSON_CONTENT_TYPE, **({"Authorization": f"Bearer {self.token}"} if self.token else {})}
-        page_url = f"{self.index_url}{project}/"
-        page = httpx.get(page_url, headers=headers, timeout=60)
+        page = httpx.get(urljoin(f"{self.url}/simple/", f"{project}/"), headers=headers, timeout=60)
         if page.status_code != 200:
             return None
-        prefix = f"{project.replace('-', '_')}-{version}-"
-        for entry in page.json().get("files", []):
-            if entry["filename"].startswith(prefix) and entry["filename"].endswith(".whl"):
-                response = httpx.get(
-                    urljoin(page_url, entry["url"]), headers=headers, timeout=300
-                )  # links are relative
-                if response.status_code != 200:
-                    raise error_from_response(response)
-                if hashlib.sha256(response.content).hexdigest() != entry["hashes"]["sha256"]:
-                    raise CorruptFileError(f"{entry['filename']} does not match the sha256 the index gives")
-                return response.content
-        return None
-
-    def _pip_index_url(self) -> str:
-        if not self.token:
-            return self.index_url
-        parts = urlsplit(self.index_url)  # pip sends the password as HTTP Basic auth, and redacts it in its logs
-        return urlunsplit(parts._replace(netloc=f"__token__:{quote(self.token, safe='')}@{parts.netloc}"))
+        return next(
+            (entry["hashes"]["sha256"] for entry in page.json().get("files", []) if entry.get("filename") == filename),
+            None,
+        )
 
     def _identity(self) -> tuple[str, tuple[str, ...]]:
         me = self._call(self.api.whoami)
@@ -177,20 +190,20 @@ class RemoteHub(Hub):
         role = ((me.get("auth") or {}).get("accessToken") or {}).get("role", "write")
         return str(me["name"]), tuple(namespaces) if role == "write" else ()
 
-    def _is_private(self, repo: RepoId, kind: RepoKind) -> bool:
-        return bool(self._call(self.api.repo_info, str(repo), repo_type=_repo_type(kind)).private)
+    def _is_private(self, repo: RepoId) -> bool:
+        return bool(self._call(self.api.repo_info, str(repo), repo_type=DATASET).private)
 
-    def _files_at_main(self, repo: RepoId, kind: RepoKind) -> tuple[str | None, dict[str, str]]:
-        refs = self._call(self.api.list_repo_refs, str(repo), repo_type=_repo_type(kind))
+    def _files_at_main(self, repo: RepoId) -> tuple[str | None, dict[str, str]]:
+        refs = self._call(self.api.list_repo_refs, str(repo), repo_type=DATASET)
         head = next((ref.target_commit for ref in refs.branches if ref.name == "main"), None)
         if head is None:
             return None, {}
         tree = self._call(
-            lambda: list(self.api.list_repo_tree(str(repo), revision=head, recursive=True, repo_type=_repo_type(kind)))
+            lambda: list(self.api.list_repo_tree(str(repo), revision=head, recursive=True, repo_type=DATASET))
         )
         return head, {entry.path: entry.blob_id for entry in tree if hasattr(entry, "blob_id")}
 
-    def _read_file(self, repo: RepoId, path: str, kind: RepoKind, revision: str) -> bytes:
+    def _read_file(self, repo: RepoId, path: str, revision: str) -> bytes:
         import tempfile
 
         from huggingface_hub import hf_hub_download
@@ -200,7 +213,7 @@ class RemoteHub(Hub):
                 hf_hub_download,
                 str(repo),
                 path,
-                repo_type=_repo_type(kind),
+                repo_type=DATASET,
                 revision=revision,
                 endpoint=self.url,
                 token=self.token or False,
@@ -208,9 +221,7 @@ class RemoteHub(Hub):
             )
             return Path(local).read_bytes()
 
-    def _commit_files(
-        self, repo: RepoId, kind: RepoKind, files: dict[str, bytes], message: str, *, parent: str | None
-    ) -> str:
+    def _commit_files(self, repo: RepoId, files: dict[str, bytes], message: str, *, parent: str | None) -> str:
         from huggingface_hub import CommitOperationAdd
 
         operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in files.items()]
@@ -220,7 +231,7 @@ class RemoteHub(Hub):
                 str(repo),
                 operations,
                 commit_message=message,
-                repo_type=_repo_type(kind),
+                repo_type=DATASET,
                 parent_commit=parent,
             ).oid
         )
@@ -232,8 +243,20 @@ class RemoteHub(Hub):
             return function(*args, **kwargs)
 
 
-def _repo_type(kind: RepoKind) -> str | None:
-    return "dataset" if kind == "dataset" else None  # environments and verifiers are models to the client
+DATASET = "dataset"  # every repository's type
+
+
+def _listed_role(dataset: Any) -> Role:
+    """A listed dataset's role: what verihub's server says (``kind``), else what its card's tags say."""
+    kind = getattr(dataset, "kind", None)
+    if kind in ("env", "verifier", "results", "dataset"):
+        return kind
+    tags = set(getattr(dataset, "tags", None) or [])
+    if RL_ENVIRONMENT_TAG in tags and "verihub" in tags:
+        return "env"
+    if VERIFIER_TAG in tags:
+        return "verifier"
+    return "results" if "eval-results" in tags else "dataset"
 
 
 @contextmanager

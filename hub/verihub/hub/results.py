@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verihub.errors import DataError
+from verihub.hub import cards
 from verihub.ids import RepoId
 
 __all__ = [
@@ -110,13 +111,7 @@ def run_of(path: str) -> str | None:
 
 def linked_environment(card: str) -> RepoId | None:
     """The environment a results card's front-matter links (``verihub: {environment: OWNER/NAME}``)."""
-    if not card.startswith("---"):
-        return None
-    try:
-        data = yaml.safe_load(card.split("---", 2)[1])
-    except (yaml.YAMLError, IndexError, RecursionError):
-        return None
-    section = data.get("verihub") if isinstance(data, dict) else None
+    section = cards.front_matter(card).get("verihub")
     value = section.get("environment") if isinstance(section, dict) else None
     try:
         return RepoId.parse(value) if isinstance(value, str) else None
@@ -173,7 +168,7 @@ def results_card(environment: RepoId, pusher: str, runs: list[CardRun]) -> str:
     return (
         f"---\n{yaml.safe_dump(front, sort_keys=False)}---\n\n"
         f"# Eval results for {environment}\n\n"
-        f"Runs of `verihub eval` against [{environment}](/{environment}), pushed by `{pusher}` with "
+        f"Runs of `verihub eval` against [{environment}](/datasets/{environment}), pushed by `{pusher}` with "
         "`verihub eval --push`. Each run is a folder under `runs/`: `metadata.json` (the environment's id, "
         "version and content digest, the model, sampling, k and every metric, with the faults behind each "
         'rate) and `results.parquet` (one row per rollout: `datasets.load_dataset("parquet", '

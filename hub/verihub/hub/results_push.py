@@ -70,7 +70,7 @@ def push_results(hub: Hub, out: Path, environment: RepoId | None = None) -> Resu
             raise VerihubError(f"name the environment's hub repository (--results-for OWNER/NAME): {error}") from None
     if record.environment != environment.name:
         raise VerihubError(f"{out} holds results of the environment {record.environment!r}, not of {environment}")
-    env_private = hub._is_private(environment, "env")  # RepoNotFoundError when the pusher cannot see it
+    env_private = hub._is_private(environment)  # RepoNotFoundError when the pusher cannot see it
     versions = hub.versions(environment)
     if record.environment_version not in versions:
         raise VerihubError(
@@ -79,17 +79,15 @@ def push_results(hub: Hub, out: Path, environment: RepoId | None = None) -> Resu
         )
     dataset = results_repo_for(environment, user, writable)
     private = env_private  # PrivacyMismatchError if the dataset exists and is public
-    hub._ensure_repo(dataset, "dataset", private=private)
+    hub._ensure_repo(dataset, private=private, package=False)
     for _ in range(ATTEMPTS):
-        head, files = hub._files_at_main(dataset, "dataset")
+        head, files = hub._files_at_main(dataset)
         runs = _runs(hub, dataset, head, files)
         same = next((folder for folder, (blob, _) in runs.items() if blob == _blob(metadata)), None)
         if same is not None:
             return ResultsPushed(environment, record.environment_version, dataset, same, private, False)
         if CARD in files:
-            linked = linked_environment(
-                hub._read_file(dataset, CARD, "dataset", head or "main").decode("utf-8", "replace")
-            )
+            linked = linked_environment(hub._read_file(dataset, CARD, head or "main").decode("utf-8", "replace"))
             if linked is not None and linked != environment:
                 raise VerihubError(f"{dataset} holds results of {linked}, not of {environment}")
         folder = run_folder(record, datetime.datetime.now(datetime.UTC))
@@ -99,7 +97,6 @@ def push_results(hub: Hub, out: Path, environment: RepoId | None = None) -> Resu
         try:
             hub._commit_files(
                 dataset,
-                "dataset",
                 upload,
                 f"eval results: {record.model} on {environment}@{record.environment_version}",
                 parent=head,
@@ -120,7 +117,7 @@ def _runs(
         if folder is None or head is None:
             continue
         try:
-            parsed: RunRecord | None = RunRecord.parse(hub._read_file(dataset, path, "dataset", head))
+            parsed: RunRecord | None = RunRecord.parse(hub._read_file(dataset, path, head))
         except ValueError:
             parsed = None
         found[folder] = (blob, parsed)

@@ -37,13 +37,19 @@ MOUNTS: tuple[tuple[APIRouter, str], ...] = (
 ROUTERS = tuple({id(router): router for router, _ in MOUNTS}.values())
 
 
-def create_app(data: str | Path) -> FastAPI:
-    """The app over the hub directory ``data``; first completes whatever a crash left half done."""
+INDEX_ROUTERS = (index_router, project_router)  # what --no-pip-index leaves out
+
+
+def create_app(data: str | Path, *, pip_index: bool = True) -> FastAPI:
+    """The app over the hub directory ``data``; first completes whatever a crash left half done. Without
+    ``pip_index`` it serves no ``/simple/`` index nor its files, as huggingface.co does not: what verihub needs
+    then goes through the Hub API alone."""
     hub = HubState.open(data)
     hub.start()
     app = FastAPI(title="verihub hub", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.hub = hub
     install_error_handlers(app)
     for router, prefix in MOUNTS:
-        app.include_router(router, prefix=prefix)
+        if pip_index or router not in INDEX_ROUTERS:
+            app.include_router(router, prefix=prefix)
     return app

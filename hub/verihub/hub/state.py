@@ -9,15 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from verihub.hub import cards
 from verihub.hub.accounts import Accounts
 from verihub.hub.errors import RevisionNotFoundError
 from verihub.hub.files import PublishedFiles
 from verihub.hub.leaderboard import Leaderboard
-from verihub.hub.local import summary
 from verihub.hub.policy import Visibility
 from verihub.hub.release import Releases
+from verihub.hub.roles import ROLE_TAGS, role_of
 from verihub.hub.storage import HubStorage
 from verihub.ids import RepoId
 
@@ -59,13 +58,18 @@ class HubState:
         self.files.write_missing_pages()
         self.accounts.rebuild_search_index()
         rows = {meta.repo: meta for meta in self.accounts.repos()}
-        for repo, kind in self.storage.repos():
+        outdated = self.accounts.listing_outdated()
+        repos = self.storage.repos()
+        for repo in repos:
             if not self.storage.has_settings(repo):  # made before visibility lived in the repository
                 self.storage.write_settings(repo, private=rows[repo].private if repo in rows else False)
             if repo not in rows:  # created (or pushed into the directory) without its listing row
-                self.accounts.add_repo(repo, kind, self.storage.is_private(repo))
+                self.accounts.add_repo(repo, "dataset", self.storage.is_private(repo))
                 self.refresh_listing(repo)
-        self.leaderboard.start([repo for repo, kind in self.storage.repos("dataset")])
+            elif outdated:  # a row from before roles were read off the files
+                self.refresh_listing(repo)
+        self.accounts.mark_listing_current()
+        self.leaderboard.start(repos)
 
     def card(self, repo: RepoId, sha: str, paths: set[str] | None = None) -> tuple[str, dict[str, Any]]:
         """The README card at ``sha`` and its YAML front-matter ({} when it has none or it is malformed);
@@ -76,32 +80,23 @@ class HubState:
             text = self.storage.read(repo, "README.md", sha).decode("utf-8", "replace")
         except FileNotFoundError:
             return "", {}
-        data: Any = {}
-        if text.startswith("---"):
-            try:
-                data = yaml.safe_load(text.split("---", 2)[1]) or {}
-            except (yaml.YAMLError, RecursionError):  # RecursionError: nested past what the parser follows
-                data = {}
-        return text, data if isinstance(data, dict) else {}
+        return text, cards.front_matter(text)
 
     def refresh_listing(self, repo: RepoId) -> None:
-        """What search shows of a repository and, for a results dataset, its leaderboard rows: derived from
-        its main branch (after each commit to it)."""
-        if self.storage.kind_of(repo) == "dataset":
-            try:
-                self.leaderboard.refresh(repo)
-            except Exception as error:  # noqa: BLE001 - derived rows: the commit stands, the next refresh or start redoes them
-                log.warning("leaderboard rows of %s could not be refreshed: %s", repo, error)
+        """What search shows of a repository (its role, tags and summary) and, for eval results, its leaderboard
+        rows: derived from its main branch (after each commit to it)."""
+        try:
+            self.leaderboard.refresh(repo)
+        except Exception as error:  # noqa: BLE001 - derived rows: the commit stands, the next refresh or start redoes them
+            log.warning("leaderboard rows of %s could not be refreshed: %s", repo, error)
         try:
             sha = self.storage.resolve(repo, "main")
         except RevisionNotFoundError:
             return
-        text, data = self.card(repo, sha)
-        tags = (
-            [str(tag) for tag in data.get("tags", []) if isinstance(tag, str)]
-            if isinstance(data.get("tags"), list)
-            else []
-        )
+        paths = {entry.path for entry in self.storage.files(repo, sha)}
+        text, data = self.card(repo, sha, paths)
+        role = role_of(paths)
+        tags = list(dict.fromkeys([*cards.tags(data), *ROLE_TAGS.get(role, ())]))
         self.accounts.update_listing(
-            repo, modified=self.storage.commit_time(repo, sha), tags=tags, summary=summary(text)
+            repo, kind=role, modified=self.storage.commit_time(repo, sha), tags=tags, summary=cards.summary(text)
         )

@@ -5,7 +5,10 @@ temporary index, so no work tree is ever checked out). Writers to one repository
 lock and move the branch with compare-and-swap, so two pushes never lose each other's commits.
 
 The repository directory is the truth about a repository: it exists or not (created and deleted by an
-atomic rename), its path says its kind, and ``verihub.json`` inside it says whether it is private.
+atomic rename), and ``verihub.json`` inside it says whether it is private. Every repository is a dataset, as the
+Hugging Face Hub files RL environments (what it holds, an environment, a verifier package or eval results, is
+read off its files: :mod:`verihub.hub.roles`); directories of the layout before that (``repos/env``,
+``repos/verifier``) are moved into place when the storage is opened.
 Ref names cannot shadow each other: a branch may not take a tag's name or a release tag's (``v1.2.0``),
 a tag may not take a branch's, and revisions resolve tags first.
 """
@@ -24,11 +27,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from packaging.version import Version
 
-from verihub.errors import FileMissingError, UsageError, VerihubError
+from verihub.errors import FileMissingError, VerihubError
 from verihub.hub.errors import (
     CommitConflictError,
     InvalidPathError,
@@ -53,8 +55,8 @@ __all__ = [
     "TagExistsError",
 ]
 
-RepoKind = Literal["env", "verifier", "dataset"]
-KINDS: tuple[RepoKind, ...] = ("env", "verifier", "dataset")  # one namespace: a name is one kind of repository
+_DATASETS = "dataset"  # repos/dataset/<owner>/<name>.git
+_LEGACY_KINDS = ("env", "verifier")  # where environments and verifier packages lived when they were models
 _AUTHOR = {
     "GIT_AUTHOR_NAME": "verihub",
     "GIT_AUTHOR_EMAIL": "hub@verihub.invalid",
@@ -84,7 +86,7 @@ class FileEntry:
 
 
 class HubStorage:
-    """Repositories under ``root``: ``root/repos/<kind>/<owner>/<name>.git``."""
+    """Repositories under ``root``: ``root/repos/dataset/<owner>/<name>.git``."""
 
     def __init__(self, root: str | Path) -> None:
         if shutil.which("git") is None:
@@ -92,13 +94,13 @@ class HubStorage:
         self.root = Path(root)
         (self.root / "repos").mkdir(parents=True, exist_ok=True)
         (self.root / "locks").mkdir(exist_ok=True)
+        self._move_legacy_repos()
 
     # -- repositories ---------------------------------------------------------------------------------
 
     def create_repo(
         self,
         repo: RepoId,
-        kind: RepoKind = "env",
         *,
         private: bool = False,
         exist_ok: bool = False,
@@ -107,15 +109,12 @@ class HubStorage:
         """Create ``repo``; False if it exists already (with ``exist_ok``). It appears whole, settings
         included, or not at all: it is built aside and renamed into place. ``then`` runs once it exists, under
         the repository's lock (what is derived from it, so a concurrent delete cannot come in between)."""
-        if kind not in KINDS:
-            raise UsageError(f"repository kind {kind!r}: use one of {', '.join(KINDS)}")
         with self._locked(repo):
-            existing = self.kind_of(repo)
-            if existing is not None:
-                if exist_ok and existing == kind:
+            if self.exists(repo):
+                if exist_ok:
                     return False
-                raise RepoExistsError(f"{repo} already exists (a {existing})")
-            path = self._path(repo, kind)
+                raise RepoExistsError(f"{repo} already exists")
+            path = self._path(repo)
             path.parent.mkdir(parents=True, exist_ok=True)
             scratch = Path(tempfile.mkdtemp(prefix=".new-", dir=self.root / "repos"))
             try:
@@ -133,16 +132,16 @@ class HubStorage:
         the repository's lock (forget what is derived from it: a crash after it leaves a repository the start
         lists again, never a listing without its repository)."""
         with self._locked(repo):
-            kind = self._require(repo)
+            self._require(repo)
             if first is not None:
                 first()
             trash = Path(tempfile.mkdtemp(prefix=".trash-", dir=self.root / "repos"))
-            os.rename(self._path(repo, kind), trash / "repo.git")  # gone at once, then cleaned up
+            os.rename(self._path(repo), trash / "repo.git")  # gone at once, then cleaned up
             shutil.rmtree(trash, ignore_errors=True)
 
     def is_private(self, repo: RepoId) -> bool:
         """Whether ``repo`` (which must exist) is private."""
-        settings = self._path(repo, self._require(repo)) / _SETTINGS
+        settings = self._require(repo) / _SETTINGS
         try:
             return bool(json.loads(settings.read_bytes()).get("private"))
         except FileNotFoundError:  # no settings (public), or a delete that moved the repository away meanwhile
@@ -150,30 +149,26 @@ class HubStorage:
             return False
 
     def has_settings(self, repo: RepoId) -> bool:
-        return (self._path(repo, self._require(repo)) / _SETTINGS).is_file()
+        return (self._require(repo) / _SETTINGS).is_file()
 
     def write_settings(self, repo: RepoId, *, private: bool) -> None:
         """Record a repository's visibility (for repositories made before settings were kept here)."""
         with self._locked(repo):
-            _write_atomic(self._path(repo, self._require(repo)) / _SETTINGS, json.dumps({"private": private}).encode())
+            _write_atomic(self._require(repo) / _SETTINGS, json.dumps({"private": private}).encode())
 
-    def kind_of(self, repo: RepoId) -> RepoKind | None:
-        for kind in KINDS:
-            if self._path(repo, kind).is_dir():
-                return kind
-        return None
+    def exists(self, repo: RepoId) -> bool:
+        return self._path(repo).is_dir()
 
-    def repos(self, kind: RepoKind | None = None) -> list[tuple[RepoId, RepoKind]]:
+    def repos(self) -> list[RepoId]:
         found = []
-        for each in (kind,) if kind else KINDS:
-            for path in sorted((self.root / "repos" / each).glob("*/*.git")):
-                owner, name = path.parent.name, path.name.removesuffix(".git")
-                try:
-                    repo = RepoId(owner, name)
-                except ValueError:
-                    continue
-                if (repo.owner, repo.name) == (owner, name):  # a directory not in canonical spelling is not one
-                    found.append((repo, each))
+        for path in sorted((self.root / "repos" / _DATASETS).glob("*/*.git")):
+            owner, name = path.parent.name, path.name.removesuffix(".git")
+            try:
+                repo = RepoId(owner, name)
+            except ValueError:
+                continue
+            if (repo.owner, repo.name) == (owner, name):  # a directory not in canonical spelling is not one
+                found.append(repo)
         return found
 
     # -- writing --------------------------------------------------------------------------------------
@@ -192,7 +187,7 @@ class HubStorage:
         """Add or change ``files`` (path -> content) and remove ``delete`` on ``branch``; with ``replace``
         the commit holds exactly ``files``; with ``parent``, CommitConflictError unless the branch is still
         there. Returns the new commit's id."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         for name in [*files, *delete]:
             _check_path(name)
         _check_message(message)
@@ -229,7 +224,7 @@ class HubStorage:
         """Point ``tag`` at ``revision``; False if it already points there; TagExistsError if elsewhere.
         A release tag must be normalized (``v1.0.0rc1``, not ``v1.0.0-rc1``) and name a version no other
         release tag names (``v1.0`` and ``v1.0.0`` are one version)."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         _check_ref_name(tag, "tag")
         with self._locked(repo):
             sha = self.resolve(repo, revision)
@@ -258,7 +253,7 @@ class HubStorage:
             return True
 
     def create_branch(self, repo: RepoId, branch: str, revision: str = "main") -> None:
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         with self._locked(repo):
             if self._ref(path, f"refs/heads/{branch}") is not None:
                 raise RefExistsError(f"{repo}: branch {branch!r} already exists")
@@ -269,7 +264,7 @@ class HubStorage:
 
     def refs(self, repo: RepoId) -> dict[str, dict[str, str]]:
         """``{"branches": {name: sha}, "tags": {name: sha}}``."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         out = _git(path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/tags")
         found: dict[str, dict[str, str]] = {"branches": {}, "tags": {}}
         for line in out.splitlines():
@@ -280,7 +275,7 @@ class HubStorage:
 
     def tag_times(self, repo: RepoId) -> dict[str, tuple[str, int]]:
         """``{tag: (commit, commit time)}``: what a version history shows, in one git call."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         out = _git(
             path, "for-each-ref", "--format=%(refname:strip=2)%00%(objectname)%00%(committerdate:unix)", "refs/tags"
         )
@@ -292,7 +287,7 @@ class HubStorage:
 
     def added_at(self, repo: RepoId, name: str, revision: str = "main") -> int | None:
         """When the commit that added the file ``name`` (as of ``revision``) was made."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         _check_path(name)
         out = _git(path, "log", "--diff-filter=A", "--format=%ct", "-1", self.resolve(repo, revision), "--", name)
         return int(out.strip()) if out.strip() else None
@@ -300,7 +295,7 @@ class HubStorage:
     def resolve(self, repo: RepoId, revision: str = "main") -> str:
         """The commit id of a full commit id, a tag, a branch or an abbreviated hex commit id, in that order:
         no ref may be named like a full commit id, and a tag never moves, so nothing can shadow a tag."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         if _COMMIT_ID.match(revision):  # a full commit id, which no ref name may be: checked once per repository
             seen = _seen_commits(path)
             if revision in seen:
@@ -343,19 +338,19 @@ class HubStorage:
 
     def commit_time(self, repo: RepoId, revision: str = "main") -> int:
         """When the commit ``revision`` names was made (one git call, whatever the length of the history)."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         return int(_git(path, "log", "-1", "--format=%ct", self.resolve(repo, revision)).strip())
 
     def tag_target(self, repo: RepoId, tag: str) -> str | None:
         """The commit ``tag`` points at, None if there is no such tag (branches never count)."""
-        return self._ref(self._path(repo, self._require(repo)), f"refs/tags/{tag}") if _REF_NAME.match(tag) else None
+        return self._ref(self._require(repo), f"refs/tags/{tag}") if _REF_NAME.match(tag) else None
 
     def files(self, repo: RepoId, revision: str = "main") -> list[FileEntry]:
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         return self._entries(path, self.resolve(repo, revision))
 
     def read(self, repo: RepoId, name: str, revision: str = "main") -> bytes:
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         sha = self.resolve(repo, revision)
         result = subprocess.run(["git", "cat-file", "blob", f"{sha}:{name}"], cwd=path, capture_output=True)
         if result.returncode != 0:
@@ -364,7 +359,7 @@ class HubStorage:
 
     def read_prefix(self, repo: RepoId, name: str, revision: str, limit: int) -> bytes:
         """At most the first ``limit`` bytes of a file (a preview of a file that may be large)."""
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         sha = self.resolve(repo, revision)
         with subprocess.Popen(
             ["git", "cat-file", "blob", f"{sha}:{name}"], cwd=path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
@@ -375,7 +370,7 @@ class HubStorage:
         return data
 
     def history(self, repo: RepoId, revision: str = "main") -> list[Commit]:
-        path = self._path(repo, self._require(repo))
+        path = self._require(repo)
         out = _git(path, "log", "--format=%H%x00%P%x00%ct%x00%B%x1e", self.resolve(repo, revision))
         commits = []
         for record in out.split("\x1e"):
@@ -386,17 +381,34 @@ class HubStorage:
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _path(self, repo: RepoId, kind: RepoKind) -> Path:
-        return self.root / "repos" / kind / repo.owner / f"{repo.name}.git"
+    def _path(self, repo: RepoId) -> Path:
+        return self.root / "repos" / _DATASETS / repo.owner / f"{repo.name}.git"
 
-    def _require(self, repo: RepoId) -> RepoKind:
-        kind = self.kind_of(repo)
-        if kind is None:
+    def _require(self, repo: RepoId) -> Path:
+        """The directory of ``repo``; RepoNotFoundError if there is none."""
+        path = self._path(repo)
+        if not path.is_dir():
             # Suggest public names only: the message reaches whoever asked, who may not see private ones.
-            known = [str(each) for each, _ in self.repos() if not self.is_private(each)]
+            known = [str(each) for each in self.repos() if not self.is_private(each)]
             close = repo.close_matches(known)
             raise RepoNotFoundError(f"no repository {repo}" + (f"; did you mean {', '.join(close)}?" if close else ""))
-        return kind
+        return path
+
+    def _move_legacy_repos(self) -> None:
+        """Move the repositories of the layout where environments and verifier packages were models
+        (``repos/env``, ``repos/verifier``) among the datasets: one rename each, under the repository's lock, so a
+        crash leaves each repository in one place or the other, and the next open moves what is left."""
+        for kind in _LEGACY_KINDS:
+            for legacy in sorted((self.root / "repos" / kind).glob("*/*.git")):
+                try:
+                    repo = RepoId(legacy.parent.name, legacy.name.removesuffix(".git"))
+                except ValueError:
+                    continue
+                with self._locked(repo):
+                    target = self._path(repo)
+                    if legacy.is_dir() and not target.exists():
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        os.rename(legacy, target)
 
     def _check_new_branch(self, path: Path, branch: str) -> None:
         _check_ref_name(branch, "branch")
@@ -554,14 +566,21 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
     # Literal pathspecs: a name a command is given means that file, never a pattern (`log -- NAME`).
-    result = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        input=stdin,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1", **(env or {})},
-    )
+    try:
+        result = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1", **(env or {})},
+        )
+    except FileNotFoundError:
+        if cwd.is_dir():
+            raise
+        result = None
+    if result is None or (result.returncode != 0 and not cwd.is_dir()):  # a concurrent delete moved it away
+        raise RepoNotFoundError(f"no repository {cwd.parent.name}/{cwd.name.removesuffix('.git')}")
     if result.returncode != 0:
         raise VerihubError(f"git {args[0]} failed in {cwd.name}: {result.stderr.strip()[-300:]}")
     return result.stdout

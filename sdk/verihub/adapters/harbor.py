@@ -1,6 +1,10 @@
 """Harbor tasks (the terminal-bench format of ``harbor`` 0.25) as a verihub environment, run in verihub's jail.
 
->>> env = verihub.load_env("harbor:path/to/tasks")  # doctest: +SKIP  (a task directory, or a directory of them)
+>>> env = verihub.load_env("harbor:path/to/tasks")  # doctest: +SKIP  (a task directory, or a folder of them)
+
+A folder's tasks are the directories holding a ``task.toml`` at most :data:`MAX_DEPTH` folders below it (Harbor
+datasets on the Hub keep them under ``tasks/``, often grouped), found without following links; a task holding a
+link anywhere is refused (its files are its own). ``env.load_report`` names every task refused, and why.
 
 A Harbor task is a directory: ``instruction.md`` (the prompt), ``task.toml``, ``environment/Dockerfile`` (its
 container), ``tests/test.sh`` (run after the agent from the working directory; it writes a reward to
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import secrets
 import string
@@ -46,6 +51,7 @@ from verihub import sandbox
 from verihub.checks.base import CheckResult, SandboxParams, check
 from verihub.checks.terminal_state import final_work_dir, sandboxed
 from verihub.environment.core import Environment
+from verihub.environment.origin import LoadReport
 from verihub.errors import CheckError, SpecError, SpecProblem, describe_error
 from verihub.sandbox.types import Limits
 
@@ -62,6 +68,8 @@ _TESTS, _LOGS = "/tmp/harbor/tests", "/tmp/harbor/logs"  # where /tests and /log
 _MAX_FILE = 1 << 20  # bytes of one copied or test file
 _MAX_REWARD = 1 << 16
 _SPLIT_FROM = 5  # tasks from which a suite is split 80/20 into train and eval; below, all are one split
+MAX_DEPTH = 6  # folders between a task folder's root and a task (tasks/<group>/<task>/ and deeper)
+MAX_TASKS = 10_000  # tasks one folder may hold
 # The tests' host: non-dumpable (its /proc/PID/fd and mem closed to the jailed code), it reads its job (the
 # nonce, the tests, test.sh) from stdin, runs test.sh from memory with the output to a file, and prints the
 # reward files it finds (regular files only) after the nonce.
@@ -141,6 +149,7 @@ class HarborTask:
 
 def read_task(directory: Path) -> HarborTask:
     """The task in ``directory``; :class:`Refused` if the jail cannot stand in for its image."""
+    _refuse_links(directory)
     try:
         config = tomllib.loads((directory / "task.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
@@ -275,15 +284,46 @@ def _text(path: Path, name: str) -> str:
         raise Refused(f"{name}: not UTF-8 text (the jail's work dir is seeded with text)") from None
 
 
+def _refuse_links(directory: Path) -> None:
+    """:class:`Refused` if anything in the task's directory is a link: a task's files are its own (a link to a host
+    file would be read into the jail)."""
+    for folder, subfolders, names in os.walk(directory):
+        for name in [*subfolders, *names]:
+            if os.path.islink(os.path.join(folder, name)):
+                where = Path(folder, name).relative_to(directory)
+                raise Refused(f"{where} is a symbolic link: a task's files must be its own")
+
+
 def _task_dirs(root: Path) -> list[Path]:
+    """The task directories under ``root`` (itself, if it holds a task.toml): at most MAX_DEPTH folders down,
+    links and hidden folders never followed, a task's own folders never searched."""
     if (root / "task.toml").is_file():
         return [root]
-    tree = root / "tasks" if (root / "tasks").is_dir() else root
-    return sorted(path.parent for path in tree.glob("*/task.toml"))
+    found: list[Path] = []
+    folders = [(root, 0)]
+    while folders:
+        folder, depth = folders.pop()
+        with os.scandir(folder) as entries:
+            children = sorted(
+                Path(entry.path)
+                for entry in entries
+                if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
+            )
+        for child in children:
+            if (child / "task.toml").is_file() and not (child / "task.toml").is_symlink():
+                found.append(child)
+                if len(found) > MAX_TASKS:
+                    raise SpecError(
+                        [SpecProblem(str(root), None, "path", f"holds more than {MAX_TASKS:,} Harbor tasks")]
+                    )
+            elif depth + 1 < MAX_DEPTH:
+                folders.append((child, depth + 1))
+    return sorted(found)
 
 
-def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, list[HarborTask]]:
-    """The :class:`~verihub.spec.loader.LoadedSpec` of ``harbor:PATH`` and its tasks (see the module docstring)."""
+def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, list[HarborTask], list[tuple[str, str]]]:
+    """The :class:`~verihub.spec.loader.LoadedSpec` of ``harbor:PATH``, its tasks and the tasks it refused, each
+    (its directory relative to PATH, why) (see the module docstring)."""
     from verihub.adapters.openenv import SPLIT
     from verihub.spec.lines import LineMap
     from verihub.spec.loader import LoadedSpec
@@ -305,6 +345,10 @@ def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, l
         logger.warning("harbor task %s %s", problem.file, problem.message)
     if not tasks or (refused and len(directories) == 1):
         raise SpecError(refused)
+    left_out = [
+        (Path(problem.file).relative_to(root).as_posix() or ".", problem.message.removeprefix("refused: "))
+        for problem in refused
+    ]
     workdirs = {task.workdir for task in tasks}
     if len(workdirs) > 1:
         raise SpecError(
@@ -368,7 +412,7 @@ def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, l
             },
         }
     )
-    return LoadedSpec(spec, root / "environment.yaml", LineMap()), tasks
+    return LoadedSpec(spec, root / "environment.yaml", LineMap()), tasks, left_out
 
 
 def rows(n: int, seed: int, path: str) -> list[dict[str, Any]]:
@@ -455,5 +499,7 @@ def load_harbor(ref: str, **options: Any) -> Environment:
     merged = {**given, **{key: value for key, value in options.items() if value is not None}}
     if unknown := sorted(set(merged) - set(OPTIONS)):
         raise TypeError(f"harbor: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
-    loaded, _ = harbor_spec(ref, **merged)
-    return Environment(loaded, **env_options)
+    loaded, tasks, left_out = harbor_spec(ref, **merged)
+    env = Environment(loaded, **env_options)
+    env.load_report = LoadReport(f"{PREFIX}{loaded.root}", "harbor", len(tasks), tuple(left_out))
+    return env

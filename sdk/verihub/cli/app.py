@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = [
     "EnvArg",
@@ -18,6 +19,7 @@ __all__ = [
     "app",
     "err",
     "grader_pool",
+    "load_named",
     "out",
 ]
 
@@ -30,12 +32,19 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
-EnvArg = Annotated[str, typer.Argument(help="Environment directory, its environment.yaml, or an installed name.")]
+EnvArg = Annotated[
+    str,
+    typer.Argument(
+        help="Environment directory, its environment.yaml, an installed name, an adapter's ref (textarena:GAME, ...) "
+        "or a hub's RL environment dataset, hf://datasets/ORG/NAME[@REV]."
+    ),
+]
 HubOption = Annotated[
     str | None,
     typer.Option(
         "--hub",
-        help="Hub server URL, or a hub directory (default: $VERIHUB_HUB, else the embedded hub in $VERIHUB_HOME/hub).",
+        help="Hub server URL, or a hub directory (default: $VERIHUB_HUB, else the embedded hub in $VERIHUB_HOME/hub; "
+        "for hf://datasets/ ids $VERIHUB_HUB, else $HF_ENDPOINT, else huggingface.co).",
     ),
 ]
 TokenOption = Annotated[
@@ -60,6 +69,20 @@ GraderTimeoutOption = Annotated[
     float,
     typer.Option(min=0.1, help="Seconds a grader may take to answer one request before the work goes to another."),
 ]
+
+
+def load_named(name: str, *, hub: str | None = None, token: str | None = None, **options: Any) -> Any:
+    """``load_env(name, **options)`` for a command: an ``hf://`` id reads the command's ``--hub`` and ``--token``,
+    and what a loader from elsewhere reports (the pinned revision, what it left out) is printed on stderr."""
+    from verihub.environment.core import load_env
+
+    if name.startswith("hf://"):
+        options = {**options, "hub": hub, "token": token}
+    environment = load_env(name, **options)
+    if environment.load_report is not None:
+        for line in environment.load_report.lines():
+            err.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+    return environment
 
 
 def grader_pool(urls: list[str], token: str | None, timeout_s: float) -> Any:

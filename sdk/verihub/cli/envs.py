@@ -11,7 +11,19 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from verihub.cli.app import EnvArg, GraderOption, GraderTimeoutOption, GraderTokenOption, app, err, grader_pool, out
+from verihub.cli.app import (
+    EnvArg,
+    GraderOption,
+    GraderTimeoutOption,
+    GraderTokenOption,
+    HubOption,
+    TokenOption,
+    app,
+    err,
+    grader_pool,
+    load_named,
+    out,
+)
 
 
 @app.command()
@@ -47,6 +59,8 @@ def validate(
     grader: GraderOption = [],  # noqa: B006 - typer copies a list default per call
     grader_token: GraderTokenOption = None,
     grader_timeout: GraderTimeoutOption = 120.0,
+    hub: HubOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Check the spec, then the gold self-check: references must pass and negatives must fail; with a
     judge model, the judge's agreement with the calibration set must reach the spec's minimum. Then the
@@ -55,10 +69,9 @@ def validate(
 
     Exits 0 when valid, 1 when the self-check fails, 2 when the spec is invalid.
     """
-    from verihub.environment.core import load_env
     from verihub.validation.validate import validate_env
 
-    environment = load_env(env, judge_model=judge_model, on_missing_judge="skip")
+    environment = load_named(env, hub=hub, token=token, judge_model=judge_model, on_missing_judge="skip")
     graders = grader_pool(grader, grader_token, grader_timeout)
     try:
         remote = graders.grader(environment) if graders is not None else None
@@ -187,9 +200,7 @@ def grade(
     as_json: Annotated[bool, typer.Option("--json", help="Print the grade as JSON.")] = False,
 ) -> None:
     """Grade one completion for one task and show every layer's verdict. Exits 1 unless it passes."""
-    from verihub.environment.core import load_env
-
-    environment = load_env(env)
+    environment = load_named(env)
     tasks = environment.dataset(split)
     if task is None:
         chosen = tasks[0]

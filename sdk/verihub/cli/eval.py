@@ -19,6 +19,7 @@ from verihub.cli.app import (
     app,
     err,
     grader_pool,
+    load_named,
     out,
 )
 from verihub.errors import VerihubError
@@ -107,7 +108,6 @@ def eval_command(
     import shutil
     import tempfile
 
-    from verihub.environment.core import load_env
     from verihub.environment.installed import installed_envs
     from verihub.generation import load_backend
 
@@ -117,7 +117,7 @@ def eval_command(
     if results_for is not None and (not push or len(names) > 1):
         raise typer.BadParameter("takes --push and one environment", param_hint="--results-for")
     publish_to = plugins.open_hub(hub, token) if push else None  # before the run: a push that cannot happen fails now
-    environments = [load_env(name, judge_model=judge_model) for name in names]
+    environments = [load_named(name, hub=hub, token=token, judge_model=judge_model) for name in names]
     if adapter is not None and not (adapter / "adapter_config.json").is_file():
         raise typer.BadParameter(
             f"{adapter} holds no adapter_config.json (a peft adapter directory)", param_hint="--adapter"

@@ -60,6 +60,7 @@ class RunIdentity(BaseModel):
 
     environment: str
     environment_version: str
+    environment_source: str | None = None  # a loader's pinned source (hf://datasets/ORG/NAME@<commit>), if any
     model: str
     split: str
     tasks: int
@@ -75,8 +76,8 @@ class RunIdentity(BaseModel):
         found: dict[str, str] = {}
         for name in type(self).model_fields:
             now, then = getattr(self, name), earlier.get(name, _ABSENT)
-            if name == "environment_content":
-                continue
+            if name == "environment_content" or (then is _ABSENT and now is None):
+                continue  # (a field an earlier version did not record, and this run has no value for)
             if name == "sampling" and isinstance(then, Mapping):
                 for key in sorted((now.keys() | then.keys()) - {"n"}):  # n is k, compared as k
                     if now.get(key, _ABSENT) != then.get(key, _ABSENT):

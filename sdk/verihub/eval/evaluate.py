@@ -239,6 +239,7 @@ def _identity(
     return RunIdentity(
         environment=env.id,
         environment_version=env.version,
+        environment_source=env.load_report.source if env.load_report is not None else None,
         model=model,
         split=split,
         tasks=len(tasks),

@@ -1,6 +1,7 @@
 """A wrapped environment: an environment.yaml that names another ecosystem's environment instead of declaring
-tasks and layers, so that one written for textarena, skyrl-gym, verifiers, OpenEnv or reasoning-gym becomes a
-versioned hub package (``verihub push``) that installs with its package and loads by name::
+tasks and layers, so that one written for textarena, skyrl-gym, verifiers, OpenEnv or reasoning-gym, or a hub's RL environment
+dataset (``hf://datasets/ORG/NAME@REV``: Harbor task folders, a verifiers row table with the layers that grade it in
+``options``), becomes a versioned hub package (``verihub push``) that installs with its package and loads by name::
 
     id: guess-the-number
     version: 1.0.0
@@ -25,7 +26,16 @@ from verihub.errors import SpecError, SpecProblem
 __all__ = ["ADAPTER_PREFIXES", "PATH_OPTIONS", "WrappedSpec", "read_wrapped"]
 
 PATH_OPTIONS = ("data", "paths")  # options that name files: relative to the environment's directory
-ADAPTER_PREFIXES = ("reasoning-gym:", "openenv:", "textarena:", "skyrl-gym:", "verifiers:", "gem:", "harbor:")
+ADAPTER_PREFIXES = (
+    "reasoning-gym:",
+    "openenv:",
+    "textarena:",
+    "skyrl-gym:",
+    "verifiers:",
+    "gem:",
+    "harbor:",
+    "hf://",  # a hub's RL environment dataset (verihub.hub.hf_datasets), pinned by its @REV
+)
 """Refs :func:`~verihub.load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
 
 

@@ -25,20 +25,34 @@ METRICS_FILE = "metrics.jsonl"
 
 
 class MetricsFile(TrainerCallback):
-    """Every log line, TRL's metrics and ours, plus the alerts, appended to ``output_dir/metrics.jsonl``."""
+    """Every log line, TRL's metrics and ours, plus the alerts, appended to ``output_dir/metrics.jsonl``. The first
+    record also says what each environment of the run is (``environments``: id, version and, when a loader pinned
+    one, its source, the ``hf://datasets/ORG/NAME@<commit>`` it was loaded from)."""
 
     def __init__(self, run: Any) -> None:
         self.run = run
+        self._identified = False
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)
             self.run.metrics_path.write_text("")
+            self._identified = False
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
             return
         record = {"step": state.global_step, **{k: v for k, v in logs.items() if v is not None}}
+        if not self._identified:
+            record["environments"] = {
+                item.name: {
+                    "id": item.env.id,
+                    "version": item.env.version,
+                    "source": item.env.load_report.source if item.env.load_report is not None else None,
+                }
+                for item in self.run.mix
+            }
+            self._identified = True
         if self.run.alerts:
             record["alerts"] = self.run.alerts
         with self.run.metrics_path.open("a", encoding="utf-8") as handle:

@@ -72,7 +72,10 @@ class RunConfig:
         cli_help="adaptive (favour the learning zone) or none (sample by the weights alone).",
     )
     hub: str | None = knob(
-        None, "Hub URL or directory to install OWNER/NAME environments from.", flag="--hub", cli_type=str
+        None,
+        "Hub URL or directory to install OWNER/NAME environments from, and to read hf://datasets/ ids from.",
+        flag="--hub",
+        cli_type=str,
     )
     heldout_every: int = knob(
         0, "Evaluate held-out tasks every N steps, and at the start (0: never).", flag="--heldout-every"

@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 EnvRef = str | Path | Environment
+HF_DATASETS = "hf://"  # hf://datasets/ORG/NAME[@REV]: verihub.hub.hf_datasets
 DIFFICULTY_COLUMN = "difficulty"  # a task column, by convention; it buckets the curriculum's pass rates
 
 
@@ -82,6 +83,8 @@ def load_env_ref(ref: EnvRef, *, hub: str | None = None) -> Environment:
         return ref
     text = str(ref)
     path = Path(text)
+    if text.startswith(HF_DATASETS):
+        return load_env(text, hub=hub)  # a hub's RL environment dataset: its loader reads the hub
     if (
         text.startswith(ADAPTER_PREFIXES)
         or "/" not in text
