@@ -1,7 +1,8 @@
 """A wrapped environment: an environment.yaml that names another ecosystem's environment instead of declaring
-tasks and layers, so that one written for textarena, skyrl-gym, verifiers, OpenEnv or reasoning-gym, or a hub's RL environment
-dataset (``hf://datasets/ORG/NAME@REV``: Harbor task folders, a verifiers row table with the layers that grade it in
-``options``), becomes a versioned hub package (``verihub push``) that installs with its package and loads by name::
+tasks and layers, so that one written for textarena, skyrl-gym, verifiers, OpenEnv or reasoning-gym, or a hub's
+RL environment dataset (``hf://datasets/ORG/NAME@REV``: Harbor task folders, a verifiers row table with the layers
+that grade it in ``options``), becomes a versioned hub package (``verihub push``) that installs with its package
+and loads by name::
 
     id: guess-the-number
     version: 1.0.0
