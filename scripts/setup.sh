@@ -24,7 +24,7 @@ for argument in "$@"; do
   esac
 done
 
-APT_PACKAGES=(libnl-route-3-200 libnl-3-200 python3 tar bash git chromium build-essential)  # nsjail's libraries; the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
+APT_PACKAGES=(libnl-route-3-200 libnl-3-200 passt python3 tar bash git chromium build-essential)  # nsjail's libraries; pasta (a jail's network: true); the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
 VENV=.venv
 UV_DIR=.tools/uv  # uv itself, apart from .venv (which uv may recreate while it runs)
 SYNC_WHAT="--extra train --extra hub --extra reasoning-gym --extra games --group dev"  # what the suite needs (test_setup.py reads it)

@@ -28,6 +28,7 @@ __all__ = [
     "FrameError",
     "GenerationError",
     "GraderError",
+    "GraderInfraError",
     "JudgeError",
     "ListenError",
     "MissingDependencyError",
@@ -37,6 +38,7 @@ __all__ = [
     "RolloutStalledError",
     "RolloutWorkerError",
     "SandboxInfraError",
+    "SandboxStateError",
     "SandboxUnavailable",
     "SessionError",
     "SpecError",
@@ -116,6 +118,18 @@ class SandboxInfraError(VerihubError, RuntimeError):
     """The sandbox failed (not the code it ran) after retries; a grade turns this into env_error."""
 
 
+class SandboxStateError(VerihubError, ValueError):
+    """A jail cannot start from the work dir it was given: the state is past what its limits restore (its
+    files' size once written, its inodes: ``Snapshot.cost``), or the jail failed while restoring it. Not an
+    infrastructure fault: the state may be an answer's, so a grade weighs it by evidence like any other fault
+    (the task's own state restores, or it does not). ``why`` says what the state takes or how restoring it
+    failed."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(f"the jail cannot start from this work dir: {why}")
+
+
 class TemplateNotFoundError(VerihubError, LookupError):
     """``verihub init`` was asked for a template that does not exist."""
 
@@ -178,6 +192,13 @@ class JudgeError(VerihubError, RuntimeError):
 
 class GraderError(VerihubError, ValueError):
     """A grader pool cannot be used as given (a bad URL, no URL at all)."""
+
+
+class GraderInfraError(VerihubError, RuntimeError):
+    """The grader's own machinery failed, not a check on an answer: a worker process or a bridge that did not
+    start, a library's import in one that ran past its start limit, no worker free within the wait's bound,
+    evidence jobs that never returned. Like :class:`SandboxInfraError`, a grade turns this into ``env_error``
+    whatever the evidence shows (:mod:`verihub.grading.faults`)."""
 
 
 class VerifiersError(VerihubError):

@@ -156,8 +156,10 @@ def hub_serve(
     import uvicorn
 
     from verihub.hub.server import create_app
+    from verihub.serve.shutdown import serve
 
-    uvicorn.run(create_app(data, pip_index=pip_index), host=host, port=port, log_level="warning")
+    # stops within seconds of SIGTERM, whatever a request waits on (a client that never sends its body)
+    serve(uvicorn.Config(create_app(data, pip_index=pip_index), host=host, port=port, log_level="warning"))
 
 
 @token_app.command("create")

@@ -8,6 +8,22 @@ from verihub.sandbox._process import Finished
 from verihub.sandbox.types import Limits, Result, RunStatus, Snapshot
 
 _FINISHED = (RunStatus.OK, RunStatus.NONZERO_EXIT, RunStatus.MEMORY_LIMIT, RunStatus.KILLED)
+
+
+class RestoreFailed(Exception):  # noqa: N818 - control flow between a backend's attempts, never raised out of it
+    """The jail came up and failed while restoring the work dir it was given: after its retries a backend
+    raises :class:`~verihub.errors.SandboxStateError` with this reason, never an infrastructure fault."""
+
+
+def restore_failure(finished: Finished, limits: Limits, stderr: bytes, jail_log: str = "") -> str:
+    """Why restoring the work dir failed, from how the jail that was restoring it ended."""
+    if finished.timed_out:
+        return f"restoring it took past the wall-clock limit of {limits.wall_s:g}s"
+    lines = stderr.decode("utf-8", "replace").strip().splitlines() or jail_log.strip().splitlines() or ["?"]
+    said = [line for line in lines if "Exiting with failure status" not in line] or lines  # GNU tar's last words
+    return f"restoring it failed: {said[-1][-300:]}"
+
+
 _MEMORY_MARKERS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory", b"xmalloc")
 
 
@@ -65,13 +81,10 @@ def to_result(
     run's own output then failed a limit, like output past ``max_output_kb``."""
     stderr = finished.stderr if stderr is None else stderr
     status, reason = classify(finished, stderr, limits, started=started, jail_log=jail_log)
-    if files is not None and not files_error and files.size > limits.disk_mb << 20:
-        # sparse files take no room in the jail, but their every byte once restored: a state no later run could start
-        # from
-        files_error = (
-            f"its files take {files.size >> 20} MiB once restored (sparse files in full), more than "
-            f"disk_mb={limits.disk_mb}"
-        )
+    if files is not None and not files_error:
+        # what the next run pays to restore it, not what this one paid to make it (a sparse file is free in the
+        # jail and costs every byte restored): a state no later run could start from is refused now, as the run's
+        files_error = files.cost.refusal(limits)
     if files_error and status in _FINISHED:
         status, reason, files = RunStatus.OUTPUT_LIMIT, f"the work dir cannot be kept: {files_error}", None
     return Result(

@@ -60,20 +60,32 @@ def write_all(fd, data):
         data = data[os.write(fd, data) :]
 
 
-def packed(directory):
-    """The work dir as frames, or (past the codec's bounds, or unreadable) the reason it cannot be kept."""
+RESTORING = b"verihub-restoring\n"  # on the control pipe before the work dir is restored, then "verihub-started"
+
+
+def packed(directory, cap):
+    """The work dir as frames, or (past the codec's bounds or ``cap`` bytes, or unreadable) the reason it
+    cannot be kept."""
     try:
-        return to_frames(pack(directory))  # noqa: F821 - from _archive.py
-    except (UnsafeArchive, OSError) as error:  # noqa: F821 - defined by _archive.py, sent to the jail before this file
-        return failed_frames(str(error))  # noqa: F821 - defined by _archive.py, sent to the jail before this file
+        data = to_frames(pack(directory))  # noqa: F821 - from _archive.py
+    except (UnsafeArchive, OSError, MemoryError) as error:  # noqa: F821 - defined by _archive.py, sent to the jail before this file
+        return failed_frames(str(error) or type(error).__name__)  # noqa: F821 - defined by _archive.py, sent to the jail before this file
+    if len(data) > cap:
+        return failed_frames(  # noqa: F821 - defined by _archive.py, sent to the jail before this file
+            f"its archive takes {len(data) >> 20} MiB, more than the {cap >> 20} MiB a work dir of this size "
+            "sends back (sparse files in full)"
+        )
+    return data
 
 
 def bootstrap():
-    """Fresh jail, Python run: argv is [inbound fd, control fd, keep files (0/1), soft CPU seconds];
-    main.py comes with the files (as frames). The control pipe gets the start marker, and the packed
-    files at the end."""
+    """Fresh jail, Python run: argv is [inbound fd, control fd, keep files (0/1), soft CPU seconds, the
+    most bytes of frames to send back]; main.py comes with the files (as frames), read a piece at a time.
+    The control pipe gets the restore and start markers, and the packed files at the end."""
     inbound, control, keep, cpu = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
-    unpack(from_frames(read_all(inbound)), "/work")  # noqa: F821 - from _archive.py
+    os.write(control, RESTORING)
+    unpack_frames(Stream(inbound), "/work")  # noqa: F821 - from _archive.py
+    os.close(inbound)
     os.write(control, b"verihub-started\n")
     if not keep:
         os.close(control)
@@ -91,5 +103,5 @@ def bootstrap():
     _, wait_status = os.waitpid(child, 0)
     status = 128 + os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else os.WEXITSTATUS(wait_status)
     if keep:
-        write_all(control, packed("/work"))
+        write_all(control, packed("/work", int(sys.argv[5])))
     os._exit(status)

@@ -23,6 +23,7 @@ class ExtraPipes:
     def __init__(self) -> None:
         self.feeds: dict[int, bytes] = {}  # parent write end -> data
         self.drains: dict[int, int] = {}  # child fd -> parent read end
+        self.caps: dict[int, int] = {}  # parent read end -> the most bytes kept of it
         self.child_ends: list[int] = []
 
     def feed(self, data: bytes) -> int:
@@ -32,10 +33,14 @@ class ExtraPipes:
         self.child_ends.append(read_end)
         return read_end
 
-    def drain(self) -> int:
-        """A pipe the child writes to; returns the child's fd number (its output is in ``extra``)."""
+    def drain(self, cap: int | None = None) -> int:
+        """A pipe the child writes to; returns the child's fd number (its output is in ``extra``). With
+        ``cap``, what comes once more than ``cap`` bytes are in is read and dropped (more than ``cap`` bytes in
+        ``extra`` say that it passed the cap)."""
         read_end, write_end = os.pipe()
         self.drains[write_end] = read_end
+        if cap is not None:
+            self.caps[read_end] = cap
         self.child_ends.append(write_end)
         return write_end
 
@@ -99,7 +104,7 @@ def run_process(
     finished = Finished(0)
     deadline = start + wall_s
     try:
-        _pump(process, writers, readers, output, deadline, max_output, finished)
+        _pump(process, writers, readers, output, deadline, max_output, finished, pipes.caps)
     finally:
         status, usage = _reap(process, deadline, finished)
         process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, for the rusage
@@ -125,6 +130,7 @@ def _pump(
     deadline: float,
     max_output: int,
     finished: Finished,
+    caps: dict[int, int],
 ) -> None:
     selector = selectors.DefaultSelector()
     for fd in writers:
@@ -151,6 +157,8 @@ def _pump(
                     selector.unregister(fd)
                     open_readers.discard(fd)
                     continue
+                if fd in caps and len(readers[fd]) > caps[fd]:
+                    continue  # past its cap: read (so the child never blocks on it) and dropped
                 readers[fd] += chunk
                 if fd in capped and len(readers[capped[0]]) + len(readers[capped[1]]) > max_output:
                     finished.output_capped = True

@@ -23,7 +23,6 @@ Per request the worker writes: a JSON header (exit code, times, and the sizes of
 run's stdout and stderr, the work dir as frames when asked for (length-prefixed), a JSON status.
 """
 
-import base64
 import ctypes
 import json
 import os
@@ -78,11 +77,11 @@ def serve(clean, mounts, own_network, outputs):
         os.waitpid(pid, 0)
         return False
     start = json.loads(started)
-    if "error" in start:  # the fork could not set the run up: our fault, reported as such
+    if "error" in start:  # the fork could not set the run up (or restore its work dir), reported as such
         os.waitpid(pid, 0)
         for fd in (out_read, err_read):
             os.close(fd)
-        header = {"error": start["error"], "stdout": 0, "stderr": 0, "files": False}
+        header = {"error": start["error"], "restore": start.get("restore"), "stdout": 0, "stderr": 0, "files": False}
     else:
         header = supervise(pid, out_read, err_read, start, outputs)
     kill_others()  # before the work dir is packed: nothing of the run is left to interfere
@@ -90,7 +89,7 @@ def serve(clean, mounts, own_network, outputs):
     for which in (0, 1):
         write_all(PROTOCOL_OUT, outputs.view(which, header["stdout" if which == 0 else "stderr"]))  # noqa: F821 - defined by _archive.py, sent to the jail before this file
     if header["files"]:
-        send_files()
+        send_files(start["max_files"])
     outputs.wipe()
     left = reset(clean, mounts, own_network)
     send({"clean": not left, "left": left})
@@ -133,17 +132,19 @@ def child(control, out_write, err_write, to_close):
         request = receive()
         if request is None:
             os._exit(0)
+        restore(request)
         stdin = stdin_file(request["stdin_size"])
         os.close(PROTOCOL_IN)
         os.close(PROTOCOL_OUT)
-        if request.get("files"):
-            unpack(from_frames(base64.b64decode(request["files"])), WORK)  # noqa: F821 - from _archive.py
-        limits = {key: request[key] for key in ("wall_s", "max_output", "keep_files")}
+        limits = {key: request[key] for key in ("wall_s", "max_output", "keep_files", "max_files")}
         write_all(control, json.dumps(limits).encode())  # noqa: F821 - defined by _archive.py, sent to the jail before this file
         os.close(control)
-    except BaseException:  # noqa: BLE001 - any failure is reported to the host, never the worker's silent end
+    except BaseException as error:  # noqa: BLE001 - any failure is reported to the host, never the worker's silent end
         try:
-            write_all(control, json.dumps({"error": traceback.format_exc()[-2000:]}).encode())  # noqa: F821 - defined by _archive.py, sent to the jail before this file
+            failed = {"error": traceback.format_exc()[-2000:]}
+            if isinstance(error, Restore):
+                failed["restore"] = str(error)
+            write_all(control, json.dumps(failed).encode())  # noqa: F821 - defined by _archive.py, sent to the jail before this file
         finally:
             os._exit(127)
     try:
@@ -173,6 +174,26 @@ def child(control, out_write, err_write, to_close):
             traceback.print_exc()
         finally:
             os._exit(127)
+
+
+def restore(request):
+    """Restore the run's work dir from the frames that follow its request on the protocol pipe, a piece at
+    a time (memory for one piece, never the archive). If it fails, what is left of the request is dropped,
+    so that the next run reads its own from its start, and the worker is told why: the state's fault,
+    unless the host finds otherwise."""
+    files = Stream(PROTOCOL_IN, request["files_size"])  # noqa: F821 - from _archive.py
+    try:
+        if request["files_size"]:
+            unpack_frames(files, WORK)  # noqa: F821 - from _archive.py
+    except Exception as error:  # noqa: BLE001 - whatever stops the restore is reported, never the worker's end
+        null = os.open("/dev/null", os.O_WRONLY)
+        splice_into(null, files.left + request["stdin_size"])
+        reason = "%s: %s" % (type(error).__name__, error)
+        raise Restore(reason[-500:]) from None
+
+
+class Restore(Exception):
+    """The run's work dir could not be restored (the reason is the message)."""
 
 
 def stdin_file(size):
@@ -305,14 +326,15 @@ def kill_session(pid):
         pass
 
 
-def send_files():
-    """The work dir, packed by a fresh fork (its memory, holding the files, goes with it)."""
+def send_files(cap):
+    """The work dir, packed by a fresh fork (its memory, holding the files, goes with it), or why it cannot
+    be kept when it passes ``cap`` bytes."""
     began_read, began_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(began_read)
-            data = packed(WORK)  # noqa: F821 - from _jailpy.py
+            data = packed(WORK, cap)  # noqa: F821 - from _jailpy.py
             os.write(began_write, b"w")
             write_all(PROTOCOL_OUT, struct.pack(">I", len(data)) + data)  # noqa: F821 - defined by _archive.py, sent to the jail before this file
         finally:

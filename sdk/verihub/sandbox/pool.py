@@ -13,7 +13,6 @@ replaced), and when none is, it waits at most its own ``wall_s`` for a new one b
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import queue
@@ -31,10 +30,11 @@ from nsjail import MountPt
 from nsjail.enums import RLimitType
 from nsjail.serializers.textproto import to_textproto
 
-from verihub.errors import SandboxUnavailable
+from verihub.errors import SandboxStateError, SandboxUnavailable
 from verihub.sandbox import _archive
 from verihub.sandbox._classify import to_result
 from verihub.sandbox._process import Finished
+from verihub.sandbox.clock import waiting
 from verihub.sandbox.nsjail import JAIL_ENV, NsjailSandbox, cpu_seconds, jail_source
 from verihub.sandbox.types import Limits, Request, Result, RunStatus, Snapshot, UnsafeArchive, exec_refusal
 
@@ -46,6 +46,7 @@ _REPLY_MARGIN_S = 10.0  # past a run's wall_s: the worker's own kill and pack
 _RESET_S = 5.0  # after the reply, for the worker to put its jail back (a millisecond, unless a run left a lot)
 _NSJAIL_LOG_PREFIX = re.compile(r"^\[[EF]\]\[[^]]*\]\[\d+\] ")  # "[E][time][pid] " on its errors
 _POLL_S = 0.1  # how often a waiting run looks again at whether any worker is alive
+_MAX_REPLY = 1 << 20  # bytes of a reply's JSON header or status: a few numbers and a traceback's tail
 
 
 class WorkerGone(Exception):
@@ -65,9 +66,10 @@ class _Worker:
         config.rlimit_nproc = limits.max_procs + 2
         # POSIX message queues live as long as the jail's IPC namespace: mounted, the worker can list them
         config.mount.append(MountPt(dst="/dev/mqueue", fstype="mqueue", rw=True, is_dir=True, nosuid=True, nodev=True))
-        read_config, write_config = os.pipe()
-        os.write(write_config, to_textproto(config).encode())
-        os.close(write_config)
+        # in a file of its own, not a pipe: the config (the worker's source inside it) passes a pipe's 64 KiB
+        read_config = os.memfd_create("verihub-worker-config")
+        os.write(read_config, to_textproto(config).encode())
+        os.lseek(read_config, 0, os.SEEK_SET)
         self._log: IO[bytes] = tempfile.TemporaryFile()  # nsjail's and the worker's own stderr: why it died
         try:
             self.process = subprocess.Popen(
@@ -93,24 +95,25 @@ class _Worker:
             self.kill()
             raise WorkerGone(f"a worker did not start: {why}") from None
 
-    def call(self, message: dict[str, Any], timeout: float, stdin: bytes = b"") -> dict[str, Any]:
+    def call(self, message: dict[str, Any], timeout: float, stdin: bytes = b"", files: bytes = b"") -> dict[str, Any]:
         """One run: the reply header, with ``stdout``, ``stderr`` (bytes) and ``files`` (frames, or
-        None), and ``dirty`` when the jail did not come back clean afterwards. The run's stdin follows
-        the request as raw bytes (the worker moves them into the run's stdin without reading them)."""
-        body = json.dumps({**message, "stdin_size": len(stdin)}).encode()
+        None), and ``dirty`` when the jail did not come back clean afterwards. The work dir's frames and
+        then the run's stdin follow the request as raw bytes (the run restores the one a piece at a time;
+        the worker moves the other into the run's stdin without reading it)."""
+        body = json.dumps({**message, "files_size": len(files), "stdin_size": len(stdin)}).encode()
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(struct.pack(">I", len(body)) + body + stdin)
+            self.process.stdin.write(struct.pack(">I", len(body)) + body)
+            self.process.stdin.write(files)
+            self.process.stdin.write(stdin)
             self.process.stdin.flush()
         except (OSError, ValueError) as error:  # broken pipe, or a pipe already closed
             raise WorkerGone(f"worker pipe closed: {error}") from None
         deadline = time.monotonic() + timeout
         reply = self._receive(deadline)
-        reply["stdout"] = self._read(reply["stdout"], deadline)
-        reply["stderr"] = self._read(reply["stderr"], deadline)
-        reply["files"] = (
-            self._read(struct.unpack(">I", self._read(4, deadline))[0], deadline) if reply["files"] else None
-        )
+        reply["stdout"] = self._read(_within(reply["stdout"], message["max_output"]), deadline)
+        reply["stderr"] = self._read(_within(reply["stderr"], message["max_output"]), deadline)
+        reply["files"] = self._read(self._length(message["max_files"], deadline), deadline) if reply["files"] else None
         # The run's result is whole here: however long what it left takes to clear, that is the jail's
         # cost (the worker is replaced), never the run's verdict.
         try:
@@ -122,11 +125,15 @@ class _Worker:
         return reply
 
     def _receive(self, deadline: float) -> dict[str, Any]:
-        header = self._read(4, deadline)
         try:
-            return json.loads(self._read(struct.unpack(">I", header)[0], deadline))
+            return json.loads(self._read(self._length(_MAX_REPLY, deadline), deadline))
         except ValueError:
             raise WorkerGone("worker broke the protocol") from None
+
+    def _length(self, most: int, deadline: float) -> int:
+        """A length prefix, at most ``most``."""
+        (length,) = struct.unpack(">I", self._read(4, deadline))
+        return _within(length, most)
 
     def _read(self, size: int, deadline: float) -> bytes:
         assert self.process.stdout is not None
@@ -234,21 +241,25 @@ class WarmPool:
         if not self.fits(request.limits):
             return self.fresh.run(request)
         message = _message(request, self.python)
+        files = _archive.to_frames(request.files.entries()) if request.files else b""
         failures: list[str] = []
+        restore = ""  # why the last attempt could not restore the work dir
         attempt = 0
         while attempt <= _RETRIES:
             attempt += 1
             try:
-                worker = self._checkout(request.limits.wall_s)
+                with waiting():  # the queue for a warm jail is shared: waiting in it is no run's own time
+                    worker = self._checkout(request.limits.wall_s)
             except WorkerGone as error:  # no worker to be had: another attempt would wait the same
                 failures.append(str(error))
                 break
             try:
                 reply = worker.call(
-                    message, timeout=request.limits.wall_s + _REPLY_MARGIN_S, stdin=request.stdin or b""
+                    message, timeout=request.limits.wall_s + _REPLY_MARGIN_S, stdin=request.stdin or b"", files=files
                 )
             except WorkerGone as error:
                 failures.append(str(error))
+                restore = ""
                 self._retire(worker)
                 continue
             if "dirty" in reply:
@@ -257,8 +268,11 @@ class WarmPool:
                 self._idle.put(worker)
             if "error" in reply:
                 failures.append(reply["error"].strip().splitlines()[-1])
+                restore = reply.get("restore") or ""
                 continue
             return _result(reply, request, attempt)
+        if restore:  # the jail came up and its work dir did not, again and again: the state's, not the pool's
+            raise SandboxStateError(f"restoring it failed: {restore}")
         return Result(RunStatus.INFRA_ERROR, None, "", "", 0.0, reason="; ".join(failures)[-500:], attempts=attempt)
 
     def _checkout(self, wait_s: float) -> _Worker:
@@ -323,13 +337,20 @@ class WarmPool:
         self._idle.put(worker)
 
 
+def _within(size: Any, most: int) -> int:
+    """``size`` from a worker's reply; past ``most`` (or not a size) the worker broke the protocol, and what it
+    announced is never read into memory."""
+    if not isinstance(size, int) or not 0 <= size <= most:
+        raise WorkerGone(f"worker broke the protocol (a reply part of {size!r} bytes, at most {most:,})")
+    return size
+
+
 def _message(request: Request, python: str) -> dict[str, Any]:
     limits = request.limits
     command = request.command
     return {
         "code": request.code,
         "argv": list(command) if command is not None else None,
-        "files": base64.b64encode(_archive.to_frames(request.files.entries())).decode() if request.files else None,
         "wall_s": limits.wall_s,
         "cpu_s": cpu_seconds(limits),
         "memory_mb": limits.memory_mb,
@@ -337,6 +358,7 @@ def _message(request: Request, python: str) -> dict[str, Any]:
         "max_procs": limits.max_procs,
         "max_output": limits.max_output_kb * 1024,
         "keep_files": request.keep_files,
+        "max_files": _archive.archive_cap(limits.disk_mb << 20),  # a work dir past it is refused in the jail
         "env": JAIL_ENV,
     }
 

@@ -8,12 +8,22 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from verihub.errors import UsageError
+from verihub.errors import SandboxStateError, UsageError
 from verihub.sandbox import _archive
 from verihub.sandbox._archive import UnsafeArchive
 from verihub.spec.models import SandboxSpec
 
-__all__ = ["MAX_ARG_BYTES", "Limits", "Request", "Result", "RunStatus", "Snapshot", "UnsafeArchive", "exec_refusal"]
+__all__ = [
+    "MAX_ARG_BYTES",
+    "Limits",
+    "Request",
+    "RestoreCost",
+    "Result",
+    "RunStatus",
+    "Snapshot",
+    "UnsafeArchive",
+    "exec_refusal",
+]
 
 Limits = SandboxSpec
 """Run limits: the ``sandbox:`` section of environment.yaml, used as is."""
@@ -29,8 +39,41 @@ class RunStatus(StrEnum):
     INFRA_ERROR = "infra_error"  # the sandbox itself failed: never the program's fault
 
 
+INODE_ROOM = 16  # inodes a restored work dir leaves free in a jail's tmpfs (a Python run's main.py among them)
+
+
+@dataclass(frozen=True)
+class RestoreCost:
+    """What restoring a snapshot takes, recorded when it is made: a state is only as cheap as its dearest
+    restore, not as the run that made it (a sparse file costs the jail nothing and its restore every byte)."""
+
+    inodes: int  # files, directories and symlinks (hard links share their file's)
+    links: int  # symlinks and hard links
+    data_bytes: int  # the files' bytes, each file once, sparse ones in full
+    disk_bytes: int  # what the jail's tmpfs charges: file data by the page, a page for each long symlink
+    names_bytes: int  # names, link targets and headers: what restoring walks besides the data
+    depth: int  # the deepest path, in directories
+
+    def refusal(self, limits: Limits, adding: int = 0) -> str:
+        """Why a jail with ``limits`` cannot restore this state (with a file of ``adding`` bytes more: a Python
+        run's main.py), or "" when it can."""
+        disk = self.disk_bytes + -(-adding // _archive.PAGE) * _archive.PAGE
+        if disk > limits.disk_mb << 20:
+            return (
+                f"its files take {disk / (1 << 20):.1f} MiB once restored (sparse files in full, "
+                f"{_archive.PAGE} bytes a page), more than disk_mb={limits.disk_mb}"
+            )
+        if self.inodes > _archive.MAX_ENTRIES - INODE_ROOM:
+            return (
+                f"it holds {self.inodes:,} files, directories and links; a jail's work dir holds "
+                f"{_archive.MAX_ENTRIES:,}, {INODE_ROOM} of them kept free"
+            )
+        return ""
+
+
 class Snapshot:
-    """The files of a work dir, frozen: a tar archive in memory. Restore one by passing it as ``files``.
+    """The files of a work dir, frozen: checked entries in memory (a tar archive of them once one is asked for),
+    with what restoring them costs (:attr:`cost`). Restore one by passing it as ``files``.
 
     A snapshot only ever holds what the one rule of :mod:`verihub.sandbox._archive` allows (relative
     names, files, directories, links that stay inside, no setuid), whichever backend made it, so it
@@ -38,11 +81,20 @@ class Snapshot:
     naming what it refuses, and drops what the rule drops (device nodes, FIFOs, links out of the root).
     """
 
-    __slots__ = ("_entries", "tar")
+    __slots__ = ("_cost", "_entries", "_tar")
 
     def __init__(self, tar: bytes = b"") -> None:
         self._entries: list[_archive.Entry] | None = None
-        self.tar = _archive.to_tar(_archive.check(_archive.from_tar(tar))) if tar else b""
+        self._cost: RestoreCost | None = None
+        self._tar: bytes | None = _archive.to_tar(_archive.check(_archive.from_tar(tar))) if tar else b""
+
+    @property
+    def tar(self) -> bytes:
+        """The work dir as a tar archive (GNU format), made when first asked for: a fresh jail's command
+        restores from it; everything else reads the entries."""
+        if self._tar is None:
+            self._tar = _archive.to_tar(self.entries())
+        return self._tar
 
     @classmethod
     def of(cls, files: Mapping[str, str | bytes] | Snapshot | None) -> Snapshot:
@@ -55,15 +107,20 @@ class Snapshot:
 
     @classmethod
     def received(cls, data: bytes, *, tar: bool = False) -> Snapshot:
-        """A work dir a jail sent back (frames, or a tar archive); :class:`UnsafeArchive` past the rule."""
-        return cls.from_entries(_archive.from_tar(data) if tar else _archive.from_frames(data))
+        """A work dir a jail sent back (frames, or a tar archive); :class:`UnsafeArchive` past the rule, and
+        :class:`~verihub.sandbox._archive.TooLarge` when reading and checking it take past ``_archive.WALK_S``
+        seconds of CPU (the work is linear in its bytes: only a pathological archive or machine gets there)."""
+        clock = _archive.Clock("checking the work dir")
+        return cls.from_entries(_archive.from_tar(data, clock) if tar else _archive.from_frames(data, clock), clock)
 
     @classmethod
-    def from_entries(cls, entries: list[_archive.Entry]) -> Snapshot:
-        """A snapshot of ``entries`` (``verihub.sandbox._archive.Entry``), as the rule keeps them."""
-        checked = _archive.check(entries)
+    def from_entries(cls, entries: list[_archive.Entry], clock: _archive.Clock | None = None) -> Snapshot:
+        """A snapshot of ``entries`` (``verihub.sandbox._archive.Entry``), as the rule keeps them, with its
+        :attr:`cost` recorded."""
+        checked = _archive.check(entries, clock)
         snapshot = cls()
-        snapshot.tar, snapshot._entries = _archive.to_tar(checked), checked
+        snapshot._tar, snapshot._entries = None, checked
+        snapshot._cost = RestoreCost(**_archive.cost(checked))
         return snapshot
 
     def adding(self, files: Mapping[str, str | bytes]) -> Snapshot:
@@ -87,7 +144,7 @@ class Snapshot:
     def entries(self) -> list[_archive.Entry]:
         """The archive's entries (name, kind, mode, mtime, target, data), as the rule keeps them."""
         if self._entries is None:
-            self._entries = _archive.check(_archive.from_tar(self.tar)) if self.tar else []
+            self._entries = _archive.check(_archive.from_tar(self._tar)) if self._tar else []
         return self._entries
 
     def files(self) -> dict[str, bytes]:
@@ -99,6 +156,13 @@ class Snapshot:
             elif entry.kind == _archive.HARDLINK:
                 found[entry.name] = found[entry.target]
         return found
+
+    @property
+    def cost(self) -> RestoreCost:
+        """What restoring this state takes (computed once, in one pass over its entries)."""
+        if self._cost is None:
+            self._cost = RestoreCost(**_archive.cost(self.entries()))
+        return self._cost
 
     def digest(self) -> str:
         """A sha256 of the content: names, kinds, modes, link targets and bytes (not times), so that
@@ -113,7 +177,7 @@ class Snapshot:
         return len(self.tar)
 
     def __bool__(self) -> bool:
-        return bool(self.tar)
+        return bool(self._entries) if self._tar is None else bool(self._tar)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Snapshot) and self.files() == other.files()
@@ -138,8 +202,9 @@ class Request:
             raise UsageError("give exactly one of command and code")
         if self.command is not None and not self.command:
             raise UsageError("command must not be empty")
-        if self.files and self.files.size > self.limits.disk_mb << 20:
-            raise UsageError(f"files take {self.files.size >> 20} MiB, more than disk_mb={self.limits.disk_mb}")
+        code = len(self.code.encode("utf-8", "surrogateescape")) if self.code is not None else 0
+        if self.files and (why := self.files.cost.refusal(self.limits, adding=code)):
+            raise SandboxStateError(why)  # before any jail starts: no backend could restore it
 
 
 @dataclass(frozen=True)

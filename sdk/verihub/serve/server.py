@@ -32,6 +32,7 @@ from verihub.serve.gate import BODY_S, Gate
 from verihub.serve.http import Refused, problem
 from verihub.serve.http import router as http_router
 from verihub.serve.listen import tcp_listener
+from verihub.serve.shutdown import serve
 from verihub.serve.state import Catalog, ServeState, TaskNotFound
 from verihub.serve.ws import router as ws_router
 
@@ -131,7 +132,8 @@ def run(
     token: str | None = None,
     no_token: bool = False,
 ) -> None:
-    """Serve until interrupted; prints the address it listens on (``port`` 0 takes a free one). Raises
+    """Serve until interrupted (SIGTERM or SIGINT: requests in flight get :data:`~verihub.serve.shutdown.GRACE_S`
+    seconds); prints the address it listens on (``port`` 0 takes a free one). Raises
     :class:`ListenError` if it cannot listen there, :class:`ExposedError` if it would listen beyond
     loopback without a token and without ``no_token`` (an authenticating proxy of the operator's in front)."""
     import uvicorn
@@ -180,4 +182,4 @@ def run(
     # cheap checks ~10% faster). See YOUNG_OBJECTS for the young collections.
     gc.freeze()
     gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
-    uvicorn.Server(config).run(sockets=[listener])
+    serve(config, sockets=[listener])  # stops within seconds of SIGTERM, whatever a grading thread is doing
