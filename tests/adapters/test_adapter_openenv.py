@@ -23,6 +23,7 @@ import verihub
 from conftest import REPO, first_step, free_port, one_step_trainer, wait_until_serving
 from verihub.adapters.openenv import RemoteEnvError, base_url
 from verihub.errors import SpecError
+from verihub.grading.faults import lacks_evidence
 from verihub.testing import ScriptedChatServer
 
 pytest.importorskip("openenv.core.env_server.http_server")
@@ -311,27 +312,31 @@ def test_a_server_at_capacity_is_waited_for_not_a_fault(tmp_path_factory: pytest
     ],
 )
 def test_a_remote_misbehaving_on_one_answer_is_that_answers_fault(reverse: Remote, answer: str, reason: str) -> None:
-    """The remote answers the task's prompt (the evidence) and breaks on this answer alone: a policy that
-    found the answer would escape its penalty if the fault were env_error (issue 31's rule)."""
+    """The remote takes another answer to the task (the evidence: a remote has no gold, and its prompt is none)
+    and breaks on this answer alone: a policy that found the answer would escape its penalty if the fault were
+    env_error (issue 31's rule)."""
     env = verihub.load_env(f"openenv:{reverse.url}", size=5)
-    grade = env.grade(env.dataset("train")[0], answer)
+    task = env.dataset("train")[0]
+    assert env.grade(task, "a wrong guess").status == "wrong"  # taken without a fault: evidence for this task
+    grade = env.grade(task, answer)
     assert (grade.status, grade.reward) == ("wrong", 0.0) and grade.answer_fault is not None, grade
     assert reason in grade.reason and "answer fault" in grade.reason, grade.reason
 
 
 def assert_fault(remote: Remote, answer: str, reason: str) -> None:
-    """Grading ``answer`` on ``remote``'s first training task is a fault whose reason says ``reason``."""
+    """Grading ``answer`` on ``remote``'s first training task is a fault whose reason says ``reason`` (and that
+    nothing shows the remote works on the task: it is broken on every action)."""
     env = verihub.load_env(f"openenv:{remote.url}", size=5)
     grade = env.grade(env.dataset("train")[0], answer)
     assert grade.status == "env_error" and grade.reward is None
-    assert reason in grade.reason and "the task's reference faults there too" in grade.reason, grade.reason
+    assert reason in grade.reason and lacks_evidence(grade.reason), grade.reason
 
 
 def test_a_reward_range_is_rescaled_and_enforced(reverse: Remote) -> None:
     env = verihub.load_env(f"openenv:{reverse.url}", size=5, reward_range=[-1, 1])
     task = env.dataset("train")[0]
     assert env.grade(task, _word(task)[::-1]).reward == 1.0
-    assert env.grade(task, "nope").reward == 0.5  # 0 in [-1, 1]
+    assert env.grade(task, "nope").reward == 0.5  # 0 in [-1, 1]; and evidence that the remote works on the task
     assert (env.grade(task, "FIVE").status, env.grade(task, "FIVE").reward) == ("wrong", 0.0)  # the answer's fault
     with pytest.raises(SpecError, match="reward_range"):
         verihub.load_env(f"openenv:{reverse.url}", size=5, reward_range=[1, float("inf")])
@@ -357,8 +362,9 @@ def test_bad_options_are_refused_each_by_name(reverse: Remote) -> None:
 
 def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
     env = verihub.load_env(f"openenv:{reverse.url}", size=5, timeout_s=1)
+    assert env.grade(env.dataset("train")[0], "a wrong guess").status == "wrong"  # the remote works on the task
     start = time.perf_counter()
-    grade = env.grade(env.dataset("train")[0], "SLOW")  # the prompt gets its reply at once: the answer's fault
+    grade = env.grade(env.dataset("train")[0], "SLOW")  # another answer got its reply at once: the answer's fault
     assert (grade.status, grade.reward) == ("wrong", 0.0) and grade.answer_fault is not None
     assert "no reply to step within 1s" in grade.reason and time.perf_counter() - start < 10
 
@@ -455,7 +461,9 @@ def test_multi_turn_sessions_step_through_the_remote_episode(guess: Remote) -> N
     assert (graded.status, graded.reward) == ("wrong", 0.0)
     target = next(guess for guess in range(1, 101) if env.grade(env.dataset("eval")[0], str(guess)).reward)
     one_turn = env.grade(env.dataset("eval")[0], str(101 - target))  # wrong, and the episode goes on
-    assert one_turn.status == "env_error" and "drive it turn by turn with env.episode(task)" in one_turn.reason
+    # the winning guess ended the episode in one step (the evidence: a remote has no gold): this one does not
+    assert one_turn.status == "wrong" and one_turn.answer_fault is not None
+    assert "drive it turn by turn with env.episode(task)" in one_turn.reason
 
 
 def test_a_killed_remote_ends_a_session_and_later_grades_as_faults(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -558,7 +566,7 @@ def test_the_trainers_rewards_come_from_the_remote(reverse: Remote) -> None:
             prompts=[row["prompt"] for row in rows][:3],
             completions=[[{"role": "assistant", "content": text}] for text in completions],
             environment=[mix[0].name] * 3,
-            task=[row["task"] for row in rows][:3],
+            task=[rows[index]["task"] for index in (0, 1, 0)],  # FIVE beside a right answer to its task
             difficulty=["all"] * 3,
         )
     )

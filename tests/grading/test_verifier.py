@@ -286,11 +286,14 @@ PRESCREENED = Check(name="prescreened", fn=dies, mode="process", prescreen=decid
 
 
 async def test_a_checks_first_step_decides_on_the_grading_thread_and_leaves_the_rest_to_a_worker() -> None:
+    alone = await Verifier([layer("first", "check", here("PRESCREENED"), timeout_s=20)]).agrade(TASK, "hard")
+    assert alone.status is GradeStatus.ENV_ERROR and "worker process died" in alone.reason  # no evidence: kept
     verifier = Verifier([layer("first", "check", here("PRESCREENED"), timeout_s=20)])
     easy, hard, broken = await verifier.agrade_many([TASK] * 3, ["easy", "hard", "raise"])
     assert easy.passed and easy.layers[0].detail == "decided on the grading thread"
-    assert hard.status is GradeStatus.ENV_ERROR and "worker process died" in hard.reason
-    assert broken.status is GradeStatus.ENV_ERROR and "the first step failed" in broken.reason
+    # "easy" ran the layer without a fault on this task: evidence that the faults are these answers'
+    assert hard.status is GradeStatus.WRONG and "worker process died" in hard.reason and hard.answer_fault
+    assert broken.status is GradeStatus.WRONG and "the first step failed" in broken.reason and broken.answer_fault
 
 
 def test_an_inline_check_past_its_limit_is_a_timeout_on_both_paths() -> None:

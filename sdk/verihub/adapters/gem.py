@@ -20,7 +20,11 @@ grading and their faults follow the same rules:
   (Mastermind half a point a peg), so the step rewards are summed, then rescaled from ``reward_range``
   (default ``[0, 1]``); penalties (-0.1 for an invalid action) that take it below the range are a loss.
 
-GEM raising, its bridge dying, or a call past ``timeout_s`` is a fault with its reason, never a 0.
+GEM raising, its bridge dying, or a call past ``timeout_s`` is a fault with its reason, never a 0. Whose fault
+follows verihub's one rule (:mod:`verihub.grading.faults`): a game has no gold move, so the evidence is another
+move graded on the task without a fault. Episodes share the bridge, one call at a time; the rule's evidence
+plays on a bridge process of its own (:func:`~verihub.adapters._bridge.bridge_pool`), so an action that stalls
+the shared bridge stalls no other answer's evidence.
 """
 
 from __future__ import annotations
@@ -33,12 +37,14 @@ from typing import Any
 from pydantic import Field
 
 from verihub import settings
-from verihub.adapters._bridge import BridgeProcess
+from verihub.adapters._bridge import BridgeProcess, bridge_pool
 from verihub.adapters._local import ACTION_SCHEMA, FIELD, LocalSession, Move, first_move, load_local, local_spec
 from verihub.adapters._openenv_wire import RemoteEnvError, RemoteSession
 from verihub.adapters.openenv import OpenEnvEnvironment, Remote, episodes
 from verihub.checks.base import CheckResult, check
-from verihub.errors import SpecProblem
+from verihub.errors import GraderInfraError, SpecProblem
+from verihub.grading._apart import apart
+from verihub.grading._pools import START_S, Pool
 
 __all__ = ["PREFIX", "GemEnv", "GemSession", "load_gem"]
 
@@ -47,6 +53,7 @@ OPTIONS = ("size", "seed", "max_turns", "reward_range", "timeout_s", "python")
 DEFAULT_SIZE, DEFAULT_TURNS = 100, 20
 _ENV_ID = re.compile(r"[A-Za-z0-9][\w.:-]{0,100}")
 _BRIDGES: dict[str, BridgeProcess] = {}
+_APART: dict[str, Pool[BridgeProcess]] = {}  # bridges of the fault rule's evidence, by interpreter: one episode each
 _BRIDGES_LOCK = threading.Lock()
 
 
@@ -63,10 +70,25 @@ def bridge(python: str, timeout_s: float) -> BridgeProcess:
     """The bridge process to GEM in ``python`` (one per interpreter and process)."""
     with _BRIDGES_LOCK:
         if python not in _BRIDGES:
-            _BRIDGES[python] = BridgeProcess(
-                python, "gem_side.py", what="GEM", timeout_s=timeout_s, error=RemoteEnvError
-            )
+            _BRIDGES[python] = _new_bridge(python, timeout_s)
         return _BRIDGES[python]
+
+
+def apart_bridges(python: str, timeout_s: float) -> Pool[BridgeProcess]:
+    """The bridge processes to GEM in ``python`` that play the fault rule's evidence, an episode each."""
+    with _BRIDGES_LOCK:
+        if python not in _APART:
+            _APART[python] = bridge_pool(lambda: _new_bridge(python, timeout_s), f"GEM in {python}")
+        return _APART[python]
+
+
+def _new_bridge(python: str, timeout_s: float) -> BridgeProcess:
+    # GEM's import is the far side's first request, before any episode's time
+    return BridgeProcess(python, "gem_side.py", what="GEM", timeout_s=timeout_s, error=RemoteEnvError, ready=_ready)
+
+
+def _ready(process: BridgeProcess) -> None:
+    process.ask({"op": "ready"}, START_S)
 
 
 class GemSession(LocalSession):
@@ -74,16 +96,26 @@ class GemSession(LocalSession):
 
     def __init__(self, env: GemEnv) -> None:
         super().__init__(env.url, env.timeout_s, env.reward_range)
+        self.python = env.python
         self.bridge = bridge(env.python, env.timeout_s)
+        self.own: BridgeProcess | None = None  # the fault rule's evidence plays on a bridge of its own
         self.episode: str | None = None
         self.earned = 0.0  # the episode's rewards so far
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        with self.bridge.lock:
+        if self.own is not None:
+            return self.own.ask(request)
+        with self.bridge.held():
             return self.bridge.ask(request)
+
+    def _playing(self) -> bool:
+        """Whether the bridge that holds this episode still runs (a bridge that died took it with it)."""
+        return (self.own or self.bridge).alive
 
     def start(self, options: Mapping[str, Any]) -> str:
         self.stop()
+        if apart():
+            self.own = apart_bridges(self.python, self.timeout_s).take()
         answer = self._ask({"op": "reset", "env": self.url.removeprefix(PREFIX), "seed": options.get("seed")})
         self.episode, self.earned = str(answer["episode"]), 0.0
         return str(answer["observation"])
@@ -100,9 +132,13 @@ class GemSession(LocalSession):
         if self.episode is not None:
             episode, self.episode = self.episode, None
             try:
-                self._ask({"op": "close", "episode": episode})
-            except RemoteEnvError:
+                if self._playing():  # (never a bridge started again just to close what it never held)
+                    self._ask({"op": "close", "episode": episode})
+            except (RemoteEnvError, GraderInfraError):
                 pass  # a dead bridge took its episodes with it
+        own, self.own = self.own, None
+        if own is not None:
+            apart_bridges(self.python, self.timeout_s).give_back(own)
 
 
 def gem_spec(
@@ -133,8 +169,8 @@ def gem_spec(
             )
         )
     else:
-        with bridge(env.python, timeout_s).lock:
-            described = bridge(env.python, timeout_s).ask({"op": "describe", "env": env_id})
+        with bridge(env.python, timeout_s).held() as shared:
+            described = shared.ask({"op": "describe", "env": env_id})
         version = str(described["version"])
         if not described["registered"]:
             problems.append(SpecProblem(ref, None, "env", f"GEM registers no environment {env_id!r}"))

@@ -29,11 +29,13 @@ request has a deadline (``timeout_s``, default 30), and anything but a finite re
 ``reward_range`` (default ``[0, 1]``, rescaled to [0, 1]) is a fault: connection refused, timeouts,
 malformed replies, the server's error frames, no reward, a reward out of range are faults with a reason,
 never a 0. Whose fault follows verihub's one rule (:mod:`verihub.grading.faults`): the remote ships no gold
-answers, so the task's prompt, sent as the action, is the evidence. A fault the prompt does not cause and
-the answer causes every time (a remote that crashes, stalls or sends an out-of-range reward on this answer
-only) is the answer's, ``wrong`` at the floor; one the prompt shares (a remote down, or broken on every
-action) is ``env_error``. The server refusing the action (its ``VALIDATION_ERROR``) or a completion that is
-no valid action is the answer's (:meth:`~verihub.checks.base.CheckResult.malformed`), and so no evidence.
+answers, so the evidence is another answer to the task that the remote took without a fault (never the
+task's prompt: ``gold.reference_is: placeholder``). A fault that answer does not cause and this answer causes
+every time (a remote that crashes, stalls or sends an out-of-range reward on this answer only) is the
+answer's, ``wrong`` at the floor; one the evidence shares (a remote down), or one on a task where no answer
+was taken without a fault (a remote broken on every action), is ``env_error``. The server refusing the action
+(its ``VALIDATION_ERROR``) or a completion that is no valid action is the answer's
+(:meth:`~verihub.checks.base.CheckResult.malformed`), and so no evidence.
 """
 
 from __future__ import annotations
@@ -540,7 +542,8 @@ def _spec(
                     "timeout_s": 3 * timeout_s + 5,
                 }
             ],
-            "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a remote ships no oracle answers
+            # a remote ships no oracle answers: the prompt is only what validate sends, never evidence
+            "gold": {"reference": "{prompt}", "reference_is": "placeholder", "min_pass_rate": 0.0},
         }
     )
     loaded = LoadedSpec(spec, Path(PREFIX + url.replace("://", "/")) / "environment.yaml", LineMap())

@@ -21,7 +21,9 @@ An episode plays as an OpenEnv remote's does (:mod:`verihub.adapters.openenv`), 
   ``text2sql``).
 
 An environment that raises or takes longer than ``timeout_s`` over a call is a fault with its reason, never
-a 0 (whose fault follows verihub's one rule).
+a 0 (whose fault follows verihub's one rule). Each episode plays in a worker process of its own, where a step
+that holds the GIL can be killed (:mod:`verihub.adapters._local`); an environment registered outside
+skyrl-gym (``skyrl_gym.register``) is registered there too, so its entry point must be importable by name.
 """
 
 from __future__ import annotations
@@ -35,11 +37,22 @@ from typing import Any
 
 from pydantic import Field
 
-from verihub.adapters._local import ACTION_SCHEMA, FIELD, LocalSession, Move, first_move, load_local, local_spec
-from verihub.adapters._openenv_wire import RemoteSession
+from verihub.adapters._local import (
+    ACTION_SCHEMA,
+    FIELD,
+    LocalSession,
+    Move,
+    Registered,
+    first_move,
+    load_local,
+    local_spec,
+)
+from verihub.adapters._openenv_wire import RemoteEnvError, RemoteSession
 from verihub.adapters.openenv import OpenEnvEnvironment, Remote, episodes
 from verihub.checks.base import CheckResult, check
 from verihub.errors import MissingDependencyError, SpecError, SpecProblem
+from verihub.grading._apart import Held
+from verihub.grading._pools import waiting
 
 __all__ = ["PREFIX", "SkyRLEnv", "SkyRLSession", "load_skyrl_gym"]
 
@@ -60,33 +73,61 @@ class SkyRLEnv(Remote):
 
 
 class SkyRLSession(LocalSession):
-    """One episode of a skyrl-gym environment, in this process."""
+    """One episode of a skyrl-gym environment, in a worker process of its own."""
 
     def __init__(self, remote: SkyRLEnv) -> None:
         super().__init__(remote.url, remote.timeout_s, remote.reward_range)
         self.remote = remote
-        self._env: Any = None
+        self._episode: Held | None = None
 
     def start(self, options: Mapping[str, Any]) -> str:
-        from omegaconf import OmegaConf
-
-        row = dict(_rows(self.remote.data)[int(options["index"])])
-        extras = {"max_turns": self.remote.max_turns, **row}
-        self._env = _skyrl_gym().make(
-            self.remote.url.removeprefix(PREFIX), env_config=OmegaConf.create(self.remote.env_config), extras=extras
-        )
-        prompt, _ = self._env.init(_messages(row.get("prompt")))
-        return _text(prompt)
+        self.stop()
+        name = self.remote.url.removeprefix(PREFIX)
+        registered = Registered.of(_skyrl_gym().envs.registration.registry, name, "skyrl_gym", _IMPORTS)
+        with waiting():  # read once a process (cached), never by a worker: each gets its own row, not the dataset
+            row = dict(_rows(self.remote.data)[int(options["index"])])
+        made = (registered, row, self.remote.env_config, self.remote.max_turns)
+        self._episode = self.hold(Episode, made, imports=registered.imports)
+        return str(self._episode.call("init", (), self.left()))
 
     def move(self, text: str) -> Move:
-        result = self._env.step(text)
+        if self._episode is None:
+            raise RemoteEnvError(f"{self.url}: no episode is running")
+        shown, reward, done = self._episode.call("step", (text,), self.left())
+        return shown, reward, done
+
+    def stop(self) -> None:
+        episode, self._episode = self._episode, None
+        if episode is not None:
+            episode.close()  # the environment's own close() runs there
+
+
+class Episode:
+    """One skyrl-gym environment on one row (read by this process, sent whole: the worker never loads the
+    dataset), kept in the worker process of its episode (:meth:`SkyRLSession.hold`)."""
+
+    def __init__(self, registered: Registered, row: dict[str, Any], env_config: dict[str, Any], max_turns: int) -> None:
+        from omegaconf import OmegaConf
+
+        registered.adopt(_skyrl_gym().envs.registration.registry)
+        self.row = row
+        extras = {"max_turns": max_turns, **self.row}
+        self.env = _skyrl_gym().make(registered.name, env_config=OmegaConf.create(env_config), extras=extras)
+
+    def init(self) -> str:
+        prompt, _ = self.env.init(_messages(self.row.get("prompt")))
+        return _text(prompt)
+
+    def step(self, text: str) -> Move:
+        result = self.env.step(text)
         done = bool(result["done"])
         return _text(result.get("observations") or []), result["reward"] if done else None, done
 
-    def stop(self) -> None:
-        env, self._env = self._env, None
-        if env is not None:
-            env.close()
+    def close(self) -> None:
+        self.env.close()
+
+
+_IMPORTS = ("skyrl_gym", "omegaconf")  # loaded in an episode's worker before its time starts
 
 
 def _skyrl_gym() -> Any:

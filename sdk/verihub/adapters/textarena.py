@@ -22,8 +22,11 @@ WebSocket, so tasks, sessions, grading and their faults follow the same rules:
   that returns its move.
 
 A game that raises, or takes longer than ``timeout_s`` over one call, is a fault with its reason (never a 0);
-whose fault follows verihub's one rule (the task's prompt played as the move is the evidence). Games run one
-call at a time in a process (they draw from Python's global random generator): :mod:`verihub.adapters._local`.
+whose fault follows verihub's one rule (a game has no gold move: the evidence is another move graded on the
+task without a fault, :mod:`verihub.grading.faults`). Each episode's game is played in a worker process of its
+own, where a move that holds the GIL can be killed (:mod:`verihub.adapters._local`); the opponent plays here.
+A game registered outside textarena (``textarena.register``) is registered there too, so its class must be
+importable by its module's name (not defined in ``__main__``).
 """
 
 from __future__ import annotations
@@ -35,11 +38,21 @@ from typing import Any
 
 from pydantic import Field
 
-from verihub.adapters._local import ACTION_SCHEMA, FIELD, LocalSession, Move, first_move, load_local, local_spec
+from verihub.adapters._local import (
+    ACTION_SCHEMA,
+    FIELD,
+    LocalSession,
+    Move,
+    Registered,
+    first_move,
+    load_local,
+    local_spec,
+)
 from verihub.adapters._openenv_wire import RemoteEnvError, RemoteSession
 from verihub.adapters.openenv import OpenEnvEnvironment, Remote, episodes
 from verihub.checks.base import CheckResult, check
 from verihub.errors import MissingDependencyError, SpecProblem
+from verihub.grading._apart import Held
 
 __all__ = ["PREFIX", "Game", "GameSession", "load_textarena"]
 
@@ -67,40 +80,49 @@ class GameSession(LocalSession):
     def __init__(self, game: Game) -> None:
         super().__init__(game.url, game.timeout_s, game.reward_range)
         self.game = game
-        self._env: Any = None
+        self._board: Held | None = None  # the game, in a worker process of this episode's own
         self._seen = ""  # what player 0 has been shown so far: each turn shows what is new
         self._random = random.Random(0)
 
     def start(self, options: Mapping[str, Any]) -> str:
+        self.stop()
         seed = options.get("seed")
-        self._env = _textarena().make(self.game.url.removeprefix(PREFIX))
-        self._env.reset(num_players=self.game.players, seed=seed)
+        game_id = self.game.url.removeprefix(PREFIX)
+        registered = Registered.of(_textarena().envs.registration.ENV_REGISTRY, game_id, "textarena", _IMPORTS)
+        self._board = self.hold(Board, (registered, self.game.players, seed), imports=registered.imports)
         self._random, self._seen = random.Random(seed), ""
         self._opponents_move()
         return self._shown()
 
     def move(self, text: str) -> Move:
-        done, _ = self._env.step(action=text)
+        done = self._play("step", text)
         done = done or self._opponents_move()
         shown = self._shown()
         if not done:
             return shown, None, False
-        rewards = self._env.close()[0]
+        rewards = self._play("rewards")
         if not isinstance(rewards, Mapping) or 0 not in rewards:
             raise RemoteEnvError(f"{self.url} ended without a reward for player 0 ({str(rewards)[:80]})")
         return shown, rewards[0], True
 
     def stop(self) -> None:
-        self._env = None
+        board, self._board = self._board, None
+        if board is not None:
+            board.close()
+
+    def _play(self, method: str, *args: Any) -> Any:
+        """The game's ``method(*args)``, in its worker, within what is left of the call's time."""
+        if self._board is None:
+            raise RemoteEnvError(f"{self.url}: no game is running")
+        return self._board.call(method, args, self.left())
 
     def _opponents_move(self) -> bool:
         """The other players' moves until it is player 0's turn; whether the game ended meanwhile."""
         for _ in range(1000):
-            player, observation = self._env.get_observation()
+            player, observation = self._play("observation")
             if player == 0:
                 return False
-            done, _ = self._env.step(action=self._opponent(str(observation)))
-            if done:
+            if self._play("step", self._opponent(str(observation))):
                 return True
         raise RemoteEnvError(f"{self.url}: player 0's turn never came")
 
@@ -117,11 +139,33 @@ class GameSession(LocalSession):
 
     def _shown(self) -> str:
         """What player 0 sees that it has not seen yet (textarena repeats the whole game so far)."""
-        _, observation = self._env.get_observation()
-        text = observation if isinstance(observation, str) else str(observation)
+        _, text = self._play("observation")
         new = text[len(self._seen) :] if text.startswith(self._seen) else text
         self._seen = text
         return new.strip("\n") or "(the game shows nothing new)"
+
+
+class Board:
+    """One game, kept in the worker process of its episode (:meth:`GameSession.hold`)."""
+
+    def __init__(self, registered: Registered, players: int, seed: int | None) -> None:
+        registered.adopt(_textarena().envs.registration.ENV_REGISTRY)
+        self.env = _textarena().make(registered.name)
+        self.env.reset(num_players=players, seed=seed)
+
+    def step(self, action: str) -> bool:
+        done, _ = self.env.step(action=action)
+        return bool(done)
+
+    def observation(self) -> tuple[int, str]:
+        player, observation = self.env.get_observation()
+        return int(player), observation if isinstance(observation, str) else str(observation)
+
+    def rewards(self) -> Any:
+        return self.env.close()[0]
+
+
+_IMPORTS = ("textarena",)  # loaded in a game's worker before its time starts
 
 
 def _textarena() -> Any:

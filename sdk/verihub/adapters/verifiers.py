@@ -19,12 +19,21 @@ verifiers pins packages verihub's lock cannot share, so it runs in an interprete
   container is.
 
 Scoring is the taskset's code: any exception in it, a reward that is no number, the bridge dying or taking
-longer than ``timeout_s`` is a fault with its reason (``env_error``), never a 0 (whose fault follows
-verihub's one rule, with the task's prompt as the evidence).
+longer than ``timeout_s`` is a fault with its reason (``env_error``), never a 0. Whose fault follows verihub's
+one rule (:mod:`verihub.grading.faults`): a taskset ships no gold, so the evidence is another reply to the
+task that its scorer took without a fault (never the task's prompt: a scorer strict about its input raises
+on it). Answers share the taskset's bridge, one score at a time; the rule's evidence is scored by a bridge
+process of its own (:func:`~verihub.adapters._bridge.bridge_pool`), so a reply that stalls the shared bridge
+stalls no other reply's evidence. Each bridge loads the taskset itself, and one that loads other tasks than the
+first (a taskset whose load is not deterministic) is refused: its scores would be of other tasks. (What the
+comparison sees is what verihub poses: the tasks' ids and prompts, and the rewards; a load that keeps those and
+changes only what its scorer checks against goes unseen.)
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import threading
 from collections.abc import Mapping
@@ -34,10 +43,12 @@ from typing import Any
 from pydantic import Field
 
 from verihub import settings
-from verihub.adapters._bridge import BridgeProcess
+from verihub.adapters._bridge import BridgeProcess, bridge_pool, held
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
-from verihub.errors import SpecError, SpecProblem, VerifiersError
+from verihub.errors import GraderInfraError, SpecError, SpecProblem, VerifiersError
+from verihub.grading._apart import apart
+from verihub.grading._pools import START_S
 
 __all__ = ["PREFIX", "Bridge", "TasksetRef", "VerifiersError", "load_verifiers", "rubric"]
 
@@ -62,21 +73,31 @@ class TasksetRef(CheckParams):
 
 
 class Bridge:
-    """The bridge process of one taskset (:class:`~verihub.adapters._bridge.BridgeProcess`), its taskset loaded."""
+    """The bridge process of one taskset (:class:`~verihub.adapters._bridge.BridgeProcess`), its taskset loaded,
+    and the bridges that score the fault rule's evidence (:func:`~verihub.adapters._bridge.bridge_pool`), each for
+    one score at a time. Every bridge loads the taskset itself; one whose tasks differ from the first load's (a
+    taskset whose load is not deterministic) is refused, as it would score another task than the one posed."""
 
     _open: dict[str, Bridge] = {}
     _open_lock = threading.Lock()
 
     def __init__(self, ref: TasksetRef) -> None:
         self.ref = ref
-        self.process = BridgeProcess(
-            ref.python,
+        self.loaded: dict[str, Any] = {}  # the first load's answer: the tasks verihub poses
+        self._digest: str | None = None  # of those tasks
+        self._loaded_lock = threading.Lock()
+        self.process = self._new()
+        self.apart = bridge_pool(self._new, f"verifiers taskset {ref.taskset!r}")
+
+    def _new(self) -> BridgeProcess:
+        return BridgeProcess(
+            self.ref.python,
             "verifiers_side.py",
-            what=f"verifiers taskset {ref.taskset!r}",
-            timeout_s=ref.timeout_s,
+            what=f"verifiers taskset {self.ref.taskset!r}",
+            timeout_s=self.ref.timeout_s,
             error=VerifiersError,
+            ready=self._load,
         )
-        self.loaded: dict[str, Any] = {}
 
     @classmethod
     def of(cls, ref: TasksetRef) -> Bridge:
@@ -88,28 +109,59 @@ class Bridge:
 
     def tasks(self) -> dict[str, Any]:
         """The taskset's load answer: its tasks, rewards and versions."""
-        with self.process.lock:
-            self._ensure()
-            return self.loaded
+        try:
+            with self.process.held():
+                self.process.ensure()
+        except GraderInfraError as error:  # loading the environment: the taskset's own failure, said as such
+            if isinstance(error.__cause__, VerifiersError):
+                raise error.__cause__ from None
+            raise
+        return self.loaded
 
     def score(self, index: int, completion: str) -> dict[str, list[float] | None]:
-        with self.process.lock:
-            self._ensure()
-            return self.process.ask({"op": "score", "index": index, "completion": completion})["rewards"]
+        request = {"op": "score", "index": index, "completion": completion}
+        if apart():  # the fault rule's evidence: never behind another reply on the shared bridge
+            with held(self.apart) as process:
+                return process.ask(request)["rewards"]
+        with self.process.held():
+            return self.process.ask(request)["rewards"]
 
-    def _ensure(self) -> None:
-        if self.process.alive:
-            return
-        self.process.start()
-        self.loaded = self.process.ask(
-            {
-                "op": "load",
-                "taskset": self.ref.taskset,
-                "config": self.ref.config,
-                "limit": self.ref.size,
-                "paths": self.ref.paths,
-            }
-        )
+    def close(self) -> None:
+        """Close every bridge process of this taskset (a later use starts them again)."""
+        with self._open_lock:
+            if self._open.get(self.ref.model_dump_json()) is self:
+                del self._open[self.ref.model_dump_json()]
+        self.apart.close()
+        self.process.close()
+
+    def _load(self, process: BridgeProcess) -> None:
+        """A bridge's first request (:meth:`BridgeProcess.ensure`): the taskset loaded there, the same tasks as
+        the first load's or refused."""
+        request = {
+            "op": "load",
+            "taskset": self.ref.taskset,
+            "config": self.ref.config,
+            "limit": self.ref.size,
+            "paths": self.ref.paths,
+        }
+        answer = process.ask(request, max(START_S, self.ref.timeout_s))
+        digest = _digest(answer)
+        with self._loaded_lock:
+            if self._digest is None:
+                self._digest, self.loaded = digest, answer
+            elif digest != self._digest:
+                raise VerifiersError(
+                    f"verifiers taskset {self.ref.taskset!r} loaded other tasks in a new bridge process than "
+                    "at first (its load is not deterministic): a score there would be of another task than the "
+                    "one posed"
+                )
+
+
+def _digest(loaded: dict[str, Any]) -> str:
+    """What a load gave, as verihub poses and scores it: the tasks (their ids, prompts, system prompts, in order)
+    and the rewards."""
+    rows = [loaded.get("tasks"), loaded.get("rewards"), loaded.get("runtime_rewards")]
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=repr).encode()).hexdigest()
 
 
 def verifiers_spec(
@@ -184,7 +236,8 @@ def verifiers_spec(
                     "timeout_s": 2 * timeout_s + 5,
                 }
             ],
-            "gold": {"reference": "{prompt}", "min_pass_rate": 0.0},  # a taskset ships no oracle answers
+            # a taskset ships no oracle answers: the prompt is only what validate sends, never evidence
+            "gold": {"reference": "{prompt}", "reference_is": "placeholder", "min_pass_rate": 0.0},
         }
     )
     return LoadedSpec(spec, Path(PREFIX + taskset) / "environment.yaml", LineMap()), target

@@ -76,6 +76,7 @@ class Environment:
             render=self.render,
             on_missing_judge=on_missing_judge,
             reference=self.reference,
+            reference_is=self.spec.gold.reference_is,
             floor=self.spec.grading.floor,
             max_answer_chars=self.spec.max_answer_chars,
         )

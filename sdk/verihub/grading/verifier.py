@@ -11,8 +11,9 @@ inline check, which cannot be pre-empted, is reported as ``timeout`` when its me
 the limit. A check that raises, returns something that is not a score, or runs past its limit turns
 the whole grade into ``env_error`` or ``timeout`` with reward ``None`` and the reason: an environment
 fault is never scored as a wrong answer. Whether such a fault is the environment's or the answer's is
-decided by evidence (:mod:`verihub.grading.faults`): a fault the answer alone causes is ``wrong`` at the
-environment's floor, so no wrong answer can opt out of its penalty. An answer longer than
+decided by evidence (:mod:`verihub.grading.faults`), gathered apart from every answer being graded
+(:mod:`verihub.grading._apart`): a fault the answer alone causes is ``wrong`` at the environment's floor, so
+no wrong answer can opt out of its penalty. An answer longer than
 ``max_answer_chars`` is such a fault before any layer runs. Both grading paths (all-inline and general)
 turn layer outcomes into a grade with the same function, :meth:`Verifier._conclude`.
 """
@@ -20,12 +21,14 @@ turn layer outcomes into a grade with the same function, :meth:`Verifier._conclu
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import hashlib
 import itertools
 import pickle
+import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
@@ -35,8 +38,8 @@ from verihub._sync import run_sync
 from verihub.checks.base import BoundCheck, CheckResult, Mode
 from verihub.checks.registry import BUILTIN_CHECKS, resolve_check
 from verihub.errors import UsageError, describe_error
-from verihub.grading import _pools
-from verihub.grading.faults import answer_fault_reason, attribute, blames_answer, reference_task
+from verihub.grading import _apart, _pools
+from verihub.grading.faults import Source, answer_fault_reason, attribute, blames_answer, reference_task
 from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
 from verihub.grading.injection import flagged, injection_signs, judge_result
 from verihub.grading.judge import Judge, JudgeError
@@ -52,7 +55,9 @@ Task = Mapping[str, Any]
 Outcome = tuple[float | None, str, float, LayerStatus | None]
 # The completion, what of the task the layers read, and (terminal-state tasks) a digest of the work dir.
 CacheKey = tuple[Any, ...]
+ReferenceIs = Literal["gold", "canary", "placeholder"]
 
+_CANCEL_S = 10.0  # how long a check past its limit may take to end once cancelled (its clean-up)
 _NO_JUDGE = "no judge configured for this judge layer (a judge model: --judge-model, or the spec's eval.judge_model)"
 _KIND_ORDER = {LayerKind.RULE: 0, LayerKind.CHECK: 1, LayerKind.JUDGE: 2}
 _PASSED, _FAILED, _SKIPPED = LayerStatus.PASSED, LayerStatus.FAILED, LayerStatus.SKIPPED
@@ -95,9 +100,12 @@ class Verifier:
     ``judge`` scores judge layers; without one they are environment faults (``on_missing_judge="error"``)
     or left out of the grade (``"skip"``, used by ``validate`` when no judge model is configured).
 
-    ``reference`` gives a task's gold reference answer, the evidence that decides whose fault a fault is
-    (:mod:`~verihub.grading.faults`); without it every fault stays the environment's. ``floor`` is the
-    reward of a grade an answer fault ends, and of an answer longer than ``max_answer_chars`` (None: no limit).
+    ``reference`` gives a task's reference answer and ``reference_is`` what it is: a right answer (``gold``),
+    one the layers handle without a fault on every task (``canary``), or no evidence (``placeholder``). The
+    evidence that decides whose fault a fault is (:mod:`~verihub.grading.faults`) is the gold or canary, else
+    another answer to the task this verifier graded right (``ok``), still in its memory (its cache); without
+    any, a fault stays the environment's. ``floor`` is the reward of a grade an answer fault ends, and of an
+    answer longer than ``max_answer_chars`` (None: no limit).
 
     ``cache_size`` grades are remembered (0: none), the oldest dropped first. Repeats come close together
     (a GRPO group's identical answers, an eval's samples of one task), so a few thousand cover them; a
@@ -116,6 +124,7 @@ class Verifier:
         max_concurrency: int = 64,
         cache_size: int = 8192,
         reference: Callable[[Task], str] | None = None,
+        reference_is: ReferenceIs = "gold",
         floor: float = 0.0,
         max_answer_chars: int | None = None,
     ) -> None:
@@ -127,8 +136,17 @@ class Verifier:
         self.on_missing_judge = on_missing_judge
         self.max_concurrency = max_concurrency
         self.reference, self.floor, self.max_answer_chars = reference, floor, max_answer_chars
+        self.reference_is = reference_is
+        # Grades under way, by task: evidence from memory is looked for once those of its task have ended. Kept
+        # where memory is the only evidence (no gold), so the gold path pays nothing for it.
+        self._in_flight: dict[Any, set[concurrent.futures.Future[None]]] = {}
+        self._in_flight_lock = threading.Lock()
+        # the longest a grade stays in flight: its layers' limits, for it and its retry
+        self._longest_grade = 2 * sum(layer.spec.timeout_s for layer in layers) + 5.0
         self._longest = max_answer_chars if max_answer_chars is not None else float("inf")
         self.all_inline = all(layer.mode == "inline" for layer in self.layers)
+        # (inline grades end before another starts on this thread: nothing to wait for)
+        self._tracks = (reference_is != "gold" or reference is None) and not self.all_inline
         # What the rules and the inline fast path read per layer, unpacked once instead of per grade.
         specs = [layer.spec for layer in self.layers]
         self._rules = [(s.name, s.layer.value, s.weight, s.pass_score, s.gate) for s in specs]
@@ -164,10 +182,14 @@ class Verifier:
         cached = self._cache.get(key) if key is not None else None
         if cached is not None:
             return cached
-        grade = self._grade_once(task, completion)
-        if grade.reward is None:
-            grade = self._attribute(task, completion)
-        return self._remember(key, grade)
+        landed = self._take_off(key)
+        try:
+            grade = self._grade_once(task, completion)
+            if grade.reward is None:
+                grade = self._attribute(task, completion, landed)
+            return self._remember(key, grade)
+        finally:
+            landed()
 
     async def agrade(self, task: Task, completion: str) -> Grade:
         """Grade one completion without blocking the event loop."""
@@ -179,10 +201,14 @@ class Verifier:
         cached = self._cache.get(key) if key is not None else None
         if cached is not None:
             return cached
-        grade = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
-        if grade.reward is None:
-            grade = await self._aattribute(task, completion)
-        return self._remember(key, grade)
+        landed = self._take_off(key)
+        try:
+            grade = self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+            if grade.reward is None:
+                grade = await self._aattribute(task, completion, landed)
+            return self._remember(key, grade)
+        finally:
+            landed()
 
     def grade_many(self, tasks: Iterable[Task], completions: Iterable[str]) -> list[Grade]:
         """Grade pairs; offloaded checks of different pairs run concurrently."""
@@ -201,47 +227,120 @@ class Verifier:
     def clear_cache(self) -> None:
         self._cache.clear()
 
+    def has_evidence(self, task: Task) -> bool:
+        """Whether the fault rule has evidence for ``task`` (:mod:`~verihub.grading.faults`): a gold reference or
+        canary that fits it, or an answer to it graded right (``ok``) in this verifier's memory."""
+        if self.reference is not None and self.reference_is != "placeholder":
+            if reference_task(task, self.reference) is not None:
+                return True
+        return self._seen(task, None, None) is not None
+
     # -- whose fault (verihub.grading.faults) ---------------------------------------------------------
 
-    def _grade_once(self, task: Task, completion: str) -> Grade:
+    def _grade_once(self, task: Task, completion: str, *, apart: bool = False) -> Grade:
         """One grade, uncached and unattributed."""
         if self.all_inline:
             return self._grade_inline(task, completion)
-        return run_sync(self._agrade(task, completion))
+        return run_sync(self._agrade(task, completion, apart=apart))
 
-    async def _agrade_once(self, task: Task, completion: str) -> Grade:
-        """One grade, uncached and unattributed, without blocking the event loop."""
-        return self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion)
+    async def _agrade_once(self, task: Task, completion: str, *, apart: bool = False) -> Grade:
+        """One grade, uncached and unattributed, without blocking the event loop; ``apart``: as evidence of the
+        fault rule, where no other answer's grade can stall it (:mod:`verihub.grading._apart`)."""
+        return self._grade_inline(task, completion) if self.all_inline else await self._agrade(task, completion, apart)
 
-    def _attribute(self, task: Task, completion: str) -> Grade:
-        """The grade of an answer whose first grade faulted: a retry, then the reference as evidence, graded
-        now (never a cached grade: one from before an outage says nothing about the layer during it)."""
-        retry = self._grade_once(task, completion)
-        if retry.reward is not None or self.reference is None:
+    def _attribute(self, task: Task, completion: str, landed: Callable[[], None] = lambda: None) -> Grade:
+        """The grade of an answer whose first grade faulted (:meth:`_aattribute`), from sync code."""
+        if self.all_inline:
+            return _complete(self._aattribute(task, completion, landed))  # inline layers: it never suspends
+        return run_sync(self._aattribute(task, completion, landed))
+
+    async def _aattribute(self, task: Task, completion: str, landed: Callable[[], None] = lambda: None) -> Grade:
+        """The grade of an answer whose first grade faulted: a retry, then evidence that the layer works on this
+        task, graded now (never a cached grade: one from before an outage says nothing about the layer during
+        it), then the answer once more; every one of them apart from the answers being graded. ``landed`` notes
+        that this grade no longer counts as in flight (it is about to wait for those that do)."""
+        retry = await self._agrade_once(task, completion, apart=True)
+        if retry.reward is not None:
             return retry
-        found = reference_task(task, self.reference)
-        if found is None or found[1] == completion:
-            return attribute(retry, None, self.floor, is_reference=found is not None)
-        evidence = self._remember(self._key(*found), self._grade_once(*found))
-        if blames_answer(retry, evidence):  # still faulting after the reference did not: not an outage's
-            retry = self._grade_once(task, completion)
+        layer = next(result.name for result in retry.layers if result.status in (_ERROR, _TIMEOUT))
+        landed()  # this grade now waits for others of its task: none waits for it (no two wait on each other)
+        found = await self._evidence(task, completion, layer)
+        if found is None:
+            return attribute(retry, None, self.floor)
+        source, evidence_task, text = found
+        if text == completion:  # the answer is the reference (or canary) itself
+            return attribute(retry, None, self.floor, source=source, is_source=True)
+        evidence = await self._agrade_once(evidence_task, text, apart=True)
+        if source != "answer":
+            self._remember(self._key(evidence_task, text), evidence)
+        if blames_answer(retry, evidence):  # still faulting after the evidence did not: not an outage's
+            retry = await self._agrade_once(task, completion, apart=True)
             if retry.reward is not None:
                 return retry
-        return attribute(retry, evidence, self.floor)
+        return attribute(retry, evidence, self.floor, source=source)
 
-    async def _aattribute(self, task: Task, completion: str) -> Grade:
-        retry = await self._agrade_once(task, completion)
-        if retry.reward is not None or self.reference is None:
-            return retry
-        found = reference_task(task, self.reference)
-        if found is None or found[1] == completion:
-            return attribute(retry, None, self.floor, is_reference=found is not None)
-        evidence = self._remember(self._key(*found), await self._agrade_once(*found))
-        if blames_answer(retry, evidence):  # still faulting after the reference did not: not an outage's
-            retry = await self._agrade_once(task, completion)
-            if retry.reward is not None:
-                return retry
-        return attribute(retry, evidence, self.floor)
+    async def _evidence(self, task: Task, completion: str, layer: str) -> tuple[Source, Task, str] | None:
+        """What to grade as evidence that ``layer`` works on ``task``: the gold reference or the canary, else
+        an answer to the task that this verifier graded right, through that layer (looked for again once the grades
+        of the task then in flight have ended, their retries included: a batch's right answers are evidence for
+        its hostile ones)."""
+        if self.reference is not None and self.reference_is != "placeholder":
+            found = reference_task(task, self.reference)
+            if found is not None:
+                return ("reference" if self.reference_is == "gold" else "canary"), *found
+        seen = self._seen(task, completion, layer)
+        if seen is None and (pending := self._pending(self._key(task, completion))):
+            await asyncio.wait([asyncio.wrap_future(future) for future in pending], timeout=self._longest_grade)
+            seen = self._seen(task, completion, layer)
+        return None if seen is None else ("answer", task, seen)
+
+    def _seen(self, task: Task, completion: str | None, layer: str | None) -> str | None:
+        """The latest answer to ``task`` but ``completion`` (nor a placeholder reference) that this verifier
+        remembers grading right: ``ok``, ``layer`` (when given) passed. Only a known-good answer is evidence: a
+        wrong one is the adversary's choice, and a scorer may fault (or run long) on right answers alone, which a
+        wrong answer's fault-free grade would then blame on them. None if it remembers none. Terminal-state tasks
+        are left out: another answer's grade is of its own work dir."""
+        key = self._key(task, "")
+        if key is None or len(key) != 2:
+            return None
+        placeholder = None
+        if self.reference is not None and self.reference_is == "placeholder":
+            placeholder = reference_task(task, self.reference)
+        excluded = {completion, placeholder[1] if placeholder is not None else None}
+        for (text, content, *rest), grade in reversed(list(self._cache.items())):
+            if rest or content != key[1] or text in excluded or grade.status is not _OK:
+                continue
+            if layer is None or any(result.name == layer and result.status is _PASSED for result in grade.layers):
+                return text
+        return None
+
+    def _take_off(self, key: CacheKey | None) -> Callable[[], None]:
+        """Note a grade of ``key``'s task under way; the function returned notes its end (once, however often
+        it is called)."""
+        if not self._tracks or key is None or len(key) != 2:
+            return _nothing
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        with self._in_flight_lock:
+            self._in_flight.setdefault(key[1], set()).add(future)
+
+        def landed() -> None:
+            with self._in_flight_lock:
+                if future.done():
+                    return
+                flying = self._in_flight.get(key[1])
+                if flying is not None:
+                    flying.discard(future)
+                    if not flying:
+                        del self._in_flight[key[1]]
+                future.set_result(None)
+
+        return landed
+
+    def _pending(self, key: CacheKey | None) -> list[concurrent.futures.Future[None]]:
+        if key is None or len(key) != 2:
+            return []
+        with self._in_flight_lock:
+            return list(self._in_flight.get(key[1], ()))
 
     def too_long(self, chars: int) -> Grade:
         """The grade of an answer (or a turn) of ``chars`` characters, past ``max_answer_chars``: an answer
@@ -414,14 +513,14 @@ class Verifier:
 
     # -- the general path ---------------------------------------------------------------------------
 
-    async def _agrade(self, task: Task, completion: str) -> Grade:
+    async def _agrade(self, task: Task, completion: str, apart: bool = False) -> Grade:
         outcomes: list[Outcome] = []
         index = 0
         for stage in self.stages:
             if len(stage) == 1:
-                ran = [await self._run_layer(stage[0], task, completion)]
+                ran = [await self._run_layer(stage[0], task, completion, apart)]
             else:
-                ran = await asyncio.gather(*(self._run_layer(layer, task, completion) for layer in stage))
+                ran = await asyncio.gather(*(self._run_layer(layer, task, completion, apart) for layer in stage))
             outcomes += ran
             ended = any(self._ends(index + offset, outcome) for offset, outcome in enumerate(ran))
             index += len(stage)
@@ -429,7 +528,7 @@ class Verifier:
                 break
         return self._conclude(outcomes)
 
-    async def _run_layer(self, layer: BoundLayer, task: Task, completion: str) -> Outcome:
+    async def _run_layer(self, layer: BoundLayer, task: Task, completion: str, apart: bool = False) -> Outcome:
         timeout = layer.spec.timeout_s
         if layer.mode == "inline":
             return _run_inline(layer.run, completion, task, timeout)  # type: ignore[arg-type]  # an inline layer is a check layer: its run is set
@@ -442,25 +541,35 @@ class Verifier:
         start = perf_counter()
         try:
             if layer.mode in ("thread", "process"):
-                output, seconds = await self._offload(layer, task, completion)
+                output, seconds = await self._offload(layer, task, completion, apart)
+            elif apart and layer.spec.layer is not LayerKind.JUDGE:  # a check's coroutine, on a loop of its own
+                running = _apart.run_apart(cast(BoundCheck, layer.run), (completion, task), timeout, "coroutine")
+                output, seconds = await asyncio.wrap_future(running)
+            elif apart:  # a judge's evidence: its backend belongs to this loop; never queued behind the batch's calls
+                start = perf_counter()
+                output, seconds = await _own_time(self._judge(layer, task, completion), timeout)
             else:
                 async with self._limit():
                     start = perf_counter()
-                    output = await asyncio.wait_for(self._coroutine(layer, task, completion), timeout)
-                    seconds = perf_counter() - start
+                    output, seconds = await _own_time(self._coroutine(layer, task, completion), timeout)
             if seconds > timeout:
-                raise _pools.CheckTimeout
+                raise _pools.CheckTimeout(seconds=seconds)
             score, detail = _as_score(output)
-        except TimeoutError:  # CheckTimeout too
-            return None, f"ran past {timeout:g}s", perf_counter() - start, _TIMEOUT
+        except TimeoutError as error:  # CheckTimeout too: the check's own time, never time it waited
+            own = error.seconds if isinstance(error, _pools.CheckTimeout) else None
+            return None, f"ran past {timeout:g}s", perf_counter() - start if own is None else own, _TIMEOUT
         except Exception as error:  # noqa: BLE001 - any failure of a check is an environment fault
             return None, describe_error(error), perf_counter() - start, _ERROR
         return score, detail, seconds, None if score is not None else _ANSWER_FAULT
 
-    def _offload(self, layer: BoundLayer, task: Task, completion: str) -> Any:
+    def _offload(self, layer: BoundLayer, task: Task, completion: str, apart: bool = False) -> Any:
         """An awaitable of (check output, seconds the check ran) from a worker thread or process, which
-        enforces the layer's limit from the moment the check starts."""
+        enforces the layer's limit from the moment the check starts; ``apart``: a thread or a process of the
+        job's own (:func:`verihub.grading._apart.run_apart`), never a pool's queue."""
         run = cast(BoundCheck, layer.run)  # offloaded layers are check layers
+        if apart:
+            args = (completion, dict(task)) if layer.mode == "process" else (completion, task)
+            return asyncio.wrap_future(_apart.run_apart(run, args, layer.spec.timeout_s, layer.mode))  # type: ignore[arg-type]  # thread or process here
         if layer.mode == "process":
             # Worker processes get a plain dict: a datasets row or other mapping may not pickle.
             future = _pools.process_workers().submit(run, (completion, dict(task)), layer.spec.timeout_s)
@@ -496,6 +605,45 @@ class Verifier:
         if limit is None:
             limit = self._limits[loop] = asyncio.Semaphore(self.max_concurrency)
         return limit
+
+
+def _nothing() -> None:
+    pass
+
+
+async def _own_time(coroutine: Coroutine[Any, Any, Any], limit_s: float) -> tuple[Any, float]:
+    """``coroutine``'s result and its own time, within ``limit_s`` of it: time it spends in
+    :func:`verihub.grading._pools.waiting` (a worker or a bridge starting, another answer's lock) is not its own."""
+    clock = _pools.Clock()
+    token = _pools.CLOCK.set(clock)
+    try:
+        task = asyncio.ensure_future(coroutine)  # runs in a copy of this context: the clock with it
+    finally:
+        _pools.CLOCK.reset(token)
+    try:
+        while (left := limit_s - clock.own()) > 0:
+            done, _ = await asyncio.wait({task}, timeout=left)
+            if done:
+                return task.result(), clock.own()
+    finally:
+        if not task.done():
+            task.cancel()
+            # its clean-up (a session's close) runs now, before the layer's outcome, and never on a loop that
+            # run_sync closes next; bounded, as a clean-up that ignores its cancellation would otherwise hold it
+            await asyncio.wait({task}, timeout=_CANCEL_S)
+            if task.done() and not task.cancelled():
+                task.exception()  # what it raised while ending: no verdict reads it, nor a warning at exit
+    raise _pools.CheckTimeout(f"ran past {limit_s:g}s", limit_s)
+
+
+def _complete[T](coroutine: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never suspends (one that grades inline layers only), run here."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coroutine.close()
+    raise RuntimeError("an inline grade suspended")
 
 
 def _state_digest(state: Any) -> str:

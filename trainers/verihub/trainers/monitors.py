@@ -4,7 +4,10 @@
 are the samples of one prompt) and, at each logging step, gives metrics since the last one:
 
 - ``verihub/<env>/reward``, ``pass_rate``, ``fault_rate`` and ``faults`` (cumulative), ``answer_faults``
-  (cumulative: answers graded wrong because they made a layer fault), ``length``
+  (cumulative: answers graded wrong because they made a layer fault), ``faults_without_evidence``
+  (cumulative: faults the rule kept as the environment's for want of evidence that the layer works on the
+  task, :func:`verihub.grading.faults.lacks_evidence`: no gold, no canary, no other answer graded without a
+  fault; a policy finding inputs that fault such tasks goes unpenalised there), ``length``
   (characters of the graded answer), ``identical_groups`` (groups whose samples are all the same),
   ``pass_rate/<difficulty>``; ``verihub/<env>/heldout_pass_rate`` when held-out evaluation runs (a
   faulted sample counts as failed), with ``heldout_pass_rate_graded`` (graded samples only),
@@ -31,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from verihub.grading.faults import lacks_evidence
 from verihub.trainers.rewards import Outcome
 
 if TYPE_CHECKING:
@@ -86,6 +90,7 @@ class _Series:
     faults: int = 0
     fault_reasons: set[str] = field(default_factory=set)
     answer_faults: int = 0
+    unevidenced: int = 0  # faults kept as the environment's for want of evidence
     injections: int = 0
 
 
@@ -130,6 +135,7 @@ class RunMonitor:
             prefix = f"verihub/{env}"
             metrics[f"{prefix}/faults"] = float(series.faults)
             metrics[f"{prefix}/answer_faults"] = float(series.answer_faults)
+            metrics[f"{prefix}/faults_without_evidence"] = float(series.unevidenced)
             metrics[f"{prefix}/judge_injections"] = float(series.injections)
             if window.rows:
                 metrics[f"{prefix}/fault_rate"] = window.faults / window.rows
@@ -189,6 +195,7 @@ class RunMonitor:
             window.faults += 1
             series = self.series[outcome.env]
             series.faults += 1
+            series.unevidenced += lacks_evidence(outcome.reason)
             reason = outcome.reason.split(":", 1)[0]
             if reason not in series.fault_reasons:  # say each kind of fault once; counts go to the metrics
                 series.fault_reasons.add(reason)

@@ -3,6 +3,7 @@ environment: its pins conflict with verihub's lock). Episodes live here, by a ra
 
 Its requests (the loop and its errors: ``_serve.py``):
 
+- ``{"op": "ready"}`` imports GEM (a bridge's first request, outside any episode's time): ``{}``.
 - ``{"op": "describe", "env": ID}``: whether GEM registers ``ID``, and GEM's version.
 - ``{"op": "reset", "env": ID, "seed": S}`` makes the environment and resets it with ``seed``; the answer is
   ``{"episode": ID, "observation": TEXT}``.
@@ -25,6 +26,12 @@ def _describe(request: dict[str, Any]) -> dict[str, Any]:
     from gem.envs.registration import ENV_REGISTRY
 
     return {"registered": request["env"] in ENV_REGISTRY, "version": version("gem-llm")}
+
+
+def _ready(request: dict[str, Any]) -> dict[str, Any]:
+    import gem  # noqa: F401 - loaded now, once
+
+    return {}
 
 
 def _reset(request: dict[str, Any]) -> dict[str, Any]:
@@ -59,4 +66,4 @@ def _close(request: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     from _serve import serve
 
-    serve({"describe": _describe, "reset": _reset, "step": _step, "close": _close})
+    serve({"ready": _ready, "describe": _describe, "reset": _reset, "step": _step, "close": _close})
