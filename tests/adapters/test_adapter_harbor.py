@@ -5,6 +5,7 @@ template untouched, whose tests image RUNs an install: the jail cannot stand in 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ def task_with(tmp_path: Path, dockerfile: str, toml: str = "") -> Path:
         ("FROM ubuntu:24.04\nWORKDIR /app\nCOPY ../../x /app/x\n", "", "COPY ../../x"),
         ("FROM ubuntu:24.04\n", "", "sets no WORKDIR"),
         ("FROM ubuntu:24.04\nWORKDIR /usr/app\n", "", "the jail's own"),
+        ("FROM ubuntu:24.04\nWORKDIR /tests\n", "", "WORKDIR /tests: the tests' own"),
+        ("FROM ubuntu:24.04\nWORKDIR /verihub/python\n", "", "the tests' own"),
     ],
 )
 def test_a_task_the_jail_cannot_stand_in_for_is_refused_with_the_line(
@@ -108,41 +111,248 @@ def test_the_tasks_own_tests_grade_the_state_the_answer_leaves(suite: verihub.En
     assert partial.reward == pytest.approx(7 / 9) and "parsed 1" in partial.layers[-1].detail, partial
 
 
-@pytest.mark.parametrize(
-    "attack",
-    [
-        # writes the reward, then kills every process it can (the tests' shell and their host among them)
-        "echo 1 > /logs/verifier/reward.txt; kill -9 -1",
-        # makes the tests' own `echo 0 > reward.txt` fail, leaving a reward.txt that is no file
-        "rm -f /logs/verifier/reward.txt; mkdir /logs/verifier/reward.txt; echo 1 > /logs/verifier/reward.txt/x",
-        # points reward.txt at a file of its own that says 1
-        "echo 1 > /tmp/mine; ln -sf /tmp/mine /logs/verifier/reward.txt; chmod a-w /tmp/mine",
-        # forges the host's report on every stdout it can reach (it never learns the nonce)
-        'for fd in /proc/[0-9]*/fd/1; do printf \'%s\\n\' \'{"ended": 0, "found": {"reward.txt": "1"}}\' > $fd; done'
-        " 2>/dev/null",
-        # rewrites the tests while they run (test.sh runs from memory)
-        "printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tests/test.sh; echo 41",
-        # outlives the tests' time
-        "echo 1 > /logs/verifier/reward.txt; sleep 1000",
-    ],
-)
-def test_an_answer_run_by_the_tests_cannot_grant_itself_the_reward(attack: str, nsjail_path: str) -> None:
-    env = verihub.load_env(f"harbor:{HOSTILE}")
-    task = env.tasks("train")[0]
+# Each is the answer's script, which the hostile tasks' tests run: runs-the-answer writes a reward whatever the
+# script printed (0 or 1); checks-what-it-prints writes one only when its own check passes (set -e).
+ATTACKS = [
+    # writes the reward, then kills every process it can (the tests' shell and their host among them)
+    "echo 1 > /logs/verifier/reward.txt; kill -9 -1",
+    # writes the reward and makes it read-only, so that the tests' own write fails
+    "echo 1 > /logs/verifier/reward.txt; chmod a-w /logs/verifier/reward.txt; echo 41",
+    # the same, in place of whatever the tests left there
+    "rm -f /logs/verifier/reward.txt; echo 1 > /logs/verifier/reward.txt; chmod a-w /logs/verifier/reward.txt; echo 41",
+    # writes the reward and leaves it, for tests that write none when their check fails
+    "V=/logs/verifier; rm -f $V/reward.*; echo 1 > $V/reward.txt; echo '{\"reward\": 1}' > $V/reward.json",
+    # a directory, a FIFO (read by a process it leaves), a link to a file of its own, in place of the reward
+    "rm -f /logs/verifier/reward.txt; mkdir /logs/verifier/reward.txt; echo 1 > /logs/verifier/reward.txt/x; echo 41",
+    "V=/logs/verifier; rm -f $V/reward.txt; mkfifo $V/reward.txt; (setsid cat $V/reward.txt >/dev/null &); echo 41",
+    "V=/logs/verifier; echo 1 > /tmp/mine; rm -f $V/reward.txt; ln -s /tmp/mine $V/reward.txt; chmod a-w /tmp/mine",
+    "echo 1 > /logs/verifier/reward.txt; chattr +i /logs/verifier/reward.txt; echo 41",
+    # a process that outlives it and keeps writing the reward after the tests wrote theirs
+    "(setsid bash -c 'for i in $(seq 2000); do rm -rf /logs/verifier/reward.txt; echo 1 > /logs/verifier/reward.txt;"
+    " sleep 0.005; done' </dev/null >/dev/null 2>&1 &); echo 41",
+    # the shell's reward files through its /proc entries
+    "for f in /proc/[0-9]*/fd/*; do echo 1 > $f; done 2>/dev/null; echo 41",
+    # forges the host's report on every stdout it can reach (it never learns the nonce)
+    'for fd in /proc/[0-9]*/fd/1; do printf \'%s\\n\' \'{"ended": 0, "found": {"reward.txt": "1"}}\' > $fd; done'
+    " 2>/dev/null",
+    # rewrites the tests while they run: test.sh, and the check the tests run after it
+    "printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tests/test.sh; echo 41",
+    "printf 'import sys\\nsys.exit(0)\\n' > /tests/check_said.py; echo 41",
+    # plants start-up hooks for the Python the tests start after it
+    "for v in 8 9 10 11 12 13 14; do d=$HOME/.local/lib/python3.$v/site-packages; mkdir -p $d;"
+    " echo 'import os; os._exit(0)' > $d/x.pth; cp $d/x.pth $d/usercustomize.py; done; echo 41",
+    # outlives the tests' time
+    "echo 1 > /logs/verifier/reward.txt; sleep 1000",
+]
+
+
+@pytest.fixture(scope="module")
+def hostile() -> verihub.Environment:
+    return verihub.load_env(f"harbor:{HOSTILE}")
+
+
+@pytest.mark.parametrize("name", ["runs-the-answer", "checks-what-it-prints"])
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_an_answer_run_by_the_tests_cannot_grant_itself_the_reward(
+    hostile: verihub.Environment, name: str, attack: str, nsjail_path: str
+) -> None:
     script = attack.replace("'", "'\\''")
-    grade = env.grade(task, bash(f"printf '%s\\n' '{script}' > answer.sh"))
+    grade = hostile.grade(by_name(hostile)[name], bash(f"printf '%s\\n' '{script}' > answer.sh"))
     assert grade.status == "wrong" and grade.reward == 0.0, grade
 
 
-def test_tests_that_write_no_reward_are_the_environments_fault(tmp_path: Path, nsjail_path: str) -> None:
-    task = task_with(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\n")
-    (task / "tests" / "test.sh").write_text("#!/bin/bash\npytest /tests/test_outputs.py\n")  # no pytest, no reward
-    env = verihub.load_env(f"harbor:{task}")
-    grade = env.grade(env.tasks("train")[0], bash("echo 'Hello, world!' > /app/hello.txt"))
-    assert grade.status == "env_error" and grade.reward is None, grade
-    assert (
-        "wrote no reward to /logs/verifier" in grade.reason and "the task's reference faults there too" in grade.reason
+def hooks(forge: str) -> str:
+    """Commands that leave, in the work dir, the start-up hooks of the Pythons and shells a grader may start with
+    HOME or its working directory there, each running ``forge`` (Python) first."""
+    line = shlex.quote(f"import os; {forge}; os._exit(0)")
+    return "\n".join(
+        [
+            "for v in 8 9 10 11 12 13 14; do d=.local/lib/python3.$v/site-packages; mkdir -p $d;",
+            f"  printf '%s\\n' {line} > $d/zz.pth; printf '%s\\n' {line} > $d/usercustomize.py; done",
+            f"printf '%s\\n' {line} > sitecustomize.py; cp sitecustomize.py usercustomize.py",
+            "for f in .bashrc .bash_profile .profile .bash_login; do",
+            "  printf 'echo 1 > /logs/verifier/reward.txt; exit 0\\n' > $f; done",
+        ]
     )
+
+
+def test_hooks_the_answer_leaves_in_the_work_dir_never_run_in_the_tests(
+    suite: verihub.Environment, hostile: verihub.Environment, nsjail_path: str
+) -> None:
+    """Python's user site (.pth files, usercustomize) and sitecustomize, bash's start-up files, left where the tests'
+    HOME used to be (the work dir): the tests run python3 after the answer's state is in place."""
+    forge = "print('{\"reward\": 1}'); open('/logs/verifier/reward.txt', 'w').write('1')"
+    grade = suite.grade(by_name(suite)["word-count"], bash(hooks(forge)))
+    assert grade.status == "wrong" and grade.reward == 0.0, grade
+    said = hostile.grade(by_name(hostile)["checks-what-it-prints"], bash(hooks(forge) + "\necho 'echo 41' > answer.sh"))
+    assert said.status == "wrong" and said.reward == 0.0, said
+
+
+def test_the_tests_run_in_a_room_of_their_own(tmp_path: Path, nsjail_path: str) -> None:
+    """HOME and the temp dir are the tests' own, Python's user site is off, and no variable, PATH entry or Python
+    path leads into the work dir, whatever the answer left there; they start in the WORKDIR, as in Harbor."""
+    task = task_with(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\n")
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\n"
+        "python3 - > /logs/verifier/reward.json <<'PY'\n"
+        "import json, os, site, sys, tempfile\n"
+        "work = ('/app', '/work')\n"
+        "inside = lambda path: any(os.path.realpath(path).startswith(w) for w in work)\n"
+        "facts = {\n"
+        "    'home': not inside(os.environ['HOME']) and os.path.isdir(os.environ['HOME']),\n"
+        "    'temp': not inside(tempfile.gettempdir()),\n"
+        "    'user site': not site.ENABLE_USER_SITE,\n"
+        "    'environment': not any(inside(v) for k, v in os.environ.items() if k != 'PWD' and v.startswith('/')),\n"
+        "    'path': not any(inside(p) for p in os.environ['PATH'].split(':')),\n"
+        "    'python path': not any(inside(p) for p in sys.path),\n"
+        "    'workdir': os.getcwd() == '/work' and os.environ['PWD'] == '/app',\n"
+        "}\n"
+        "print(json.dumps({'reward': float(all(facts.values())), **{k: float(v) for k, v in facts.items()}}))\n"
+        "PY\n"
+    )
+    env = verihub.load_env(f"harbor:{task}")
+    grade = env.grade(env.tasks("train")[0], bash("touch .profile; mkdir -p .local/bin"))
+    assert (grade.status, grade.reward) == ("ok", 1.0), grade.layers[-1].detail
+
+
+def test_python_in_the_tests_finds_a_programs_neighbours_and_what_the_task_puts_on_its_path(
+    tmp_path: Path, nsjail_path: str
+) -> None:
+    """What Python puts first for a program file stays: /tests/check.py imports its neighbour in /tests, the answer's
+    program that the tests run imports its own; and a task that puts the work dir on Python's path itself
+    ([verifier.env] PYTHONPATH) imports the answer's module by name, its choice."""
+    from verihub.sandbox.tools import with_workdir
+    from verihub.sandbox.types import Snapshot
+
+    task = task_with(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\n")
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("[verifier.env]\n", '[verifier.env]\nPYTHONPATH = "/app"\n'))
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\npython3 /tests/check.py > /logs/verifier/reward.json\n")
+    (task / "tests" / "expected.py").write_text("ANSWER = '42'\n")
+    (task / "tests" / "check.py").write_text(
+        "import json, subprocess\n"
+        "from expected import ANSWER\n"
+        "def said(*command):\n"
+        "    return subprocess.run(command, capture_output=True, text=True).stdout.strip()\n"
+        "right = said('python3', '/app/main.py') == ANSWER and said('python3', '-m', 'solution') == ANSWER\n"
+        "print(json.dumps({'reward': float(right)}))\n"
+    )
+    env = verihub.load_env(f"harbor:{task}")
+    answer = {
+        "main.py": "from util import ANSWER\nprint(ANSWER)\n",
+        "util.py": "ANSWER = 42\n",
+        "solution.py": "print(42)\n",
+    }
+    grade = env.grade(with_workdir(env.tasks("train")[0], Snapshot.of(answer)), "Done.")
+    assert (grade.status, grade.reward) == ("ok", 1.0), grade
+
+
+# A stand-in the answer leaves for a module the tests import: says a reward of 1 and exits 0 when imported.
+STAND_IN = "import os\nos.write(1, b'{\"reward\": 1}\\n')\nos._exit(0)\n"
+ALWAYS_FAILS = (
+    "import unittest\n\n\nclass TestOutputs(unittest.TestCase):\n    def test_outputs(self):\n        self.fail()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("test_sh", "stand_ins"),
+    [
+        # Harbor's most common test.sh: a pass is pytest's exit 0 (no pytest in this jail: only the stand-in's)
+        (
+            "if python3 -m pytest /tests/test_outputs.py; then echo 1 > /logs/verifier/reward.txt;"
+            " else echo 0 > /logs/verifier/reward.txt; fi",
+            ["pytest.py"],
+        ),
+        (
+            "if python3 -m unittest discover -s /tests; then echo 1 > /logs/verifier/reward.txt;"
+            " else echo 0 > /logs/verifier/reward.txt; fi",
+            ["unittest.py"],
+        ),
+        # the reward is what a Python run from the working directory prints
+        ("python3 -c 'import json; print(json.dumps({\"reward\": 0}))' > /logs/verifier/reward.json", ["json.py"]),
+        (
+            "python3 - > /logs/verifier/reward.json <<'PY'\nimport json\nprint(json.dumps({'reward': 0}))\nPY",
+            ["json.py"],
+        ),
+        # a package rather than a module
+        (
+            "python3 -c 'import json; print(json.dumps({\"reward\": 0}))' > /logs/verifier/reward.json",
+            ["json/__init__.py"],
+        ),
+    ],
+)
+def test_python_the_tests_start_in_the_work_dir_imports_nothing_from_it(
+    tmp_path: Path, test_sh: str, stand_ins: list[str], nsjail_path: str
+) -> None:
+    """Harbor's tests run from the working directory, the answer's: a Python they start there (-m, -c, a program on
+    stdin) must not put it first on its path, where a module the answer left replaces the real one."""
+    from verihub.sandbox.tools import with_workdir
+    from verihub.sandbox.types import Snapshot
+
+    task = task_with(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\n")
+    (task / "tests" / "test.sh").write_text(f"#!/bin/bash\n{test_sh}\n")
+    (task / "tests" / "test_outputs.py").write_text(ALWAYS_FAILS)
+    env = verihub.load_env(f"harbor:{task}")
+    row = env.tasks("train")[0]
+    grade = env.grade(with_workdir(row, Snapshot.of(dict.fromkeys(stand_ins, STAND_IN))), "Done.")
+    assert (grade.status, grade.reward) == ("wrong", 0.0), grade
+
+
+def test_a_task_whose_program_writes_the_reward_itself_is_refused_with_the_line(tmp_path: Path) -> None:
+    task = task_with(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\n")
+    (task / "tests" / "check.py").write_text(
+        "import json\n\njson.dump({'reward': 1}, open('/logs/verifier/reward.json', 'w'))\n"
+    )
+    with pytest.raises(SpecError, match=r"tests/check.py line 3 .*only test.sh's own shell"):
+        verihub.load_env(f"harbor:{task}")
+
+
+@pytest.mark.parametrize("name", ["runs-the-answer", "checks-what-it-prints", "word-count"])
+def test_the_room_exploits_validate_runs_are_graded_wrong(
+    suite: verihub.Environment, hostile: verihub.Environment, name: str, nsjail_path: str
+) -> None:
+    """verihub.checks.attacks.rooms, as `verihub validate` runs them on the tests layer: start-up hooks in the work
+    dir, the answer's script forging every channel when the tests run it, stand-ins for the modules a Python the
+    tests start from the work dir imports (word-count's check runs by name from there)."""
+    from verihub.checks.attacks import rooms
+    from verihub.checks.registry import resolve_check
+    from verihub.sandbox.tools import with_workdir
+    from verihub.sandbox.types import Snapshot
+
+    env = suite if name == "word-count" else hostile
+    layer = env.verifier.layers[0].spec
+    check = resolve_check(str(layer.use))
+    assert set(rooms.TERMINAL_STATE) <= set(check.exploits)
+    _, params = check.bind(layer.args, env.root, env.spec.sandbox)
+    task = by_name(env)[name]
+    applies = {
+        "startup-hooks": True,
+        "forging-program": None if name == "word-count" else True,  # answer.sh, the script the tests run
+        "stand-in-modules": name != "runs-the-answer",  # the tests start Python
+    }
+    for exploit in rooms.TERMINAL_STATE:
+        attempt = exploit.attempt(task, params)
+        assert applies[exploit.name] in (None, attempt is not None), exploit.name
+        if attempt is None:
+            continue
+        assert attempt.workdir is not None
+        grade = env.grade(with_workdir(task, Snapshot.of(dict(attempt.workdir))), attempt.completion)
+        assert (grade.status, grade.reward) == ("wrong", 0.0), (exploit.name, grade)
+
+
+def test_a_rollouts_wrong_state_is_wrong_when_the_tests_write_no_reward_for_it(
+    hostile: verihub.Environment, nsjail_path: str
+) -> None:
+    """checks-what-it-prints writes no reward when its check fails: a fault, which the reference decides. The
+    reference's evidence is the state its own commands leave, not the task's initial files (no right answer)."""
+    from verihub.sandbox.tools import with_workdir
+    from verihub.sandbox.types import Snapshot
+
+    task = by_name(hostile)["checks-what-it-prints"]
+    grade = hostile.grade(with_workdir(task, Snapshot.of({"answer.sh": "echo 41\n"})), "Done.")
+    assert (grade.status, grade.reward) == ("wrong", 0.0) and grade.answer_fault is not None, grade
+    right = hostile.grade(with_workdir(task, Snapshot.of({"answer.sh": "echo 42\n"})), "Done.")
+    assert (right.status, right.reward) == ("ok", 1.0), right
 
 
 def test_verihub_eval_plays_harbor_tasks_with_the_bash_tool(tmp_path: Path, nsjail_path: str) -> None:
@@ -166,7 +376,9 @@ def test_verihub_eval_plays_harbor_tasks_with_the_bash_tool(tmp_path: Path, nsja
 
 
 def test_verihub_validate_runs_the_red_team_suite_on_harbor_tasks(nsjail_path: str) -> None:
-    found, report = validate_report(f"harbor:{TASKS}")
+    """Every exploit and probe. One turn (answers of at most 16,384 characters, not 80,000) keeps growth probing
+    short: at 80,000 characters its many-lines shape is 40,000 lines of bash run in the jail, 40 s of gradings."""
+    found, report = validate_report(f"harbor:{TASKS}?max_turns=1")
     assert found.returncode == 0 and report["ok"], report["failures"]
     assert report["exploits_ran"] >= 20 and report["faults_forced"] == 0 and report["max_exploit_reward"] == 0
 

@@ -24,11 +24,18 @@ container), ``tests/test.sh`` (run after the agent from the working directory; i
   ```bash blocks on the task's initial files, as shell-task does.
 - **gold**: ``solution/solve.sh`` is the reference, when every task has one.
 
-The tests run in one jail with what the answer left, so they trust nothing it can reach: test.sh is started
-from memory, by a non-dumpable host that reads only a regular reward file and reports it under a nonce the
-jailed code never sees. Tests that end without a reward, or killed, are a fault, whose fault verihub's one
-rule decides (the task's reference through the same tests). Code the tests themselves run (the answer's
-program under pytest) still shares their user and files: a task's tests must not hand it their reward file.
+The tests run in one jail with what the answer left, apart from it (:mod:`._harbor_tests`): their files
+read-only, a HOME and temp dir of their own, the system's PATH, and Python that never looks in the work dir on
+its own: they start in the WORKDIR as in Harbor, but every Python they start runs with ``PYTHONSAFEPATH`` and its
+user site off, so ``python3 -m pytest`` or ``python3 -c`` there imports no module, package, plugin or hook the
+answer left (a program file's own folder stays first on its path, as Python puts it). Their reward only test.sh's
+own shell can write: ``/logs/verifier/reward.txt`` and ``reward.json`` lead to files that shell holds, which no
+program it runs (the answer's among them) can open, so a reward file a program wrote, locked or left never
+counts; a program's output counts when test.sh redirects it there. A task whose tests/ files (other than
+test.sh) write the reward themselves is refused, with the line. What the tests choose to trust stays theirs:
+the answer's program they run, the work dir they put on Python's path themselves (``PYTHONPATH=/app``, in
+[verifier.env] or test.sh), pytest run on the work dir. Tests that end without a reward, or killed, are a
+fault, whose fault verihub's one rule decides (the task's reference through the same tests).
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ import logging
 import os
 import re
 import secrets
-import string
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,7 +53,8 @@ from typing import Any
 
 from pydantic import Field
 
-from verihub import sandbox
+from verihub.adapters._harbor_tests import LOGS, RESERVED, TESTS, run_tests
+from verihub.checks.attacks import rooms
 from verihub.checks.base import CheckResult, SandboxParams, check
 from verihub.checks.terminal_state import final_work_dir, sandboxed
 from verihub.environment.core import Environment
@@ -64,51 +71,11 @@ logger = logging.getLogger("verihub.adapters.harbor")
 # The bases whose userland the jail's (the host's Debian) stands in for.
 _BASES = ("debian", "ubuntu", "python", "buildpack-deps")
 _IGNORED = ("ARG", "LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "USER", "SHELL", "STOPSIGNAL", "HEALTHCHECK")
-_TESTS, _LOGS = "/tmp/harbor/tests", "/tmp/harbor/logs"  # where /tests and /logs lead in the jail
 _MAX_FILE = 1 << 20  # bytes of one copied or test file
-_MAX_REWARD = 1 << 16
 _SPLIT_FROM = 5  # tasks from which a suite is split 80/20 into train and eval; below, all are one split
 MAX_DEPTH = 6  # folders between a task folder's root and a task (tasks/<group>/<task>/ and deeper)
 MAX_TASKS = 10_000  # tasks one folder may hold
-# The tests' host: non-dumpable (its /proc/PID/fd and mem closed to the jailed code), it reads its job (the
-# nonce, the tests, test.sh) from stdin, runs test.sh from memory with the output to a file, and prints the
-# reward files it finds (regular files only) after the nonce.
-_HOST = string.Template("""\
-import ctypes, json, os, stat, subprocess, sys
-if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
-    sys.exit('verihub: cannot make the tests host non-dumpable')
-job = json.loads(sys.stdin.read())
-for path, text in job['tests'].items():
-    target = os.path.join($tests, path)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    with open(target, 'w', encoding='utf-8') as handle:
-        handle.write(text)
-verifier = os.path.join($logs, 'verifier')
-os.makedirs(verifier)
-os.makedirs(os.path.join($logs, 'agent'))
-with open(os.path.join(verifier, 'test-stdout.txt'), 'wb') as out:
-    ended = subprocess.run(['bash', '-c', job['script'], '/tests/test.sh'], stdin=subprocess.DEVNULL, stdout=out,
-                           stderr=subprocess.STDOUT, env={**os.environ, **job['env']}).returncode
-found = {}
-for name in ('reward.txt', 'reward.json', 'test-stdout.txt'):
-    try:
-        handle = os.open(os.path.join(verifier, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        continue
-    except OSError:
-        found[name] = None
-        continue
-    if not stat.S_ISREG(os.fstat(handle).st_mode):
-        os.close(handle)
-        found[name] = None
-        continue
-    with os.fdopen(handle, 'rb') as opened:
-        if name == 'test-stdout.txt':
-            opened.seek(max(0, os.fstat(opened.fileno()).st_size - 1500))
-        found[name] = opened.read($most).decode('utf-8', 'replace')
-print(job['nonce'] + json.dumps({'ended': ended, 'found': found}))
-""").substitute(tests=repr(_TESTS), logs=repr(_LOGS), most=_MAX_REWARD)
-
+_REWARD_PATH = re.compile(r"/logs/verifier/reward\.(?:txt|json)")
 _SYSTEM = (
     "You work in a Linux shell through the bash tool, in {workdir}. Each call runs a command line there; the "
     "files persist from call to call, nothing else does (each call starts a fresh shell). There is no network "
@@ -169,6 +136,8 @@ def read_task(directory: Path) -> HarborTask:
     workdir, copies = _read_dockerfile(dockerfile, "environment/Dockerfile")
     if workdir is None:
         raise Refused("environment/Dockerfile sets no WORKDIR (the directory the jail's work dir stands for)")
+    if any(workdir == path or workdir.startswith(path + "/") for path in RESERVED):
+        raise Refused(f"environment/Dockerfile WORKDIR {workdir}: the tests' own (/tests, /logs, /verihub)")
     if workdir != "/work":
         try:
             Limits(aliases={workdir: "/work"})
@@ -180,6 +149,7 @@ def read_task(directory: Path) -> HarborTask:
     tests = _text_files(tests_dir, "tests", skip={"Dockerfile"})
     if "test.sh" not in tests:
         raise Refused("tests/test.sh is missing")
+    _refuse_reward_writers(tests)
     files: dict[str, str] = {}
     for source, target in copies:
         _copy(directory / "environment", source, target, workdir, files)
@@ -246,7 +216,7 @@ def _read_dockerfile(path: Path, name: str) -> tuple[str | None, list[tuple[str,
 def _copy(context: Path, source: str, target: str, workdir: str, files: dict[str, str]) -> None:
     """One COPY into ``files`` (relative to ``workdir``): the jail's work dir is all it can seed."""
     base = PurePosixPath(target)
-    tests_copy = base == PurePosixPath("/tests") or PurePosixPath("/tests") in base.parents
+    tests_copy = base == PurePosixPath(TESTS) or PurePosixPath(TESTS) in base.parents
     if tests_copy:
         return  # a tests image copying tests/ to /tests: the verifier places them anyway
     if base != PurePosixPath(workdir) and PurePosixPath(workdir) not in base.parents:
@@ -282,6 +252,21 @@ def _text(path: Path, name: str) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise Refused(f"{name}: not UTF-8 text (the jail's work dir is seeded with text)") from None
+
+
+def _refuse_reward_writers(tests: Mapping[str, str]) -> None:
+    """:class:`Refused` if a file of tests/ other than test.sh names a reward file: in the jail only test.sh's own
+    shell writes the reward (no program it runs can open it), so such a task could never be graded."""
+    for name, text in sorted(tests.items()):
+        if name == "test.sh":
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if _REWARD_PATH.search(line):
+                raise Refused(
+                    f"tests/{name} line {number} ({line.strip()[:80]}): a program of the tests writes the reward "
+                    "itself; in verihub's jail only test.sh's own shell can (redirect the program's output: "
+                    f"prog > /logs/verifier/reward.json)"
+                )
 
 
 def _refuse_links(directory: Path) -> None:
@@ -363,7 +348,7 @@ def harbor_spec(ref: str, *, max_turns: int = 16, seed: int = 0) -> tuple[Any, l
             ]
         )
     workdir = workdirs.pop()
-    aliases = {"/tests": _TESTS, "/logs": _LOGS}
+    aliases = {"/logs": LOGS}  # /tests is bound read-only in the tests' jail only
     if workdir != "/work":
         aliases[workdir] = "/work"
     timeout_s = min(600.0, max(task.timeout_s for task in tasks))
@@ -435,20 +420,18 @@ class TestsParams(SandboxParams):
         return {"tests", "test_env"}
 
 
-@check(params=TestsParams, mode="thread")
+@check(params=TestsParams, mode="thread", exploits=rooms.TERMINAL_STATE)
 def task_tests(completion: str, task: Mapping[str, Any], params: TestsParams) -> CheckResult:
     """The reward the task's tests write for the final work dir (``task["workdir"]``, else the state the
     completion's ```bash blocks leave on the initial files)."""
     state = final_work_dir(completion, task, params.limits)
     if isinstance(state, str):
         return CheckResult(0.0, state)
-    tests = json.loads(str(task["tests"]))
     nonce = secrets.token_hex(16)
-    job = {"nonce": nonce, "tests": tests, "script": tests["test.sh"], "env": json.loads(str(task["test_env"] or "{}"))}
+    tests = json.loads(str(task["tests"]))
+    env = json.loads(str(task["test_env"] or "{}"))
     limits = params.limits.model_copy(update={"wall_s": params.timeout_s})
-    ran = sandboxed(
-        sandbox.run(["python3", "-I", "-c", _HOST], files=state or None, stdin=json.dumps(job), limits=limits)
-    )
+    ran = sandboxed(run_tests(state or None, tests, env, nonce, limits))
     report = next((line[len(nonce) :] for line in ran.stdout.splitlines() if line.startswith(nonce)), None)
     if report is None:
         raise CheckError(f"the task's tests did not finish ({ran.status}: {ran.reason or ran.stderr[-300:]})")
@@ -456,9 +439,9 @@ def task_tests(completion: str, task: Mapping[str, Any], params: TestsParams) ->
 
 
 def _reward(report: Mapping[str, Any]) -> CheckResult:
-    """The grade of what the tests wrote: a fault (raised) when they wrote no reward or were killed."""
+    """The grade of what the tests' shell wrote: a fault (raised) when it wrote no reward or was killed."""
     found, ended = report["found"], report["ended"]
-    said = (found.get("test-stdout.txt") or "").strip().splitlines()
+    said = str(report.get("said") or "").strip().splitlines()
     last = f" (their output ends: {said[-1][:200]})" if said else ""
     if ended < 0:
         raise RuntimeError(f"the task's tests were killed by signal {-ended}{last}")
@@ -480,8 +463,10 @@ def _reward(report: Mapping[str, Any]) -> CheckResult:
         ):
             raise RuntimeError("reward.json must be an object of numbers")
     else:
-        problem = "not a regular file" if "reward.txt" in found or "reward.json" in found else "no reward"
-        raise RuntimeError(f"the task's tests (exit {ended}) wrote {problem} to /logs/verifier{last}")
+        raise RuntimeError(
+            f"the task's tests (exit {ended}) wrote no reward to /logs/verifier{last}; only test.sh's own shell "
+            "writes it (a program's output counts through a redirection: prog > /logs/verifier/reward.json)"
+        )
     reward = float(rewards.get("reward", next(iter(rewards.values()))))
     if not 0.0 <= reward <= 1.0:
         raise RuntimeError(f"the task's tests wrote a reward of {reward:g}, outside [0, 1]")

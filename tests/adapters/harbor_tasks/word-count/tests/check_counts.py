@@ -9,5 +9,4 @@ try:
 except (OSError, ValueError):
     counts, parsed = {}, 0.0
 right = sum(1 for word, count in EXPECTED.items() if isinstance(counts, dict) and counts.get(word) == count)
-with open("/logs/verifier/reward.json", "w") as out:
-    json.dump({"reward": right / len(EXPECTED), "parsed": parsed}, out)
+print(json.dumps({"reward": right / len(EXPECTED), "parsed": parsed}))

@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'echo 42\n' > /app/answer.sh
