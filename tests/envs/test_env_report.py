@@ -213,11 +213,13 @@ def test_rule_gates_reject_before_the_judge(
     assert grade.layer("quality").status == "skipped" and grade.layer("key-facts").status == "skipped"
 
 
-def test_key_facts_give_partial_credit(env: verihub.Environment) -> None:
+def test_key_facts_score_coverage_gate_the_judge_and_pay_nothing(env: verihub.Environment) -> None:
     grade = env.grade(ROWS["sm-1"], "EMEA revenue was €4.2 million in Q2, up 12% on Q1, and Germany led again.")
     facts = grade.layer("key-facts")
     assert facts.score == 0.5 and facts.status == "failed" and "churn" in facts.detail
-    assert grade.status == "wrong" and grade.reward == pytest.approx(0.25 * 0.5)
+    assert grade.status == "wrong" and grade.reward == 0.0 and grade.layer("quality").status == "skipped"
+    # A proxy of the judge pays nothing (1.1.0 paid 0.25 for key facts the judge could find denied).
+    assert env.grade(ROWS["sm-1"], ROWS["sm-1"]["reference"]).layer("key-facts").weight == 0
 
 
 # -- validate, with and without a judge model ----------------------------------------------------------------------

@@ -10,7 +10,9 @@ than the environment's floor (``grading.floor``, the reward of a wrong answer at
 ``ok``, or earns more than the floor on a wrong grade (partial credit), got through, and one that makes the
 grade ``env_error`` or ``timeout`` is a hole too: a fault is never penalised, so a policy learns to cause it.
 Growth probing (:mod:`verihub.validation.growth`) adds one outcome per fault-forcing shape: a fault where a
-layer's time grows super-linearly with the answer.
+layer's time grows super-linearly with the answer. The authority probe (:mod:`verihub.validation.authority`)
+adds one per layer that earlier weighted layers could pay past: the references graded with that layer failing
+everything must earn no more than the floor.
 """
 
 from __future__ import annotations
@@ -148,8 +150,10 @@ def run_exploits(env: Environment, grader: Any = None) -> tuple[list[ExploitOutc
     for outcome in outcomes:
         outcome.verdict = _verdict(outcome)
     if tasks:
+        from verihub.validation.authority import probe_authorities
         from verihub.validation.growth import probe_growth
 
+        outcomes[:0] = probe_authorities(env, tasks)  # first: where a proxy pays, exploits get through for it
         outcomes += probe_growth(env, tasks[0], EVERY_VERIFIER)
     return outcomes, skipped
 

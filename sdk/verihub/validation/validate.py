@@ -1,5 +1,6 @@
-"""The gold self-check behind ``verihub validate``: references must pass, negatives must fail, and every
-exploit known against the verifier must be rejected (the red-team suite, :mod:`verihub.validation.redteam`)."""
+"""The gold self-check behind ``verihub validate``: references must pass, negatives must fail, legal play must be
+graded (:mod:`verihub.validation.play`), and every exploit known against the verifier must be rejected (the
+red-team suite, :mod:`verihub.validation.redteam`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from verihub.environment.core import Environment
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
 from verihub.validation.calibration import CalibrationReport, acalibrate
+from verihub.validation.play import legal_play_faults
 from verihub.validation.redteam import ExploitOutcome, run_exploits
 
 __all__ = ["LayerTally", "ValidationReport", "validate_env"]
@@ -57,6 +59,8 @@ class ValidationReport:
     exploits_need_judge: int = 0  # judge-injection exploits not run: no judge is configured
     held_out_repeats: int = 0  # tasks of another split that pose a training task's prompt
     exploit_floor: float = 0.0  # grading.floor: the most an exploit may earn
+    tasks_without_evidence: int = 0  # tasks checked where the fault rule has no evidence (reported, not a failure)
+    legal_play_faults: int = 0  # legal moves (declared, or listed by a game) graded as faults: verihub.validation.play
 
     def exploit_tally(self, target: str | None = None) -> tuple[int, int]:
         """(blocked, run) over the exploits of ``target`` (a layer name, or every exploit)."""
@@ -92,6 +96,7 @@ class ValidationReport:
             and (self.calibration is None or self.calibration.ok)
             and not any(outcome.failed for outcome in self.exploits)
             and self.held_out_repeats == 0
+            and self.legal_play_faults == 0
         )
 
 
@@ -120,6 +125,9 @@ def validate_env(
     reference_grades = grading.grade_many(tasks, references)
     negative_grades = grading.grade_many([task for task, _ in negatives], [text for _, text in negatives])
 
+    for fault in legal_play_faults(env, tasks):  # noted first: an adapter's references (its prompts) may all fail
+        report.legal_play_faults += 1
+        _note(report, fault.message())
     for task, grade in zip(tasks, reference_grades, strict=True):
         report.references += 1
         _tally(report, grade, reference=True)
@@ -146,6 +154,9 @@ def validate_env(
         for outcome in report.exploits:
             if outcome.failed:
                 _note(report, outcome.message())
+    # tasks where a fault would stay the environment's for want of evidence (verihub.grading.faults): no gold, no
+    # canary, and no answer graded here without a fault (with a grader, only the gold or canary counts)
+    report.tasks_without_evidence = sum(not env.verifier.has_evidence(task) for task in tasks)
     return report
 
 
