@@ -132,6 +132,9 @@ def test_sft_on_references_and_trajectories(tiny_model: Path, tmp_path: Path) ->
 
     pairs = reference_pairs(resolve_envs(["envs/arithmetic"])[0])
     assert pairs[0]["completion"][0]["content"].startswith("The value is \\boxed{")
+    (game,) = resolve_envs(["textarena:GuessTheNumber-v0?size=6"])
+    with pytest.raises(ValueError, match="reference is a placeholder, not a right answer"):
+        reference_pairs(game)  # its reference stands in for the prompt: never learned as an answer
     assert trajectory_pairs(trajectories) == [{"prompt": conversation[:1], "completion": conversation[1:]}]
     from verihub.trainers import SFTTrainer
 

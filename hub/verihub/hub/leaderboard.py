@@ -7,7 +7,9 @@ transaction, and removed before the repository is deleted. A run's date is when 
 time of the commit that added its metadata (written by the server's git, not by whoever pushed).
 
 Rows carry who pushed (the results repository's owner, authenticated by the write), never who the card
-claims; whether a viewer sees a row is decided by the visibility rule on that repository at read time.
+claims; whether a viewer sees a row is decided by the visibility rule on that repository at read time. A row's
+``version`` is the one whose verifier graded the run (``graded_by``); a run regraded under another version
+(``verihub regrade``) also names the version its answers were made under (``answered``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ log = logging.getLogger("verihub.hub")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (dataset TEXT NOT NULL, run TEXT NOT NULL, environment TEXT NOT NULL,
-                                    version TEXT NOT NULL, model TEXT NOT NULL, k INTEGER NOT NULL,
+                                    version TEXT NOT NULL, answered TEXT, model TEXT NOT NULL, k INTEGER NOT NULL,
                                     tasks INTEGER NOT NULL, rollouts INTEGER NOT NULL, pass1 REAL NOT NULL,
                                     passk REAL, faulted INTEGER NOT NULL, tasks_lost INTEGER NOT NULL,
                                     sampling TEXT NOT NULL, pushed REAL NOT NULL, blob TEXT NOT NULL,
@@ -44,6 +46,7 @@ _FIELDS = (
     "run",
     "environment",
     "version",
+    "answered",
     "model",
     "k",
     "tasks",
@@ -65,7 +68,8 @@ class LeaderboardRow:
     dataset: RepoId  # the results repository: its owner pushed the run
     run: str
     environment: RepoId
-    version: str
+    version: str  # whose verifier graded the run
+    answered: str | None  # a regraded run's: the version its answers were made under
     model: str
     k: int
     tasks: int
@@ -92,6 +96,9 @@ class Leaderboard:
         self._lock = threading.Lock()
         with self._lock:
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(results)")}
+            if "answered" not in columns:  # an index from before regrades: its rows are evals' own grades
+                self._db.execute("ALTER TABLE results ADD COLUMN answered TEXT")
 
     def refresh(self, dataset: RepoId) -> None:
         """Recompute the rows of the results repository ``dataset`` from its main branch (a no-op when main
@@ -213,7 +220,8 @@ class Leaderboard:
                     str(dataset),
                     run,
                     str(environment),
-                    record.environment_version,
+                    record.graded_version,
+                    record.answers_version,
                     record.model,
                     record.k,
                     metrics.tasks,

@@ -233,7 +233,10 @@ def _leaderboard(rows: list[LeaderboardRow], owner: str) -> str:
     return (
         "<h3 id='leaderboard'>Leaderboard</h3>"
         + _runs_table(rows, owner)
-        + f"<p class='note'>Click a column to sort. Faults: rollouts that faulted (an environment error or a "
+        + "<p class='note'>Click a column to sort. Verifier version: the environment version whose verifier "
+        "graded the run; a run regraded under another version (<code>verihub regrade</code>) also names the "
+        "version its answers were made under. "
+        "Faults: rollouts that faulted (an environment error or a "
         f"timeout, counted as failed in pass@1) of those asked, and tasks with no rollout graded. "
         f"<em>owner</em> rows were pushed by {_e(owner)}; every other row names who pushed it.</p>"
     )
@@ -241,7 +244,8 @@ def _leaderboard(rows: list[LeaderboardRow], owner: str) -> str:
 
 def _runs_table(rows: list[LeaderboardRow], owner: str | None) -> str:
     head = (
-        "<thead><tr><th>Model</th><th data-type='number'>Version</th><th data-type='number' class='num'>pass@1</th>"
+        "<thead><tr><th>Model</th><th data-type='number' title='The version whose verifier graded the run'>"
+        "Verifier version</th><th data-type='number' class='num'>pass@1</th>"
         "<th data-type='number' class='num'>pass@k</th><th data-type='number' class='num'>Faults</th>"
         "<th data-type='number'>Pushed</th><th>Pushed by</th></tr></thead>"
     )
@@ -253,13 +257,14 @@ def _runs_table(rows: list[LeaderboardRow], owner: str | None) -> str:
             else ("–", "-1")
         )
         faults = row.faulted / row.rollouts if row.rollouts else 0.0
+        answered = f" <span class='note'>regraded; answers made under {_e(row.answered)}</span>" if row.answered else ""
         who = _e(row.pusher)
         if owner is not None:
             badge = "owner" if row.pusher == owner else "community"
             who += f" <span class='kind {badge}'>{badge}</span>"
         body.append(
             f"<tr><td title='{_e(row.sampling)}'>{_e(row.model)}</td>"
-            f"<td data-sort='{_version_key(row.version)}'>{_e(row.version)}</td>"
+            f"<td data-sort='{_version_key(row.version)}'>{_e(row.version)}{answered}</td>"
             f"<td class='num' data-sort='{row.pass1:.6f}'>{row.pass1:.3f}</td>"
             f"<td class='num' data-sort='{pass_k[1]}'>{pass_k[0]}</td>"
             f"<td class='num' data-sort='{faults:.6f}'>{row.faulted}/{row.rollouts} rollouts, "

@@ -184,6 +184,24 @@ class Hub(ABC):
         pins.record(releases)
         return wanted.repo, releases[0].version
 
+    def ensure_installed(self, requirement: str | Requirement) -> tuple[RepoId, str]:
+        """:meth:`install` into this interpreter, unless the version installed here already satisfies the spec
+        (then nothing is asked of the hub): the repository and the version now installed."""
+        from importlib import invalidate_caches
+        from importlib.metadata import PackageNotFoundError, version
+
+        wanted = Requirement.parse(requirement) if isinstance(requirement, str) else requirement
+        try:
+            installed: str | None = version(dist_name(wanted.repo))
+        except PackageNotFoundError:
+            installed = None
+        specifier = wanted.spec.specifier
+        if installed is not None and (specifier is None or specifier.contains(installed, prereleases=True)):
+            return wanted.repo, installed
+        found = self.install(wanted)
+        invalidate_caches()  # the new package must be importable from this process
+        return found
+
     def fetch(self, requirement: Requirement) -> list[FetchedRelease]:
         """The releases ``requirement`` needs, checked: its own first, then its hub dependencies."""
         return resolve_closure(requirement.repo, requirement.spec.specifier, self.versions, self.fetch_release)

@@ -4,7 +4,8 @@ A results repository is a dataset (``repo_type="dataset"``) for one environment 
 
     README.md                        the card; its front-matter links the environment: verihub: {environment:
     OWNER/NAME}
-    runs/<run>/metadata.json         what ``verihub eval --out`` wrote: the run's identity and metrics, unchanged
+    runs/<run>/metadata.json         what ``verihub eval --out`` (or ``verihub regrade --out``) wrote: the run's
+                                     identity, the verifier that graded it and its metrics, unchanged
     runs/<run>/results.parquet       one row per rollout, unchanged
 
 ``verihub eval ... --push`` writes it (:mod:`verihub.hub.results_push`); the server derives the environment's
@@ -56,14 +57,36 @@ class _Metrics(BaseModel):
     tasks_lost: int = Field(ge=0)
 
 
+class _Verifier(BaseModel):
+    """``graded_by``: the environment version whose verifier graded a run's rollouts."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: str = Field(min_length=1, max_length=100)
+
+
+class _Regrade(BaseModel):
+    """``regraded_from``: what graded a regraded run's answers first."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    graded_by: _Verifier | None = None
+
+
 class RunRecord(BaseModel):
     """What a leaderboard shows of one eval run, checked: the fields ``metadata.json`` must have, with
-    numbers where numbers belong (anything else in the file is kept in the dataset, never shown)."""
+    numbers where numbers belong (anything else in the file is kept in the dataset, never shown).
+
+    ``environment_version`` is the version the run's answers were made under; ``graded_by`` the version whose
+    verifier graded them (the same for an eval; a regrade's, ``verihub regrade``, names another and says what it
+    was ``regraded_from``). Results from before ``graded_by`` was recorded were graded by their own version."""
 
     model_config = ConfigDict(extra="ignore")
 
     environment: str = Field(max_length=200)
     environment_version: str = Field(max_length=100)
+    graded_by: _Verifier | None = None
+    regraded_from: _Regrade | None = None
     model: str = Field(min_length=1, max_length=300)
     k: int = Field(ge=1, le=100_000)
     sampling: dict[str, Any] = Field(default_factory=dict)
@@ -86,6 +109,21 @@ class RunRecord(BaseModel):
         if not record.complete:
             raise DataError("metadata.json is of an eval that did not finish (complete: false)")
         return record
+
+    @property
+    def graded_version(self) -> str:
+        """The version whose verifier graded this run: what its leaderboard row names."""
+        return self.graded_by.version if self.graded_by is not None else self.environment_version
+
+    @property
+    def answers_version(self) -> str | None:
+        """For a regraded run, the version its answers were made under (None for an eval's own grades)."""
+        return self.environment_version if self.regraded_from is not None else None
+
+    def version_text(self) -> str:
+        """``2.0.0``, or for a regraded run ``2.0.0 (regraded; answers made under 1.0.0)``."""
+        answers = self.answers_version
+        return self.graded_version + (f" (regraded; answers made under {answers})" if answers else "")
 
     @property
     def pass_at_k(self) -> float | None:
@@ -154,7 +192,7 @@ def results_card(environment: RepoId, pusher: str, runs: list[CardRun]) -> str:
         pass_k = f"{record.pass_at_k:.3f}" if record.pass_at_k is not None else "–"
         cells = [
             run.folder,
-            record.environment_version,
+            record.version_text(),
             record.model,
             record.sampling_text() or "–",
             f"{metrics.tasks} x {record.k}",
@@ -170,10 +208,12 @@ def results_card(environment: RepoId, pusher: str, runs: list[CardRun]) -> str:
         f"# Eval results for {environment}\n\n"
         f"Runs of `verihub eval` against [{environment}](/datasets/{environment}), pushed by `{pusher}` with "
         "`verihub eval --push`. Each run is a folder under `runs/`: `metadata.json` (the environment's id, "
-        "version and content digest, the model, sampling, k and every metric, with the faults behind each "
+        "version and content digest, the verifier that graded the run (`graded_by`: its own version, or for a "
+        "run regraded with `verihub regrade` another, and what it was `regraded_from`), the model, sampling, k "
+        "and every metric, with the faults behind each "
         'rate) and `results.parquet` (one row per rollout: `datasets.load_dataset("parquet", '
         "data_files=...)` opens it).\n\n"
-        "| run | environment version | model | sampling | tasks x k | pass@1 | pass@k | faulted rollouts | "
+        "| run | verifier version | model | sampling | tasks x k | pass@1 | pass@k | faulted rollouts | "
         "tasks lost | date |\n|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )
 

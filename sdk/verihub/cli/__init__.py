@@ -1,8 +1,8 @@
 """The ``verihub`` command line. Commands that do not train never import torch.
 
 The SDK's own commands live here, one module per group: :mod:`.envs` (``schema``, ``validate``,
-``grade``, ``init``, ``checks``, ``envs``), :mod:`.eval`, :mod:`.serve` and :mod:`.sandbox`, all on the
-app of :mod:`.app`. The hub's and the trainers' commands come from their own packages, through the
+``grade``, ``init``, ``checks``, ``envs``), :mod:`.eval`, :mod:`.regrade`, :mod:`.serve` and :mod:`.sandbox`,
+all on the app of :mod:`.app`. The hub's and the trainers' commands come from their own packages, through the
 ``verihub.cli`` entry points (:mod:`.plugins`): :func:`main` adds them, except when the command line
 names one of the SDK's own commands (reading every installed package's entry points costs ~20 ms).
 """
@@ -13,7 +13,7 @@ import sys
 
 from rich.markup import escape
 
-from verihub.cli import envs, eval, sandbox, serve  # noqa: F401 - each adds its commands to the app
+from verihub.cli import envs, eval, regrade, sandbox, serve  # noqa: F401 - each adds its commands to the app
 from verihub.cli.app import app, err
 from verihub.cli.plugins import add_commands
 from verihub.errors import VerihubError

@@ -306,6 +306,13 @@ def _print_metrics(report: Any) -> None:
     table.add_row(
         "tasks with a fault", str(metrics["tasks_with_faults"]), "", f"{metrics['tasks_lost']} with no rollout graded"
     )
+    if metrics.get("faults_without_evidence"):  # faults nothing could weigh: a policy's probe would go unpenalised
+        table.add_row(
+            "faults without evidence",
+            str(metrics["faults_without_evidence"]),
+            "",
+            "not weighed: no gold, canary or other answer graded",
+        )
     if metrics.get("answer_faults"):  # faults the answers caused: graded wrong, in every rate above
         table.add_row(
             "answer faults (graded wrong)",

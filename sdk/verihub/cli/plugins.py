@@ -21,12 +21,12 @@ import typer
 from rich.markup import escape
 
 from verihub.cli.app import err
-from verihub.errors import MissingDependencyError, describe_error
+from verihub.errors import describe_error
 
 __all__ = ["COMMANDS", "HUBS", "add_commands", "open_hub"]
 
 COMMANDS = "verihub.cli"
-HUBS = "verihub.hubs"
+HUBS = "verihub.hubs"  # (verihub.environment.installed opens it)
 
 
 def add_commands(app: typer.Typer) -> None:
@@ -46,12 +46,9 @@ def add_commands(app: typer.Typer) -> None:
 def open_hub(location: str | None, token: str | None) -> Any:
     """The hub at ``location`` (a server URL or a directory; None: the configured one), through the
     installed hub client."""
-    found = _sorted(HUBS)
-    if not found:
-        raise MissingDependencyError(
-            "publishing needs verihub's hub client (the verihub-hub package): pip install verihub"
-        )
-    return found[0].load()(location, token)
+    from verihub.environment.installed import open_installed_hub
+
+    return open_installed_hub(location, token)
 
 
 def _sorted(group: str) -> list[EntryPoint]:

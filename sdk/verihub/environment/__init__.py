@@ -1,7 +1,8 @@
 """An environment and its episodes: :class:`~verihub.environment.core.Environment` and ``load_env``
 (:mod:`.core`), its tasks (:mod:`.dataset`, read as plain rows by ``_tasktable``), the installed
 environment packages (:mod:`.installed`), what its grades depend on (:mod:`.digest`), and sessions, one
-episode each (:mod:`.session`, with typed tools as JSON schemas in :mod:`.toolschema`).
+episode each (:mod:`.session`, with typed tools as JSON schemas in :mod:`.toolschema`); refs that name a hub
+package, ``owner/name@spec``, installed through the hub client's entry point before loading (:mod:`.hub_refs`).
 
 Imports the spec, checks, sandbox, generation and grading; ``load_env`` hands ``reasoning-gym:`` and
 ``openenv:`` refs to :mod:`verihub.adapters`. Never what serves, evaluates, publishes or trains.

@@ -6,6 +6,9 @@ An environment package declares, in its pyproject.toml::
     [project.entry-points."verihub.environments"]
     arithmetic = "arithmetic_env"      # name = the package that holds environment.yaml
 
+The hub client (verihub-hub) declares how to open a hub, ``verihub.hubs``: ``open_hub(location, token)``
+(:func:`open_installed_hub`), which the CLI and hub ids with versions (:mod:`.hub_refs`) use.
+
 A loader declares the scheme of the refs it loads (``hf`` for ``hf://datasets/...``, the hub's)::
 
     [project.entry-points."verihub.adapters"]
@@ -24,14 +27,30 @@ from typing import Any
 __all__ = [
     "ADAPTER_ENTRY_POINT_GROUP",
     "ENV_ENTRY_POINT_GROUP",
+    "HUBS_ENTRY_POINT_GROUP",
     "adapter_for",
     "hub_env_entry_point",
     "installed_env_dir",
     "installed_envs",
+    "open_installed_hub",
 ]
 
 ENV_ENTRY_POINT_GROUP = "verihub.environments"
 ADAPTER_ENTRY_POINT_GROUP = "verihub.adapters"
+HUBS_ENTRY_POINT_GROUP = "verihub.hubs"
+
+
+def open_installed_hub(location: str | None, token: str | None, *, needed_for: str = "publishing") -> Any:
+    """The hub at ``location`` (a server URL or a directory; None: the configured one), through the installed hub
+    client; MissingDependencyError, saying what ``needed_for`` it, when there is none."""
+    from verihub.errors import MissingDependencyError
+
+    found = sorted(entry_points(group=HUBS_ENTRY_POINT_GROUP), key=lambda entry: entry.name)
+    if not found:
+        raise MissingDependencyError(
+            f"{needed_for} needs verihub's hub client (the verihub-hub package): pip install verihub"
+        )
+    return found[0].load()(location, token)
 
 
 def adapter_for(ref: str) -> Callable[..., Any] | None:

@@ -7,6 +7,10 @@
 - ``results.parquet`` and the final ``metadata.json`` are written under a temporary name, synced and
   renamed into place: a reader sees the old file or the new one, never part of one.
 - The directory is locked while a run writes it, so two runs never interleave their lines.
+- ``metadata.json``'s ``graded_by`` names the verifier that graded every rollout there (environment, version,
+  content digest): the run's own environment for an eval, another version for a regrade
+  (:mod:`verihub.eval.regrade`), whose metadata also says what it was ``regraded_from``. Resuming refuses a
+  directory whose rollouts another verifier graded, so one directory never mixes two verifiers' grades.
 
 Starting over (no resume) removes the earlier run's metadata first, so no crash can leave one run's
 metadata over another run's rollouts.
@@ -20,6 +24,7 @@ import logging
 import os
 import secrets
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,7 +34,16 @@ from verihub.environment.digest import content_changes
 from verihub.errors import CorruptResultsError, EvalResultsError, ResumeMismatchError, relative_display
 from verihub.eval.rollout import Rollout
 
-__all__ = ["METADATA_FILE", "RESULTS_FILE", "ROLLOUTS_FILE", "RunDirectory", "RunIdentity", "eval_output"]
+__all__ = [
+    "METADATA_FILE",
+    "RESULTS_FILE",
+    "ROLLOUTS_FILE",
+    "LogScan",
+    "RunDirectory",
+    "RunIdentity",
+    "eval_output",
+    "scan_log",
+]
 
 logger = logging.getLogger("verihub.eval")
 
@@ -71,8 +85,20 @@ class RunIdentity(BaseModel):
     environment_digest: str
     environment_content: dict[str, str]  # part -> sha256 (verihub.environment.digest.content_manifest)
 
+    def graded_by(self) -> dict[str, Any]:
+        """The verifier that grades this run's rollouts, as ``metadata.json`` names it: its environment, version,
+        content digest and source (a regrade names another, :class:`RunDirectory`'s ``stamp``)."""
+        return {
+            "environment": self.environment,
+            "version": self.environment_version,
+            "digest": self.environment_digest,
+            "source": self.environment_source,
+            "verihub_version": self.verihub_version,
+        }
+
     def differences(self, earlier: Mapping[str, Any]) -> dict[str, str]:
-        """Each field in which ``earlier`` (an earlier run's metadata) differs from this run, and how."""
+        """Each field in which ``earlier`` (an earlier run's metadata) differs from this run, and how; and
+        whether another verifier graded its rollouts (a regrade's directory is never resumed as an eval)."""
         found: dict[str, str] = {}
         for name in type(self).model_fields:
             now, then = getattr(self, name), earlier.get(name, _ABSENT)
@@ -89,6 +115,11 @@ class RunIdentity(BaseModel):
                 found["environment content"] = shown or _how(then, now)
             elif then != now:
                 found[name] = _how(then, now)
+        graded = earlier.get("graded_by")
+        if earlier.get("regraded_from") is not None:
+            found["graded by"] = "earlier a regrade's grades (verihub regrade), now this run's own"
+        elif not found and isinstance(graded, Mapping) and dict(graded) != self.graded_by():
+            found["graded by"] = _how(dict(graded), self.graded_by())  # the same run's fields, another verifier
         return found
 
 
@@ -97,10 +128,13 @@ def _how(then: Any, now: Any) -> str:
 
 
 class RunDirectory:
-    """One eval's output directory, held (locked) from :meth:`start` until :meth:`close`."""
+    """One eval's output directory, held (locked) from :meth:`start` until :meth:`close`. ``identity`` is the
+    run that made the rollouts (None: rollouts from no eval, a training run's); ``stamp`` what every version of
+    ``metadata.json`` says besides it (default: ``graded_by``, the identity's own verifier)."""
 
-    def __init__(self, path: Path, identity: RunIdentity) -> None:
+    def __init__(self, path: Path, identity: RunIdentity | None, stamp: Mapping[str, Any] | None = None) -> None:
         self.path, self.identity = path, identity
+        self.stamp = dict(stamp) if stamp is not None else {"graded_by": identity.graded_by() if identity else None}
         self.notes: list[str] = []  # what was repaired on the way in (a torn last line dropped)
         self._lock: int | None = None
         self._log: TextIO | None = None
@@ -172,14 +206,8 @@ class RunDirectory:
                     "away, or write to a new --out",
                 )
             return
-        try:
-            earlier = json.loads(metadata.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise CorruptResultsError(metadata, error.lineno, f"not JSON ({error.msg})") from None
-        except UnicodeDecodeError:
-            raise CorruptResultsError(metadata, 1, "not UTF-8 text") from None
-        if not isinstance(earlier, dict):
-            raise CorruptResultsError(metadata, 1, "not a JSON object")
+        earlier = read_metadata(metadata)
+        assert self.identity is not None, "only an eval's run is resumed"
         differences = self.identity.differences(earlier)
         if differences:
             raise ResumeMismatchError(self.path, differences)
@@ -187,38 +215,26 @@ class RunDirectory:
     def _read_log(self, log: Path, keys: set[Key]) -> dict[Key, Rollout]:
         if not log.exists():
             return {}
-        data = log.read_bytes()
-        end = data.rfind(b"\n") + 1  # the complete lines end here; after it, a torn line or nothing
-        found: dict[Key, Rollout] = {}
-        lines = data[:end].split(b"\n")[:-1]
-        for number, line in enumerate(lines, 1):
-            if line.strip():
-                rollout = _parse(log, number, line, keys)
-                found[(rollout.task_id, rollout.sample)] = rollout
-        tail = data[end:]
-        if tail:
-            try:
-                json.loads(tail)
-            except ValueError:  # cut short: the earlier run died while writing it
-                os.truncate(log, end)
-                self._note(
-                    f"{relative_display(log)}: dropped its torn last line (line {len(lines) + 1}, {len(tail)} "
-                    "bytes): the earlier run stopped while writing it, and that rollout runs again"
-                )
-            else:  # whole, but its newline was never written
-                rollout = _parse(log, len(lines) + 1, tail, keys)
-                found[(rollout.task_id, rollout.sample)] = rollout
-                with log.open("ab") as handle:
-                    handle.write(b"\n")
-        return {key: rollout for key, rollout in found.items() if rollout.status in _KEPT}
+        scan = scan_log(log, keys)
+        if scan.torn:  # cut short: the earlier run died while writing it
+            os.truncate(log, scan.end)
+            self._note(
+                f"{relative_display(log)}: dropped its torn last line (line {scan.lines + 1}, {scan.torn} "
+                "bytes): the earlier run stopped while writing it, and that rollout runs again"
+            )
+        elif scan.unterminated:  # whole, but its newline was never written
+            with log.open("ab") as handle:
+                handle.write(b"\n")
+        return {key: rollout for key, rollout in scan.found.items() if rollout.status in _KEPT}
 
     def _note(self, note: str) -> None:
         self.notes.append(note)
         logger.warning(note)
 
     def _write_metadata(self, extra: Mapping[str, Any]) -> None:
-        identity = self.identity.model_dump()
-        metadata = {**identity, "seed": identity["sampling"].get("seed"), **extra, "notes": self.notes}
+        identity = self.identity.model_dump() if self.identity is not None else {}
+        seed = {"seed": identity["sampling"].get("seed")} if identity else {}
+        metadata = {**identity, **seed, **self.stamp, **extra, "notes": self.notes}
         text = json.dumps(metadata, indent=2, default=str)
         _replace(self.path / METADATA_FILE, lambda temporary: Path(temporary).write_text(text, encoding="utf-8"))
 
@@ -230,14 +246,62 @@ class RunDirectory:
             self._log = None
 
 
-def _parse(log: Path, number: int, line: bytes, keys: set[Key]) -> Rollout:
+@dataclass(frozen=True)
+class LogScan:
+    """What a rollout log holds, read without changing it: each key's last record, where its complete lines end,
+    and its tail (``torn``: bytes of a line cut short; ``unterminated``: a whole last line without its newline)."""
+
+    found: dict[Key, Rollout]
+    lines: int
+    end: int
+    torn: int = 0
+    unterminated: bool = False
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """A run's ``metadata.json``; :class:`~verihub.errors.CorruptResultsError` naming what is wrong with it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise CorruptResultsError(path, error.lineno, f"not JSON ({error.msg})") from None
+    except UnicodeDecodeError:
+        raise CorruptResultsError(path, 1, "not UTF-8 text") from None
+    if not isinstance(data, dict):
+        raise CorruptResultsError(path, 1, "not a JSON object")
+    return data
+
+
+def scan_log(log: Path, keys: set[Key] | None = None) -> LogScan:
+    """The records of ``log`` (a rollout log), the last word on each ``(task id, sample)``; with ``keys``, a
+    record of any other key is corruption. :class:`~verihub.errors.CorruptResultsError` names the bad line."""
+    data = log.read_bytes()
+    end = data.rfind(b"\n") + 1  # the complete lines end here; after it, a torn line or nothing
+    found: dict[Key, Rollout] = {}
+    lines = data[:end].split(b"\n")[:-1]
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            rollout = _parse(log, number, line, keys)
+            found[(rollout.task_id, rollout.sample)] = rollout
+    tail = data[end:]
+    if not tail:
+        return LogScan(found, len(lines), end)
+    try:
+        json.loads(tail)
+    except ValueError:
+        return LogScan(found, len(lines), end, torn=len(tail))
+    rollout = _parse(log, len(lines) + 1, tail, keys)
+    found[(rollout.task_id, rollout.sample)] = rollout
+    return LogScan(found, len(lines) + 1, len(data), unterminated=True)
+
+
+def _parse(log: Path, number: int, line: bytes, keys: set[Key] | None) -> Rollout:
     try:
         rollout = Rollout.from_row(json.loads(line))
     except json.JSONDecodeError as error:
         raise CorruptResultsError(log, number, f"not JSON ({error.msg} at column {error.colno})") from None
     except ValueError as error:  # bad UTF-8, or JSON that is not a rollout record
         raise CorruptResultsError(log, number, str(error)) from None
-    if (rollout.task_id, rollout.sample) not in keys:
+    if keys is not None and (rollout.task_id, rollout.sample) not in keys:
         raise CorruptResultsError(
             log, number, f"task {rollout.task_id!r} sample {rollout.sample} is not part of this run"
         )

@@ -28,6 +28,7 @@ from verihub.errors import UsageError
 from verihub.eval._outdir import METADATA_FILE, RESULTS_FILE, ROLLOUTS_FILE, RunDirectory, RunIdentity, eval_output
 from verihub.eval.rollout import Rollout, RolloutEngine
 from verihub.generation import Backend, Sampling, load_backend
+from verihub.grading.faults import lacks_evidence
 from verihub.serve.graders import GraderPool
 from verihub.validation.calibration import DriftMonitor
 
@@ -74,7 +75,8 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
     ``layer_pass_rate_graded`` are over graded rollouts. ``rollouts_faulted`` counts faulted and missing
     rollouts; ``tasks_with_faults``, the tasks that have one. ``answer_faults`` counts graded rollouts whose
     answer made a layer fault (graded wrong at the floor, :mod:`verihub.grading.faults`), by layer in
-    ``answer_faults_by_layer``.
+    ``answer_faults_by_layer``; ``faults_without_evidence``, faulted rollouts the fault rule could not weigh for
+    want of evidence that the layer works on the task (:func:`~verihub.grading.faults.lacks_evidence`).
     """
     by_task: dict[str, list[Rollout]] = {task_id: [] for task_id in task_ids}
     for rollout in rollouts:
@@ -116,6 +118,7 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
         "env_errors_by_reason": dict(reasons),
         "answer_faults": answer_faults.total(),
         "answer_faults_by_layer": dict(answer_faults),
+        "faults_without_evidence": sum(lacks_evidence(r.reason) for r in rollouts if r.reward is None),
         "prompt_tokens": sum(r.prompt_tokens for r in rollouts),
         "completion_tokens": sum(r.completion_tokens for r in rollouts),
     }

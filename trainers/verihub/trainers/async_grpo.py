@@ -31,6 +31,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from verihub.errors import UsageError, WeightSyncError
+from verihub.eval.gradelog import GradeLog
 from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
 from verihub.trainers.config import RunConfig, split_knobs
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
@@ -122,6 +123,7 @@ class AsyncGRPOTrainer(TrainerRun):
         self.config.vllm_server_base_url = vllm_server
         self.curriculum = make_curriculum(knobs.curriculum)
         self.ledger = GradeLedger()
+        self.grade_log = GradeLog(knobs.output_dir)  # what `verihub regrade` reads back
         self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
         dataset = mixed_dataset(self.mix, "train")
         self.sampler = _sampler(
@@ -285,7 +287,7 @@ def _build_trl(
         tokenizer=run.tokenizer,
         rows=dataset.to_list(),
         draw=_draws(run.sampler),
-        rewards={item.name: EnvReward(item, run.ledger) for item in run.mix},
+        rewards={item.name: EnvReward(item, run.ledger, log=run.grade_log) for item in run.mix},
         observe=run._observe,
         num_generations=config.num_generations,
         max_tokens=config.max_completion_length,

@@ -25,6 +25,7 @@ import trl
 from accelerate.utils import gather_object
 from transformers import TrainerCallback
 
+from verihub.eval.gradelog import GradeLog
 from verihub.serve.graders import GraderPool
 from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
 from verihub.trainers.config import RunConfig, split_knobs
@@ -94,6 +95,7 @@ class GRPOTrainer(TrainerRun):
             )
             self.curriculum = make_curriculum(knobs.curriculum)
             self.ledger = GradeLedger()
+            self.grade_log = GradeLog(knobs.output_dir)  # what `verihub regrade` reads back
             self.monitor = RunMonitor([item.name for item in self.mix], self.config.num_generations, monitor)
             self.alerts: list[str] = []
             dataset = mixed_dataset(self.mix, "train")
@@ -104,7 +106,7 @@ class GRPOTrainer(TrainerRun):
             self.trl = _TRLTrainer(
                 run=self,
                 model=model,
-                reward_funcs=[EnvReward(item, self.ledger, self._grader(item)) for item in self.mix],
+                reward_funcs=[EnvReward(item, self.ledger, self._grader(item), self.grade_log) for item in self.mix],
                 args=self.config,
                 train_dataset=dataset,
                 processing_class=self.tokenizer,

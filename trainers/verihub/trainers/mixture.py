@@ -12,17 +12,15 @@ without one). How often a row is drawn is the sampler's business (:mod:`verihub.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verihub.environment.core import Environment, load_env
+from verihub.environment import hub_refs
+from verihub.environment.core import Environment
 from verihub.errors import UsageError
-from verihub.spec.wrapped import ADAPTER_PREFIXES
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -38,7 +36,6 @@ __all__ = [
 ]
 
 EnvRef = str | Path | Environment
-HF_DATASETS = "hf://"  # hf://datasets/ORG/NAME[@REV]: verihub.hub.hf_datasets
 DIFFICULTY_COLUMN = "difficulty"  # a task column, by convention; it buckets the curriculum's pass rates
 
 
@@ -78,34 +75,9 @@ def resolve_envs(envs: EnvRef | Sequence[EnvRef] | Mapping[EnvRef, float], *, hu
 
 
 def load_env_ref(ref: EnvRef, *, hub: str | None = None) -> Environment:
-    """The environment ``ref`` names; a hub id is pip-installed from ``hub`` first when needed."""
-    if isinstance(ref, Environment):
-        return ref
-    text = str(ref)
-    path = Path(text)
-    if text.startswith(HF_DATASETS):
-        return load_env(text, hub=hub)  # a hub's RL environment dataset: its loader reads the hub
-    if (
-        text.startswith(ADAPTER_PREFIXES)
-        or "/" not in text
-        or ("@" not in text and (path.exists() or path.parent.exists()))
-    ):
-        return load_env(text)  # a directory (its errors say precisely what is missing) or an installed name
-    from verihub.hub import open_hub
-    from verihub.hub.ids import Requirement
-    from verihub.ids import dist_name
-
-    requirement = Requirement.parse(text)
-    try:
-        installed = version(dist_name(requirement.repo))
-    except PackageNotFoundError:
-        installed = None
-    if installed is None or (
-        requirement.spec.specifier is not None and not requirement.spec.specifier.contains(installed, prereleases=True)
-    ):
-        open_hub(hub).install(requirement)
-        importlib.invalidate_caches()  # the new package must be importable from this process
-    return load_env(str(requirement.repo))
+    """The environment ``ref`` names; a hub id is pip-installed from ``hub`` first when needed
+    (:func:`verihub.environment.hub_refs.load_env_ref`, the rule ``verihub regrade --env`` reads refs by too)."""
+    return ref if isinstance(ref, Environment) else hub_refs.load_env_ref(ref, hub=hub)
 
 
 def parse_env_option(option: str) -> tuple[str, float]:

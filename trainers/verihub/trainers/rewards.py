@@ -23,6 +23,7 @@ from typing import Any
 
 from verihub.environment.core import Completion, completion_text
 from verihub.errors import describe_error
+from verihub.eval.gradelog import GradeLog
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
 from verihub.grading.injection import injection_flag
 from verihub.trainers.mixture import MixedEnv
@@ -89,9 +90,10 @@ class GradeLedger:
 class EnvReward:
     """A TRL reward function for one environment of the mix (async; TRL awaits it on its own loop)."""
 
-    def __init__(self, item: MixedEnv, ledger: GradeLedger, grader: Any = None) -> None:
+    def __init__(self, item: MixedEnv, ledger: GradeLedger, grader: Any = None, log: GradeLog | None = None) -> None:
         self.item = item
         self.ledger = ledger
+        self.log = log  # every graded completion with its task (output_dir/grades.jsonl): what `verihub regrade` reads
         # grades rows without a rollout session: the environment here, or a verihub.serve.graders.RemoteGrader
         self.grader = grader if grader is not None else item.env
         self.__name__ = item.name  # TRL names the reward column, and its logs, after this
@@ -144,6 +146,23 @@ class EnvReward:
                 report = await self.drift.after_grade()
                 if report is not None:
                     self.ledger.record_agreement(self.item.name, report.agreement)
+        if self.log is not None:
+            for task, completion, instance, outcome in zip(
+                tasks, completions, instances or [None] * len(tasks), outcomes, strict=True
+            ):
+                self.log.record(
+                    self.item.name,
+                    self.item.env,
+                    task,
+                    completion,
+                    outcome.status,
+                    outcome.reward,
+                    reason=outcome.reason,
+                    answer_fault=outcome.answer_fault,
+                    # graded on a rollout's final state (its session's), which the log does not hold
+                    final_state=getattr(instance, "session", None) is not None
+                    or getattr(instance, "fault", None) is not None,
+                )
         return list(outcomes)
 
     async def _grade(self, task_json: str, difficulty: str, completion: Completion, instance: Any) -> Outcome:

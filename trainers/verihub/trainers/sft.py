@@ -92,7 +92,15 @@ class SFTTrainer(TrainerRun):
 
 
 def reference_pairs(item: MixedEnv, split: str = "train") -> list[dict[str, Any]]:
-    """Prompt-completion pairs from an environment's tasks and its gold reference answer."""
+    """Prompt-completion pairs from an environment's tasks and its gold reference answer. An environment whose
+    reference is no right answer (``gold.reference_is``: a canary, or an adapter's placeholder such as the task's
+    prompt) has nothing to teach: refused, rather than trained to echo it."""
+    kind = item.env.spec.gold.reference_is
+    if kind != "gold":
+        raise UsageError(
+            f"{item.name}'s reference is a {kind}, not a right answer, so it has nothing to teach: leave it out of the "
+            "SFT mix (its trajectories can still come in with --trajectories FILE; GRPO trains on it as it is)"
+        )
     return [
         {"prompt": item.env.render(task), "completion": [{"role": "assistant", "content": item.env.reference(task)}]}
         for task in item.env.dataset(split)
