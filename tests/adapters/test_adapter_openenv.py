@@ -317,7 +317,7 @@ def test_a_remote_misbehaving_on_one_answer_is_that_answers_fault(reverse: Remot
     env_error (issue 31's rule)."""
     env = verihub.load_env(f"openenv:{reverse.url}", size=5)
     task = env.dataset("train")[0]
-    assert env.grade(task, "a wrong guess").status == "wrong"  # taken without a fault: evidence for this task
+    assert env.grade(task, _word(task)[::-1]).status == "ok"  # a right answer: evidence for this task
     grade = env.grade(task, answer)
     assert (grade.status, grade.reward) == ("wrong", 0.0) and grade.answer_fault is not None, grade
     assert reason in grade.reason and "answer fault" in grade.reason, grade.reason
@@ -362,7 +362,8 @@ def test_bad_options_are_refused_each_by_name(reverse: Remote) -> None:
 
 def test_a_slow_remote_times_out_as_a_fault(reverse: Remote) -> None:
     env = verihub.load_env(f"openenv:{reverse.url}", size=5, timeout_s=1)
-    assert env.grade(env.dataset("train")[0], "a wrong guess").status == "wrong"  # the remote works on the task
+    task = env.dataset("train")[0]
+    assert env.grade(task, _word(task)[::-1]).status == "ok"  # a right answer: the remote works on the task
     start = time.perf_counter()
     grade = env.grade(env.dataset("train")[0], "SLOW")  # another answer got its reply at once: the answer's fault
     assert (grade.status, grade.reward) == ("wrong", 0.0) and grade.answer_fault is not None

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import subprocess
 import sys
 from typing import Any
 
 import pytest
 
 import verihub
-from conftest import MakeEnv
+from conftest import VERIHUB, MakeEnv
 from verihub.grading.faults import lacks_evidence
 from verihub.validation.validate import validate_env
 
@@ -86,13 +87,6 @@ def slow_when_right(completion, task):
     return completion.strip() == task["answer"]
 
 
-def raises_when_right(completion, task):
-    """A scorer that raises on right answers alone and fails every other."""
-    if completion.strip() == task["answer"]:
-        raise ValueError("this scorer breaks on right answers")
-    return False
-
-
 EVENTS = []
 
 
@@ -139,6 +133,10 @@ def test_a_declared_canary_is_evidence_a_placeholder_never_and_validate_counts_t
     assert (grade.status, grade.reward) == ("env_error", None) and lacks_evidence(grade.reason), grade.reason
     assert "faults there too" not in grade.reason  # the prompt is no reference to fault "too"
     assert validate_env(placeholder, attacks=False).tasks_without_evidence == 3  # its prompts raise: none has any
+    shown = subprocess.run(
+        [VERIHUB, "validate", placeholder.root, "--no-attacks"], capture_output=True, text=True, timeout=120
+    )
+    assert "3 tasks have no evidence for the fault rule" in " ".join(shown.stdout.split()), shown.stdout
     assert placeholder.grade(task, "2").status == "ok"  # an answer the check took: evidence for this task
     blamed = placeholder.grade(task, "two")
     assert (blamed.status, blamed.reward) == ("wrong", 0.0) and "another answer" not in blamed.reason
@@ -179,17 +177,27 @@ def test_a_jail_that_cannot_start_from_an_answers_state_is_the_answers_the_infra
             assert "the infrastructure reports the fault as its own" in grade.reason
 
 
-@pytest.mark.parametrize("check", ["slow_when_right", "raises_when_right"])
-def test_an_answer_graded_wrong_is_never_evidence_against_a_right_one(make_env: MakeEnv, check: str) -> None:
-    """On the work this started from, the wrong answer's clean, fast grade was the evidence: the right answer's
-    timeout (or raise) was then "the answer's", graded wrong. A right answer's fault must never be its own."""
-    env = env_for(make_env, check, "placeholder", "What is {{question}}?", timeout=0.5)
+def test_a_fast_wrong_answer_is_never_evidence_against_a_right_ones_time(make_env: MakeEnv) -> None:
+    """A scorer slow on right answers alone: a wrong answer's clean, fast grade says nothing of a right one's time
+    (a timeout takes a right answer as evidence), so the right answer's timeout stays the environment's."""
+    env = env_for(make_env, "slow_when_right", "placeholder", "What is {{question}}?", timeout=0.5)
     task = env.tasks("eval")[0]
     wrong = env.grade(task, "3")  # graded without a fault, and wrong: the adversary's to choose
     assert (wrong.status, wrong.reward) == ("wrong", 0.0)
     right = env.grade(task, task["answer"])
-    assert right.reward is None and right.status in ("timeout", "env_error"), right
-    assert lacks_evidence(right.reason) and not env.verifier.has_evidence(task), right.reason
+    assert (right.status, right.reward) == ("timeout", None), right
+    assert lacks_evidence(right.reason), right.reason
+    assert env.verifier.has_evidence(task)  # for a raise, the wrong answer's clean grade is evidence
+
+
+def test_a_wrong_answers_clean_grade_is_evidence_for_a_raise(make_env: MakeEnv) -> None:
+    """No gold and no right answer seen: another answer graded wrong without a fault shows the scorer runs on the
+    task, so an answer that makes it raise is the answer's (a game graded one move at a time has no right move)."""
+    env = env_for(make_env, "strict", "placeholder", "What is {{question}}?")
+    task = env.tasks("eval")[0]
+    assert env.grade(task, "3").status == "wrong"  # wrong, and graded without a fault
+    blamed = env.grade(task, "three")  # int() raises on it
+    assert (blamed.status, blamed.reward) == ("wrong", 0.0) and "ValueError" in blamed.answer_fault.detail
 
 
 @pytest.mark.parametrize("path", ["grade", "agrade"])

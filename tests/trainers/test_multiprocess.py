@@ -143,7 +143,8 @@ def test_two_processes_draw_alike_evaluate_held_out_once_and_write_metrics_once(
             for record in records
             if f"verihub/{env}/heldout_faulted" in record
         )
-    assert sorted(path.name for path in out.glob("*.jsonl")) == ["metrics.jsonl"]
+    # metrics once; the grades each process made, in a log of its own (verihub.eval.gradelog)
+    assert sorted(path.name for path in out.glob("*.jsonl")) == ["grades.jsonl", "grades.rank1.jsonl", "metrics.jsonl"]
     assert (out / "trl.log").read_text().count("{'step': ") == 5  # TRL's log lines: the main process's
     assert "{'step': " not in (out / "trl.rank1.log").read_text()
     assert [json.loads(line)["step"] for line in trained.stdout.splitlines()] == [1, 2, 3, 4, 4]

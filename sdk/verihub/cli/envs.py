@@ -175,6 +175,11 @@ def _print_report(report: Any) -> None:
             f"[yellow]note:[/yellow] {report.exploits_need_judge} judge-injection exploits need a judge model "
             "and were not run (--judge-model)."
         )
+    if report.tasks_without_evidence:
+        out.print(
+            f"[yellow]note:[/yellow] {report.tasks_without_evidence} tasks have no evidence for the fault rule "
+            "(no gold or canary reference, no answer graded ok): a fault there stays the environment's."
+        )
     stopped, ran = report.exploit_tally()
     exploits = (
         f", exploits blocked {stopped}/{ran}, faults forced {forced}/{forcing}"

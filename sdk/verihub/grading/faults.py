@@ -1,34 +1,37 @@
 """Whose fault a fault is: the one rule, decided by evidence rather than by the exception's type.
 
-A layer that raised or ran past its limit on an answer is retried once. A fault the retry clears was transient:
-the retry's grade stands. One that repeats is put to evidence that the layer works on this task, an answer known
-to pass through it: the task's gold reference, else its declared canary, else another answer to the same task that
-this verifier graded right (see below), each graded anew under the same layers and limits (for a terminal-state
-task, the state the gold's or canary's commands leave on the task's initial files, else its untouched work dir).
-If the evidence runs that layer without a fault (and, for a time limit, in at most a quarter of the time the
-answer ran, so a loaded machine is not blamed on the answer), the layer works on this task and only this answer
+A layer that raised or ran past its limit on an answer is retried once. A fault the retry clears was transient: the
+retry's grade stands. One that repeats is put to evidence that the layer works on this task, an answer known to pass
+through it: the task's gold reference, else its declared canary, else another answer to the same task that this
+verifier graded without a fault there (see below), each graded anew under the same layers and limits (for a
+terminal-state task, the state the gold's or canary's commands leave on the task's initial files, else its untouched
+work dir). If the evidence runs that layer without a fault (and, for a time limit, in at most a quarter of the time
+the answer ran, so a loaded machine is not blamed on the answer), the layer works on this task and only this answer
 breaks it. The answer is graded once more, after the evidence: a fault that is still there is the answer's
 (:func:`as_answer_fault`: ``wrong`` at the environment's floor, the layer marked ``answer_fault`` with the fault in
-its detail); an outage that came and went around the evidence is not. If the evidence faults too, or never
-reaches the layer, it stays the environment's (``env_error``/``timeout``, reward None), and so does a fault the
+its detail); an outage that came and went around the evidence is not. If the evidence faults too, or never reaches
+the layer, it stays the environment's (``env_error``/``timeout``, reward None), and so does a fault the
 infrastructure reports as its own, whatever the evidence shows: the sandbox failed or was killed from outside
 (:class:`~verihub.errors.SandboxInfraError`), cannot run at all (:class:`~verihub.errors.SandboxUnavailable`), or
 the grader's own machinery failed (:class:`~verihub.errors.GraderInfraError`: a worker process or bridge that did
-not start, a library's import past its start limit, no worker free in time, evidence jobs that never returned).
-An outage that spared the evidence must not make a right answer wrong. Every other fault, the sandbox's included
-(a jail that cannot start from or restore the state an answer left), is weighed by the evidence: the reference's
-state restores, so the answer's state is to blame. An answer that could make the sandbox or the grader report an
-infrastructure fault would escape its penalty; the red-team suite's fault-forcing family exists to find one. A
-check may also say so itself with :meth:`verihub.checks.base.CheckResult.malformed`.
+not start, a library's import past its start limit, no worker free in time, evidence jobs that never returned). An
+outage that spared the evidence must not make a right answer wrong. Every other fault, the sandbox's included (a
+jail that cannot start from or restore the state an answer left), is weighed by the evidence: the reference's state
+restores, so the answer's state is to blame. An answer that could make the sandbox or the grader report an
+infrastructure fault would escape its penalty; the red-team suite's fault-forcing family exists to find one. A check
+may also say so itself with :meth:`verihub.checks.base.CheckResult.malformed`.
 
-**What counts as evidence.** Only a known-good answer: an environment declares what its ``gold.reference`` is
+**What counts as evidence.** Never a stand-in: an environment declares what its ``gold.reference`` is
 (``gold.reference_is``): ``gold``, a right answer (the default); ``canary``, an answer the verifier handles
 without a fault on every task though it need not be right (``validate`` checks that it does); ``placeholder``,
 no evidence at all (an adapter's stand-in such as the task's prompt, for an ecosystem that ships no gold: a
 verifiers taskset, a game). A placeholder is never graded as evidence, nor remembered as such. Without gold or
-canary, the evidence is another answer to the task that this verifier graded right (``ok``, the layer passed):
-never a wrong one, whose choice is the adversary's and on which a scorer may behave otherwise (one that raises,
-or runs long, on right answers only would otherwise make a right answer wrong). Such answers are remembered in
+canary, the evidence is another answer to the task that this verifier graded through the layer without a fault:
+one graded right (``ok``, the layer passed) first, else one graded wrong there without a fault (the issue's rule: a
+fault-free grade shows the scorer runs on the task; a game graded one move at a time has no right first move). A
+timeout takes a right answer only: a scorer's time depends on the path an answer takes, and a fast wrong answer
+says nothing of a right one's time. What stays open: a scorer that raises on right answers only, on a task where
+no right answer was seen, has a wrong answer's clean grade blame a right one. Such answers are remembered in
 the verifier object's in-memory cache only (its ``cache_size`` latest grades): the grades this process made with
 this :class:`~verihub.grading.verifier.Verifier`, not those of another process (a ``verihub serve`` grader, a
 GraderPool's workers, a ``verihub validate`` run, an earlier training run), nor one evicted. With no evidence,
@@ -77,15 +80,15 @@ __all__ = [
 
 Source = Literal["reference", "canary", "answer"]
 """What the evidence graded: the task's gold reference, its declared canary, or another answer to it that this
-verifier graded right (remembered)."""
+verifier graded without a fault in that layer (remembered)."""
 NO_EVIDENCE = (
     "no evidence that this layer works on this task: no gold reference or canary, and no other answer to it "
-    "graded right"
+    "graded without a fault there"
 )
 _SOURCES: dict[str, str] = {
     "reference": "the task's reference",
     "canary": "the task's canary",
-    "answer": "another answer to this task, graded right before,",
+    "answer": "another answer to this task, graded before,",
 }
 
 _FAULTS = (LayerStatus.ERROR, LayerStatus.TIMEOUT)

@@ -103,7 +103,7 @@ class Verifier:
     ``reference`` gives a task's reference answer and ``reference_is`` what it is: a right answer (``gold``),
     one the layers handle without a fault on every task (``canary``), or no evidence (``placeholder``). The
     evidence that decides whose fault a fault is (:mod:`~verihub.grading.faults`) is the gold or canary, else
-    another answer to the task this verifier graded right (``ok``), still in its memory (its cache); without
+    another answer to the task this verifier graded without a fault, still in its memory (its cache); without
     any, a fault stays the environment's. ``floor`` is the reward of a grade an answer fault ends, and of an
     answer longer than ``max_answer_chars`` (None: no limit).
 
@@ -229,11 +229,11 @@ class Verifier:
 
     def has_evidence(self, task: Task) -> bool:
         """Whether the fault rule has evidence for ``task`` (:mod:`~verihub.grading.faults`): a gold reference or
-        canary that fits it, or an answer to it graded right (``ok``) in this verifier's memory."""
+        canary that fits it, or another answer to it graded without a fault in this verifier's memory."""
         if self.reference is not None and self.reference_is != "placeholder":
             if reference_task(task, self.reference) is not None:
                 return True
-        return self._seen(task, None, None) is not None
+        return self._seen(task, None, None, right_only=False) is not None
 
     # -- whose fault (verihub.grading.faults) ---------------------------------------------------------
 
@@ -262,9 +262,9 @@ class Verifier:
         retry = await self._agrade_once(task, completion, apart=True)
         if retry.reward is not None:
             return retry
-        layer = next(result.name for result in retry.layers if result.status in (_ERROR, _TIMEOUT))
+        faulted = next(result for result in retry.layers if result.status in (_ERROR, _TIMEOUT))
         landed()  # this grade now waits for others of its task: none waits for it (no two wait on each other)
-        found = await self._evidence(task, completion, layer)
+        found = await self._evidence(task, completion, faulted.name, right_only=faulted.status is _TIMEOUT)
         if found is None:
             return attribute(retry, None, self.floor)
         source, evidence_task, text = found
@@ -279,27 +279,35 @@ class Verifier:
                 return retry
         return attribute(retry, evidence, self.floor, source=source)
 
-    async def _evidence(self, task: Task, completion: str, layer: str) -> tuple[Source, Task, str] | None:
+    async def _evidence(
+        self, task: Task, completion: str, layer: str, *, right_only: bool
+    ) -> tuple[Source, Task, str] | None:
         """What to grade as evidence that ``layer`` works on ``task``: the gold reference or the canary, else
-        an answer to the task that this verifier graded right, through that layer (looked for again once the grades
-        of the task then in flight have ended, their retries included: a batch's right answers are evidence for
-        its hostile ones)."""
+        another answer to the task that this verifier graded through that layer without a fault (:meth:`_seen`;
+        looked for again once the grades of the task then in flight have ended, their retries included: a batch's
+        right answers are evidence for its hostile ones). ``right_only``: the fault is a timeout, and only an
+        answer graded right is evidence for it (a scorer's time depends on the path an answer takes through it:
+        a fast wrong answer says nothing of a right one's time)."""
         if self.reference is not None and self.reference_is != "placeholder":
             found = reference_task(task, self.reference)
             if found is not None:
                 return ("reference" if self.reference_is == "gold" else "canary"), *found
-        seen = self._seen(task, completion, layer)
+        seen = self._seen(task, completion, layer, right_only=True)
         if seen is None and (pending := self._pending(self._key(task, completion))):
             await asyncio.wait([asyncio.wrap_future(future) for future in pending], timeout=self._longest_grade)
-            seen = self._seen(task, completion, layer)
+            seen = self._seen(task, completion, layer, right_only=True)
+        if seen is None and not right_only:
+            seen = self._seen(task, completion, layer, right_only=False)
         return None if seen is None else ("answer", task, seen)
 
-    def _seen(self, task: Task, completion: str | None, layer: str | None) -> str | None:
-        """The latest answer to ``task`` but ``completion`` (nor a placeholder reference) that this verifier
-        remembers grading right: ``ok``, ``layer`` (when given) passed. Only a known-good answer is evidence: a
-        wrong one is the adversary's choice, and a scorer may fault (or run long) on right answers alone, which a
-        wrong answer's fault-free grade would then blame on them. None if it remembers none. Terminal-state tasks
-        are left out: another answer's grade is of its own work dir."""
+    def _seen(self, task: Task, completion: str | None, layer: str | None, *, right_only: bool) -> str | None:
+        """The latest answer to ``task`` but ``completion`` (nor a placeholder reference: a prompt is no answer)
+        that this verifier remembers grading without a fault in ``layer`` (any layer, when None): ``right_only``,
+        graded ``ok`` with the layer passed; else also graded wrong there, fault-free, as the issue's rule reads
+        (a fault-free grade of another answer shows the scorer runs on the task). A scorer that faults on right
+        answers alone would then have such an answer blame a right one: a right answer is looked for first,
+        and for a timeout it is the only evidence. None if it remembers none. Terminal-state tasks are left out:
+        another answer's grade is of its own work dir."""
         key = self._key(task, "")
         if key is None or len(key) != 2:
             return None
@@ -307,10 +315,15 @@ class Verifier:
         if self.reference is not None and self.reference_is == "placeholder":
             placeholder = reference_task(task, self.reference)
         excluded = {completion, placeholder[1] if placeholder is not None else None}
+        clean = (_PASSED,) if right_only else (_PASSED, _FAILED)
         for (text, content, *rest), grade in reversed(list(self._cache.items())):
-            if rest or content != key[1] or text in excluded or grade.status is not _OK:
+            if rest or content != key[1] or text in excluded or grade.reward is None:
                 continue
-            if layer is None or any(result.name == layer and result.status is _PASSED for result in grade.layers):
+            if right_only and grade.status is not _OK:
+                continue
+            if layer is None and grade.answer_fault is None:
+                return text
+            if any(result.name == layer and result.status in clean for result in grade.layers):
                 return text
         return None
 

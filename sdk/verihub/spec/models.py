@@ -419,7 +419,7 @@ class GoldSpec(_Section):
         description="What the reference is, as evidence of whose fault a fault is: 'gold', a right answer; "
         "'canary', an answer the verifier handles without a fault on every task, right or not (set min_pass_rate "
         "to 0); 'placeholder', no evidence (an environment with no gold answers: the fault rule then takes "
-        "another answer to the task graded right, in the same verifier's memory).",
+        "another answer to the task graded without a fault, in the same verifier's memory).",
     )
     negatives: list[str] = Field(default_factory=list, description="Templates giving completions that must fail.")
     exploits: list[ExploitSpec] = Field(
