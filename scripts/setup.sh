@@ -7,8 +7,13 @@
 # `verihub train --async` use.
 # With --verifiers it also syncs .venv-verifiers, Prime Intellect's verifiers 0.4 with its OpenEnv taskset
 # (engines/verifiers/uv.lock, about 800 MB), whose `vf-eval` tests/serve/test_serve_verifiers.py runs against
-# `verihub serve`; with --gem, .venv-gem, GEM's game environments (engines/gem/uv.lock: gem-llm 0.1.0, which
-# pins what the main lock cannot share), whose games `gem:` environments play. If either cannot be built,
+# `verihub serve`, and three interpreters for legacy environments (`load_environment` modules, an API 0.4 deleted):
+# .venv-verifiers-legacy, verifiers 0.3.1 (the last release with it) and two such packages from PyPI
+# (engines/verifiers-legacy/uv.lock, about 700 MB), .venv-verifiers-legacy-0.1.9 (before typed messages, about
+# 600 MB) and .venv-verifiers-legacy-0.1.5 (the oldest `score_rollout` signature, about 370 MB), which
+# tests/adapters/test_adapter_verifiers_legacy.py loads through VERIHUB_VERIFIERS_PYTHON; with --gem, .venv-gem,
+# GEM's game environments (engines/gem/uv.lock: gem-llm 0.1.0, which pins what the main lock cannot share), whose
+# games `gem:` environments play. If either cannot be built,
 # setup goes on and its tests are skipped, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -113,5 +118,13 @@ own_environment() {
   fi
   rm -f "$log"
 }
-if [ "$WITH_VERIFIERS" = 1 ]; then own_environment verifiers; fi  # it pins mcp, openai and others
+if [ "$WITH_VERIFIERS" = 1 ]; then
+  own_environment verifiers  # it pins mcp, openai and others
+  # A legacy package pins only `verifiers>=0.1.x`: a fresh install resolves 0.4.0, which fails at its import,
+  # so each interpreter holds a legacy release chosen by its lock: both sides of 0.1.11's typed messages, and
+  # each of the three `score_rollout` signatures.
+  own_environment verifiers-legacy
+  own_environment verifiers-legacy-0.1.9
+  own_environment verifiers-legacy-0.1.5
+fi
 if [ "$WITH_GEM" = 1 ]; then own_environment gem; fi  # it pins reasoning-gym 0.1.23 and nltk 3.9.1

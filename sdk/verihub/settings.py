@@ -124,14 +124,16 @@ def vllm_python() -> str:
 
 def verifiers_python() -> str:
     """``VERIHUB_VERIFIERS_PYTHON``: the interpreter with Prime Intellect's ``verifiers`` that scores
-    ``verifiers:`` environments (default: this one, when it has verifiers). verifiers pins packages verihub's
-    lock cannot share: ``scripts/setup.sh --verifiers`` makes ``.venv-verifiers/bin/python``."""
+    ``verifiers:`` environments (default: this one, when it has verifiers): 0.4 for v1 tasksets, 0.3.1 or older
+    for legacy environments (``load_environment`` modules). verifiers pins packages verihub's lock cannot share:
+    ``scripts/setup.sh --verifiers`` makes ``.venv-verifiers/bin/python`` and
+    ``.venv-verifiers-legacy/bin/python``."""
     return _interpreter(
         "VERIHUB_VERIFIERS_PYTHON",
         "verifiers",
         "verifiers: environments need Prime Intellect's verifiers, in this interpreter or another "
         "one: VERIHUB_VERIFIERS_PYTHON=PATH/bin/python (`scripts/setup.sh --verifiers` makes "
-        ".venv-verifiers)",
+        ".venv-verifiers, and .venv-verifiers-legacy for legacy environments)",
     )
 
 

@@ -1,4 +1,6 @@
-"""Prime Intellect's ``verifiers`` (0.4, its v1 ``Taskset``/``Task`` API) tasksets as verihub environments.
+"""Prime Intellect's ``verifiers`` (0.4, its v1 ``Taskset``/``Task`` API) tasksets as verihub environments; the
+same ``verifiers:`` id loads a legacy environment (a ``load_environment`` module, verifiers 0.1.x to 0.3.1) where
+the interpreter's verifiers still has that API (:mod:`verihub.adapters._verifiers_legacy`).
 
 >>> env = verihub.load_env("verifiers:my_taskset", size=200)  # doctest: +SKIP
 >>> env = verihub.load_env("verifiers:my_taskset?size=50", config={"split": "test"})  # doctest: +SKIP
@@ -38,7 +40,7 @@ import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field
 
@@ -53,7 +55,7 @@ from verihub.grading._pools import START_S
 __all__ = ["PREFIX", "Bridge", "TasksetRef", "VerifiersError", "load_verifiers", "rubric"]
 
 PREFIX = "verifiers:"
-OPTIONS = ("size", "seed", "config", "paths", "python", "timeout_s")
+OPTIONS = ("size", "seed", "config", "paths", "python", "timeout_s", "reward_range")
 DEFAULT_SIZE = 100
 _TASKSET_ID = re.compile(r"[A-Za-z_][\w.-]{0,100}")
 
@@ -78,6 +80,7 @@ class Bridge:
     one score at a time. Every bridge loads the taskset itself; one whose tasks differ from the first load's (a
     taskset whose load is not deterministic) is refused, as it would score another task than the one posed."""
 
+    SIDE = "verifiers_side.py"  # the far side, in verihub.adapters.bridges
     _open: dict[str, Bridge] = {}
     _open_lock = threading.Lock()
 
@@ -92,7 +95,7 @@ class Bridge:
     def _new(self) -> BridgeProcess:
         return BridgeProcess(
             self.ref.python,
-            "verifiers_side.py",
+            self.SIDE,
             what=f"verifiers taskset {self.ref.taskset!r}",
             timeout_s=self.ref.timeout_s,
             error=VerifiersError,
@@ -100,12 +103,12 @@ class Bridge:
         )
 
     @classmethod
-    def of(cls, ref: TasksetRef) -> Bridge:
+    def of(cls, ref: TasksetRef) -> Self:
         key = ref.model_dump_json()
         with cls._open_lock:
             if key not in cls._open:
                 cls._open[key] = cls(ref)
-            return cls._open[key]
+            return cls._open[key]  # type: ignore[return-value]  # each subclass has an _open of its own
 
     def tasks(self) -> dict[str, Any]:
         """The taskset's load answer: its tasks, rewards and versions."""
@@ -119,12 +122,16 @@ class Bridge:
         return self.loaded
 
     def score(self, index: int, completion: str) -> dict[str, list[float] | None]:
+        return self.scored(index, completion)["rewards"]
+
+    def scored(self, index: int, completion: str) -> dict[str, Any]:
+        """The far side's whole answer to scoring ``completion`` as the reply to task ``index``."""
         request = {"op": "score", "index": index, "completion": completion}
         if apart():  # the fault rule's evidence: never behind another reply on the shared bridge
             with held(self.apart) as process:
-                return process.ask(request)["rewards"]
+                return process.ask(request)
         with self.process.held():
-            return self.process.ask(request)["rewards"]
+            return self.process.ask(request)
 
     def close(self) -> None:
         """Close every bridge process of this taskset (a later use starts them again)."""
@@ -137,14 +144,7 @@ class Bridge:
     def _load(self, process: BridgeProcess) -> None:
         """A bridge's first request (:meth:`BridgeProcess.ensure`): the taskset loaded there, the same tasks as
         the first load's or refused."""
-        request = {
-            "op": "load",
-            "taskset": self.ref.taskset,
-            "config": self.ref.config,
-            "limit": self.ref.size,
-            "paths": self.ref.paths,
-        }
-        answer = process.ask(request, max(START_S, self.ref.timeout_s))
+        answer = process.ask(self._load_request(), max(START_S, self.ref.timeout_s))
         digest = _digest(answer)
         with self._loaded_lock:
             if self._digest is None:
@@ -155,6 +155,15 @@ class Bridge:
                     "at first (its load is not deterministic): a score there would be of another task than the "
                     "one posed"
                 )
+
+    def _load_request(self) -> dict[str, Any]:
+        return {
+            "op": "load",
+            "taskset": self.ref.taskset,
+            "config": self.ref.config,
+            "limit": self.ref.size,
+            "paths": self.ref.paths,
+        }
 
 
 def _digest(loaded: dict[str, Any]) -> str:
@@ -173,12 +182,12 @@ def verifiers_spec(
     paths: list[str] | None = None,
     python: str | None = None,
     timeout_s: float = 60.0,
+    reward_range: list[float] | None = None,
 ) -> tuple[Any, TasksetRef]:
-    """The :class:`~verihub.spec.loader.LoadedSpec` of ``verifiers:TASKSET`` (see the module docstring)."""
-    from verihub.adapters.openenv import SPLIT
-    from verihub.spec.lines import LineMap
-    from verihub.spec.loader import LoadedSpec
-    from verihub.spec.models import EnvSpec
+    """The :class:`~verihub.spec.loader.LoadedSpec` of ``verifiers:TASKSET`` (see the module docstring): a legacy
+    environment (:mod:`verihub.adapters._verifiers_legacy`) where the interpreter's verifiers has that API and
+    the module a ``load_environment``, else a v1 taskset."""
+    from verihub.adapters import _verifiers_legacy as legacy
 
     taskset = ref.removeprefix(PREFIX).strip()
     if not _TASKSET_ID.fullmatch(taskset):
@@ -194,6 +203,12 @@ def verifiers_spec(
         size=size,
         timeout_s=timeout_s,
     )
+    if legacy.capable(target.python):
+        found = legacy.legacy_spec(ref, target, seed=seed, reward_range=reward_range)
+        if found is not None:
+            return found
+    if reward_range is not None:
+        raise SpecError([SpecProblem(ref, None, "reward_range", "is for legacy environments (load_environment)")])
     loaded = Bridge.of(target).tasks()
     if loaded["rewards"] and set(loaded["rewards"]) <= set(loaded["runtime_rewards"]):
         raise SpecError(
@@ -209,6 +224,18 @@ def verifiers_spec(
         )
     if not loaded["rewards"]:
         raise SpecError([SpecProblem(ref, None, "rewards", "the taskset's tasks declare no reward")])
+    return loaded_spec(target, loaded, seed, module=__name__, kind="taskset"), target
+
+
+def loaded_spec(target: TasksetRef, loaded: dict[str, Any], seed: int | None, *, module: str, kind: str) -> Any:
+    """The spec of a loaded taskset or environment: its tasks from ``module``'s ``tasks``, graded by ``module``'s
+    ``rubric`` check, both with ``target`` as their arguments."""
+    from verihub.adapters.openenv import SPLIT
+    from verihub.spec.lines import LineMap
+    from verihub.spec.loader import LoadedSpec
+    from verihub.spec.models import EnvSpec
+
+    taskset, timeout_s = target.taskset, target.timeout_s
     version = loaded["versions"].get(taskset.split(".")[0], "0.0.0")
     with_system = any(task["system"] for task in loaded["tasks"])
     arguments = target.model_dump()
@@ -217,10 +244,10 @@ def verifiers_spec(
             "id": "verifiers-" + re.sub(r"[^a-z0-9._-]+", "-", taskset.lower()),
             "version": version if re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", version) else "0.0.0",
             "domain": "verifiers",
-            "description": f"The verifiers taskset {taskset} (verifiers {loaded['versions'].get('verifiers', '?')}).",
+            "description": f"The verifiers {kind} {taskset} (verifiers {loaded['versions'].get('verifiers', '?')}).",
             "tags": ["verifiers"],
             "dataset": {
-                "source": f"{__name__}:tasks",
+                "source": f"{module}:tasks",
                 "size": len(loaded["tasks"]),
                 "seed": seed or 0,
                 "args": arguments,
@@ -231,7 +258,7 @@ def verifiers_spec(
                 {
                     "name": "rubric",
                     "layer": "check",
-                    "use": f"{__name__}:rubric",
+                    "use": f"{module}:rubric",
                     "args": arguments,
                     "timeout_s": 2 * timeout_s + 5,
                 }
@@ -240,12 +267,16 @@ def verifiers_spec(
             "gold": {"reference": "{prompt}", "reference_is": "placeholder", "min_pass_rate": 0.0},
         }
     )
-    return LoadedSpec(spec, Path(PREFIX + taskset) / "environment.yaml", LineMap()), target
+    return LoadedSpec(spec, Path(PREFIX + taskset) / "environment.yaml", LineMap())
 
 
 def tasks(n: int, seed: int, **ref: Any) -> list[dict[str, Any]]:
     """The taskset's first ``n`` tasks as rows (the dataset generator)."""
-    loaded = Bridge.of(TasksetRef(**ref)).tasks()
+    return rows(Bridge.of(TasksetRef(**ref)).tasks(), n)
+
+
+def rows(loaded: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """A load answer's first ``n`` tasks as dataset rows."""
     return [
         {"id": f"{task['id']}", "index": index, "prompt": task["prompt"], "system": task["system"]}
         for index, task in enumerate(loaded["tasks"][:n])

@@ -278,10 +278,11 @@ def load_env(
     ``players``, ``opponent``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.textarena`.
     ``skyrl-gym:ENV`` refs (a skyrl-gym environment, on the tasks of a dataset file) take ``data``, ``size``,
     ``max_turns``, ``env_config``, ``reward_range`` and ``timeout_s``; see :mod:`verihub.adapters.skyrl_gym`.
-    ``verifiers:TASKSET`` refs (Prime Intellect's verifiers, scored in its own interpreter) take ``size``,
-    ``seed``, ``config`` (the taskset's), ``paths``, ``python`` and ``timeout_s``; see
-    :mod:`verihub.adapters.verifiers`. ``harbor:PATH`` refs (Harbor tasks, run in verihub's jail) take
-    ``max_turns`` and ``seed``; see :mod:`verihub.adapters.harbor`. ``gem:ENV`` refs (GEM's environments, in
+    ``verifiers:TASKSET`` refs (Prime Intellect's verifiers, scored in its own interpreter: a v1 taskset or a
+    legacy ``load_environment`` module) take ``size``, ``seed``, ``config`` (the taskset's, or
+    ``load_environment``'s keywords), ``paths``, ``python``, ``timeout_s`` and, for a legacy one,
+    ``reward_range``; see :mod:`verihub.adapters.verifiers`. ``harbor:PATH`` refs (Harbor tasks, run in verihub's
+    jail) take ``max_turns`` and ``seed``; see :mod:`verihub.adapters.harbor`. ``gem:ENV`` refs (GEM's environments, in
     GEM's own interpreter) take ``size``, ``seed``, ``max_turns``, ``reward_range``, ``timeout_s`` and ``python``;
     see :mod:`verihub.adapters.gem`. Refs of a scheme an installed package registers in the ``verihub.adapters``
     entry-point group go to its loader: ``hf://datasets/ORG/NAME[@REV]`` (the hub's: an RL environment dataset of

@@ -17,6 +17,7 @@ import asyncio
 import inspect
 import itertools
 import sys
+from pathlib import Path
 from typing import Any
 
 _TASKS: list[Any] = []
@@ -27,8 +28,12 @@ def _load(request: dict[str, Any]) -> dict[str, Any]:
     import verifiers.v1 as vf
 
     taskset_id = request["taskset"]
-    config = vf.taskset_config_type(taskset_id)(id=taskset_id, **(request.get("config") or {}))
-    taskset = vf.load_taskset(config)
+    try:
+        config = vf.taskset_config_type(taskset_id)(id=taskset_id, **(request.get("config") or {}))
+        taskset = vf.load_taskset(config)
+    except Exception:
+        _refuse_legacy(taskset_id)
+        raise
     _TASKS[:] = list(itertools.islice(iter(taskset), int(request["limit"])))
     if not _TASKS:
         raise ValueError(f"taskset {taskset_id!r} has no tasks")
@@ -46,6 +51,26 @@ def _load(request: dict[str, Any]) -> dict[str, Any]:
         for task in _TASKS
     ]
     return {"tasks": tasks, "rewards": rewards, "runtime_rewards": runtime, "versions": _versions(taskset)}
+
+
+def _refuse_legacy(module_id: str) -> None:
+    """Say so when the module is a legacy environment (it defines ``load_environment``), which this verifiers
+    cannot load: its import may fail here, so its source is read, not run."""
+    import importlib.util
+    from importlib.metadata import version
+
+    try:
+        spec = importlib.util.find_spec(module_id)
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec and spec.origin else ""
+    except (ImportError, OSError, ValueError):
+        return
+    if "def load_environment(" in source:
+        raise ImportError(
+            f"{module_id!r} is a legacy verifiers environment (load_environment), an API verifiers "
+            f"{version('verifiers')} no longer has (0.4.0 deleted it): load it with an interpreter whose verifiers "
+            "is 0.3.1 or older (scripts/setup.sh --verifiers makes .venv-verifiers-legacy: "
+            "VERIHUB_VERIFIERS_PYTHON=.venv-verifiers-legacy/bin/python)"
+        )
 
 
 def _needs_runtime(fn: Any) -> bool:
