@@ -3,24 +3,27 @@
 A member is accepted when it is a regular file, a directory or (tar only) a symbolic or hard link, its path
 is relative and stays inside the archive, it has no setuid, setgid or sticky bit, a link's target stays
 inside too, and no path runs through a symbolic link of the archive (so where a path leads on paper is where
-it leads on disk). An sdist is read as a stream with a cap on the bytes it unpacks to and on its members; a
+it leads on disk). An sdist is unpacked with a cap on its bytes and read in linear work with a cap on its members; a
 wheel's sizes and members are counted from its central directory, which is all a zip reader unpacks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
+import mmap
 import posixpath
 import stat
-import tarfile
+import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from verihub.hub.errors import ArchiveTooLargeError, InvalidReleaseError, UnsafeArchiveError
 from verihub.hub.limits import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_MEMBERS
+from verihub.sandbox._archive import DIR, FILE, HARDLINK, SYMLINK, Clock, TooLarge, from_tar
 
 __all__ = ["check_archive"]
 
@@ -45,7 +48,7 @@ def check_archive(
         members = (_zip_members if filename.endswith(".whl") else _tar_members)(filename, data, max_bytes, max_members)
     except InvalidReleaseError:  # a cap, raised from inside the reader
         raise
-    except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError, zlib.error, ValueError) as error:
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError) as error:  # UnsafeArchive too
         raise InvalidReleaseError(f"{filename} is refused: it is not a valid archive ({error})") from None
     symlinks = {_normal(member.name) for member in members if member.kind == "symlink"}
     for member in members:
@@ -101,25 +104,27 @@ def _through(directory: str, symlinks: set[str]) -> bool:
 
 
 def _tar_members(filename: str, data: bytes, max_bytes: int, max_members: int) -> list[_Member]:
-    members: list[_Member] = []
-    stream = _Capped(gzip.GzipFile(fileobj=io.BytesIO(data)), max_bytes, filename)
-    with tarfile.open(fileobj=stream, mode="r|") as archive:  # a stream: read once, never seeked
-        for info in archive:
-            if len(members) == max_members:
-                raise ArchiveTooLargeError(f"{filename} is refused: it holds more than {max_members} members")
-            kind: Kind = (
-                "file"
-                if info.isreg()
-                else "dir"
-                if info.isdir()
-                else "symlink"
-                if info.issym()
-                else "hardlink"
-                if info.islnk()
-                else "other"
-            )
-            members.append(_Member(info.name, kind, info.mode & 0o7777, info.linkname))
-    return members
+    # Unpacked within the cap to a file of its own (mapped, not held: an sdist may unpack to MAX_ARCHIVE_BYTES),
+    # then read by the sandbox's tar reader, which takes each byte once and stops at a time limit: tarfile parses
+    # a crafted PAX header in time quadratic in its length on the Pythons before 3.12.6 (CVE-2024-6232), and an
+    # upload is a hostile user's to craft.
+    with tempfile.TemporaryFile() as spill:
+        _gunzip(data, spill, max_bytes, filename)
+        tar = mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ)  # (an empty one: ValueError)
+        try:
+            return _read_tar(tar, filename, max_members)
+        finally:
+            with contextlib.suppress(BufferError):  # views a raised error's frames still hold: it closes with them
+                tar.close()
+
+
+def _read_tar(tar: mmap.mmap, filename: str, max_members: int) -> list[_Member]:
+    try:
+        entries = from_tar(tar, Clock(f"reading {filename}"), max_members)
+    except TooLarge as error:
+        raise ArchiveTooLargeError(f"{filename} is refused: {error}") from None
+    kinds: dict[str, Kind] = {FILE: "file", DIR: "dir", SYMLINK: "symlink", HARDLINK: "hardlink"}
+    return [_Member(e.name, kinds.get(e.kind, "other"), e.mode & 0o7777, e.target) for e in entries]
 
 
 def _zip_members(filename: str, data: bytes, max_bytes: int, max_members: int) -> list[_Member]:
@@ -148,18 +153,13 @@ def _zip_member(info: zipfile.ZipInfo) -> _Member:
     return _Member(info.filename, kind, stat.S_IMODE(mode))
 
 
-class _Capped(io.RawIOBase):
-    """The unpacked bytes of a stream, refused once past ``limit`` (tarfile reads it in blocks)."""
-
-    def __init__(self, source: gzip.GzipFile, limit: int, filename: str) -> None:
-        self._source, self._left, self._filename, self._limit = source, limit, filename, limit
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._source.read(min(size, self._left + 1) if size >= 0 else self._left + 1)
-        self._left -= len(chunk)
-        if self._left < 0:
-            raise ArchiveTooLargeError(f"{self._filename} is refused: it unpacks to more than {self._limit >> 20} MiB")
-        return chunk
+def _gunzip(data: bytes, into: BinaryIO, limit: int, filename: str) -> None:
+    """The gzip stream ``data`` unpacked into ``into``, refused once past ``limit`` bytes."""
+    left = limit
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as source:
+        while chunk := source.read(min(1 << 20, left + 1)):
+            left -= len(chunk)
+            if left < 0:
+                raise ArchiveTooLargeError(f"{filename} is refused: it unpacks to more than {limit >> 20} MiB")
+            into.write(chunk)
+    into.flush()

@@ -84,7 +84,7 @@ class Clock:
 
     def check(self):
         if time.thread_time() > self.end:
-            raise TooLarge("%s took longer than %gs: the work dir costs too much to keep" % (self.what, self.seconds))
+            raise TooLarge("%s took longer than %gs of CPU time: it costs too much to keep" % (self.what, self.seconds))
 
 
 # -- the rule ----------------------------------------------------------------------------------------
@@ -335,11 +335,11 @@ _PAX_MAX = 64 << 10  # bytes of one PAX header: a path, a link path and a few nu
 _LOW = bytes(range(128))
 
 
-def from_tar(data, clock=None):
+def from_tar(data, clock=None, max_entries=MAX_ENTRIES):
     """The entries of a tar archive (ustar, GNU or PAX, as GNU tar and :func:`to_tar` write them), unchecked
-    (pass them to :func:`check`). Never extracts anything. Read here rather than by ``tarfile``: a crafted
-    PAX header costs ``tarfile`` time quadratic in its length on the Pythons before 3.12.6 (CVE-2024-6232);
-    this reader takes each byte once."""
+    (pass them to :func:`check`), at most ``max_entries`` of them (:class:`TooLarge`). Never extracts anything.
+    Read here rather than by ``tarfile``: a crafted PAX header costs ``tarfile`` time quadratic in its length on
+    the Pythons before 3.12.6 (CVE-2024-6232); this reader takes each byte once (the hub's sdists too)."""
     clock = clock or Clock("reading the work dir's archive")
     view = memoryview(data)
     entries, offset, size = [], 0, len(data)
@@ -387,8 +387,8 @@ def from_tar(data, clock=None):
                 raise UnsafeArchive("%r is cut short in the archive" % name[:200])
             payload = view[offset:end]
             offset += -(-length // _BLOCK) * _BLOCK
-        if len(entries) >= MAX_ENTRIES:
-            raise TooLarge("the archive holds more than %d entries" % MAX_ENTRIES)
+        if len(entries) >= max_entries:
+            raise TooLarge("the archive holds more than %d entries" % max_entries)
         kind = {b"0": FILE, b"\0": FILE, b"7": FILE, b"1": HARDLINK, b"2": SYMLINK, b"5": DIR}.get(kind_flag, "other")
         if kind_flag == b"\0" and name.endswith("/"):
             kind = DIR  # the old V7 form of a directory
