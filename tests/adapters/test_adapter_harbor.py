@@ -4,6 +4,7 @@ template untouched, whose tests image RUNs an install: the jail cannot stand in 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import shutil
@@ -156,9 +157,40 @@ def hostile() -> verihub.Environment:
 def test_an_answer_run_by_the_tests_cannot_grant_itself_the_reward(
     hostile: verihub.Environment, name: str, attack: str, nsjail_path: str
 ) -> None:
-    script = attack.replace("'", "'\\''")
-    grade = hostile.grade(by_name(hostile)[name], bash(f"printf '%s\\n' '{script}' > answer.sh"))
+    grade = hostile.grade(by_name(hostile)[name], answer_script(attack))
     assert grade.status == "wrong" and grade.reward == 0.0, grade
+
+
+def test_a_grpo_group_of_hostile_and_right_answers(hostile: verihub.Environment, nsjail_path: str) -> None:
+    """Two right answers and two hostile ones (one kills the tests, so they write no reward: a fault the gold
+    answer does not share; one forges a read-only reward), graded together as the trainer grades a group, twice:
+    right ones ok, hostile ones wrong at 0."""
+    task = by_name(hostile)["runs-the-answer"]
+    right = bash(task["solution"])
+    group = [
+        right,
+        answer_script(ATTACKS[0]),  # writes the reward, then kills every process it can
+        bash(task["solution"] + "\n# the same answer, written otherwise"),
+        answer_script(ATTACKS[1]),  # writes the reward and makes it read-only
+    ]
+
+    async def graded() -> list[Any]:
+        return await asyncio.gather(*(hostile.agrade(task, answer) for answer in group))
+
+    for _ in range(2):
+        grades = asyncio.run(graded())
+        assert [(grade.status, grade.reward) for grade in grades] == [
+            ("ok", 1.0),
+            ("wrong", 0.0),
+            ("ok", 1.0),
+            ("wrong", 0.0),
+        ], grades
+
+
+def answer_script(attack: str) -> str:
+    """An answer that leaves ``attack`` as the script the hostile tasks' tests run."""
+    script = attack.replace("'", "'\\''")
+    return bash(f"printf '%s\\n' '{script}' > answer.sh")
 
 
 def hooks(forge: str) -> str:
