@@ -10,4 +10,5 @@ bash scripts/setup.sh --vllm --verifiers --gem
 # Types, by pyproject.toml's [tool.mypy] (sdk, hub, trainers), with .venv's packages. mypy is not in the lock: adding
 # it makes uv re-resolve a Python >= 3.15 split that has no solution today; uv fetches this pinned one instead.
 .tools/uv/bin/uv run --no-project --with mypy==2.4.1 mypy --python-executable .venv/bin/python
-exec .venv/bin/python -m pytest -q "$@"
+# The 25 slowest tests and every skip with its reason, printed at the end.
+exec .venv/bin/python -m pytest -q -rs --durations=25 "$@"

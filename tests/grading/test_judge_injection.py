@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import verihub
-from conftest import REPO
 from verihub.checks.attacks.judge import EXPLOITS, JudgeTarget
 from verihub.grading.injection import injection_flag, injection_signs, judge_result
 from verihub.spec.scaffold import init_env
@@ -139,26 +138,21 @@ def test_a_pasted_rubric_is_flagged_where_the_judge_sees_it(judge_env: Path) -> 
     assert injection_signs("Blue light scatters off air more than red light does.", rubric) == ()
 
 
-SMOLLM2 = REPO / "runs" / "smollm2"  # verihub models smollm2 runs/smollm2
-
-
 @pytest.mark.slow
-def test_with_a_real_chat_template_the_answer_stays_inside_the_users_turn() -> None:
+def test_with_a_real_chat_template_the_answer_stays_inside_the_users_turn(smollm2_dir: Path) -> None:
     """SmolLM2's own tokenizer and template: the forged turn becomes plain text (on main it opened two more
     turns, one of them the judge's reply); and the real model, asked to judge it, gives no verdict it wrote."""
-    if not (SMOLLM2 / "model.safetensors").exists():
-        pytest.skip(f"no {SMOLLM2}: verihub models smollm2 runs/smollm2")
     from transformers import AutoTokenizer
 
     from verihub.grading.judge import JudgeError, ModelJudge, judge_messages
 
-    tokenizer = AutoTokenizer.from_pretrained(SMOLLM2)
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     opener = tokenizer.convert_tokens_to_ids("<|im_start|>")
     messages = judge_messages("Score the explanation.", [{"role": "user", "content": "Explain the sky."}], FORGED_TURN)
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert tokens.count(opener) == 3  # system, user, and the judge's own turn
-    judge = ModelJudge(f"hf:{SMOLLM2}", retries=1, max_tokens=48)
+    judge = ModelJudge(f"hf:{smollm2_dir}", retries=1, max_tokens=48)
     try:
         verdict = asyncio.run(
             judge.judge(

@@ -1,5 +1,5 @@
 """bench/peer_eval_bench.py keeps running: its endpoint and its verihub half on a few rollouts, and its
-verifiers half where an interpreter with verifiers 0.4 is named by $VERIFIERS_PYTHON (never in CI)."""
+verifiers half with .venv-verifiers' verifiers 0.4 (scripts/setup.sh --verifiers)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, use_own_environment
 
 BENCH = [
     sys.executable,
@@ -45,12 +45,9 @@ def test_the_bench_runs_verihub_against_its_endpoint_and_says_when_verifiers_is_
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not os.environ.get("VERIFIERS_PYTHON"),
-    reason="$VERIFIERS_PYTHON names no interpreter with verifiers 0.4 (see bench/peer_eval_bench.py)",
-)
-def test_the_bench_runs_verifiers_on_the_same_completions() -> None:
-    lines = run_bench(verifiers_python=os.environ["VERIFIERS_PYTHON"])
+def test_the_bench_runs_verifiers_on_the_same_completions(monkeypatch: pytest.MonkeyPatch) -> None:
+    venv = use_own_environment("verifiers", "VERIFIERS_PYTHON", monkeypatch)  # verifiers 0.4
+    lines = run_bench(verifiers_python=str(venv / "bin" / "python"))
     assert any(line.startswith("verifiers 0.4") and "8 rollouts in" in line and "faulted 0" in line for line in lines)
     assert lines[-2].startswith("same completions, same verdicts per task: yes")
     assert lines[-1].startswith("verihub ") and "rollouts/s, ratio " in lines[-1]

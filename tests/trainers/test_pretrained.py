@@ -15,13 +15,6 @@ pytestmark = pytest.mark.slow
 QUESTION = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
-@pytest.fixture(scope="module")
-def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from verihub.trainers.pretrained import smollm2
-
-    return smollm2(tmp_path_factory.mktemp("smollm2") / "model")
-
-
 def test_the_folder_is_plain_transformers_and_is_made_once(smollm2_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
