@@ -18,6 +18,9 @@ own, a load that is not deterministic refused).
   rescaled from ``reward_range`` to [0, 1]; without one, the range is derived from the weights as if each
   function scored in [0, 1] (from the sum of the negative weights to that of the positive ones), and a sum
   outside it is a fault that asks for ``reward_range``.
+- **multi-turn**: a ``vf.MultiTurnEnv`` is played turn by turn, its rubric scoring the episode's end
+  (:mod:`verihub.adapters._verifiers_legacy_turns`); a ``vf.ToolEnv`` and one that needs a remote service are
+  refused at load, saying why.
 - **faults**: a paid function that raises, returns what is no finite number, or calls a judge that cannot be
   reached is a fault with its reason, never the 0.0 the Rubric logs for it; whose fault, the answer's or the
   environment's, is verihub's one rule (:mod:`verihub.grading.faults`) as for v1 tasksets. A weight-0 metric's
@@ -35,6 +38,7 @@ from typing import Any
 
 from pydantic import Field
 
+from verihub.adapters.openenv import Remote
 from verihub.adapters.verifiers import Bridge, TasksetRef, loaded_spec, rows
 from verihub.checks.base import CheckResult, check
 from verihub.errors import GraderInfraError, SpecError, SpecProblem, VerifiersError, describe_error
@@ -98,8 +102,9 @@ def capable(python: str) -> bool:
 
 def legacy_spec(
     ref: str, target: TasksetRef, *, seed: int | None, reward_range: list[float] | None
-) -> tuple[Any, LegacyRef] | None:
-    """The spec of the legacy environment ``target`` names, or None when its module is no legacy one."""
+) -> tuple[Any, LegacyRef | Remote] | None:
+    """The spec of the legacy environment ``target`` names and its check's arguments (a multi-turn one's: its
+    episodes), or None when its module is no legacy one."""
     if reward_range is not None and (
         len(reward_range) != 2 or not all(math.isfinite(v) for v in reward_range) or reward_range[0] >= reward_range[1]
     ):
@@ -114,6 +119,10 @@ def legacy_spec(
     low, high = _range(legacy, loaded["rewards"])
     if not high > low:
         raise SpecError([SpecProblem(ref, None, "rewards", "the rubric has no reward function with a weight")])
+    if loaded.get("max_turns", 1) != 1:  # a vf.MultiTurnEnv: its episodes played turn by turn
+        from verihub.adapters._verifiers_legacy_turns import turns_spec
+
+        return turns_spec(ref, legacy, loaded, seed)
     return loaded_spec(legacy, loaded, seed, module=__name__, kind="environment"), legacy
 
 
@@ -141,8 +150,13 @@ def _fault(what: str, kind: str, detail: str) -> str:
 def rubric(completion: str, task: Mapping[str, Any], params: LegacyRef) -> CheckResult:
     """The rubric's weighted sum for the completion as the reply, rescaled to [0, 1]; each function in the detail."""
     bridge = LegacyBridge.of(params)
-    answer = bridge.scored(int(task["index"]), completion)
-    weights = {name: float(weight) for name, weight in bridge.loaded["rewards"]}
+    return graded(params, bridge.loaded["rewards"], bridge.scored(int(task["index"]), completion))
+
+
+def graded(params: LegacyRef, rewards: list[list[Any]], answer: Mapping[str, Any]) -> CheckResult:
+    """The far side's score (of a reply, or of a played episode's end) as verihub's: the weighted sum rescaled
+    to [0, 1], each function in the detail; a paid function's fault, or a sum outside the range, raised."""
+    weights = {name: float(weight) for name, weight in rewards}
     faults = {name: _fault(*what) for name, what in answer["faults"].items()}
     if paid := [name for name in faults if weights.get(name)]:
         raise VerifiersError(
@@ -153,7 +167,7 @@ def rubric(completion: str, task: Mapping[str, Any], params: LegacyRef) -> Check
     reward = float(answer["reward"])
     if not math.isfinite(reward):  # a weight-0 metric's nan, times its 0: the paid functions' sum
         reward = sum(float(answer["scores"][name]) * weight for name, weight in weights.items() if weight)
-    low, high = _range(params, bridge.loaded["rewards"])
+    low, high = _range(params, rewards)
     score = (reward - low) / (high - low)
     if not -1e-9 <= score <= 1 + 1e-9:
         how = "declared" if params.reward_range else "derived from the weights, for functions scoring in [0, 1]"

@@ -46,6 +46,7 @@ from pydantic import Field
 
 from verihub import settings
 from verihub.adapters._bridge import BridgeProcess, bridge_pool, held
+from verihub.adapters.openenv import OpenEnvEnvironment, Remote
 from verihub.checks.base import CheckParams, CheckResult, check
 from verihub.environment.core import Environment
 from verihub.errors import GraderInfraError, SpecError, SpecProblem, VerifiersError
@@ -183,7 +184,7 @@ def verifiers_spec(
     python: str | None = None,
     timeout_s: float = 60.0,
     reward_range: list[float] | None = None,
-) -> tuple[Any, TasksetRef]:
+) -> tuple[Any, TasksetRef | Remote]:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``verifiers:TASKSET`` (see the module docstring): a legacy
     environment (:mod:`verihub.adapters._verifiers_legacy`) where the interpreter's verifiers has that API and
     the module a ``load_environment``, else a v1 taskset."""
@@ -326,5 +327,7 @@ def load_verifiers(
     }
     if unknown := sorted(set(merged) - set(OPTIONS)):
         raise TypeError(f"verifiers: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
-    loaded, _ = verifiers_spec(ref, **merged)
+    loaded, target = verifiers_spec(ref, **merged)
+    if isinstance(target, Remote):  # a multi-turn legacy environment: played as episodes
+        return OpenEnvEnvironment(loaded, target, **env_options)
     return Environment(loaded, **env_options)

@@ -1,10 +1,10 @@
 """The loop of every far side in this folder: one JSON object a line on stdin, one answer a line on stdout.
 
 A far side runs in another tool's interpreter (its pins conflict with verihub's lock), as ``python -P FILE``,
-and imports nothing of verihub: only its tool, the standard library and this file (its folder holds nothing
-else, so nothing here can pass for another package). A request names its ``op``; the answer is the handler's
-dict, or ``{"error": [TYPE, MESSAGE]}`` when it raised, and the loop goes on. The tool's own prints go to
-stderr: they must not break the protocol.
+and imports nothing of verihub: only its tool, the standard library, this file and its own helpers
+(``_NAME_*.py`` beside ``NAME_side.py``); the folder holds nothing else, so nothing here can pass for another
+package. A request names its ``op``; the answer is the handler's dict, or ``{"error": [TYPE, MESSAGE]}`` when it
+raised, and the loop goes on. The tool's own prints go to stderr: they must not break the protocol.
 """
 
 from __future__ import annotations
