@@ -19,9 +19,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Skips CI accepts: what its machine cannot be (a GPU machine, another CPU architecture). Any other skip there is
-# a test that did not run (an engine or an own environment that did not build, a fixture missing), and fails.
-CI_SKIPS = ("needs a CUDA GPU", "a GPU machine runs the check itself", "syscall numbers below are x86_64's")
+# Skips CI accepts: what its machine cannot be (a GPU machine, another CPU architecture, a checkout under the temp
+# dirs a test must replace). Any other skip there is a test that did not run (an engine or an own environment that
+# did not build, a fixture missing), and fails.
+CI_SKIPS = (
+    "needs a CUDA GPU",
+    "a GPU machine runs the check itself",
+    "syscall numbers below are x86_64's",
+    "lies under the temp dirs the test replaces",
+)
 
 
 @pytest.hookimpl(hookwrapper=True)
