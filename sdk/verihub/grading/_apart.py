@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from verihub.errors import GraderInfraError
 from verihub.grading import _pools
-from verihub.grading._pools import CLOCK, START_S, CheckTimeout, Clock, WorkerDied, waiting
+from verihub.grading._pools import CLOCK, START_S, CheckTimeout, Clock, WorkerDied, settle, waiting
 
 __all__ = ["Held", "apart", "run_apart"]
 
@@ -62,7 +62,7 @@ def run_apart(fn: Callable[..., Any], args: Sequence[Any], timeout_s: float, mod
         clock = Clock()
         CLOCK.set(clock)
         watch = _WATCHDOG.start(
-            clock, timeout_s, lambda: _settle(future, CheckTimeout(f"ran past {timeout_s:g}s", timeout_s))
+            clock, timeout_s, lambda: settle(future, CheckTimeout(f"ran past {timeout_s:g}s", timeout_s))
         )
         try:
             value = asyncio.run(fn(*args)) if mode == "coroutine" else fn(*args)
@@ -70,7 +70,7 @@ def run_apart(fn: Callable[..., Any], args: Sequence[Any], timeout_s: float, mod
         except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
             result = error
         if _WATCHDOG.finish(watch):
-            _settle(future, result)
+            settle(future, result)
 
     _pools.on_new_thread(timed, context=context, name="verihub-evidence")
     return future
@@ -82,15 +82,6 @@ def _in_leased_worker(fn: Callable[..., Any], args: Sequence[Any], timeout_s: fl
         return worker.call(fn, args, timeout_s)  # timed in the worker; killed with it past the limit
     finally:
         worker.release()
-
-
-def _settle(future: Future[Any], result: Any) -> None:
-    if future.done():
-        return
-    if isinstance(result, BaseException):
-        future.set_exception(result)
-    else:
-        future.set_result(result)
 
 
 class Held:

@@ -64,6 +64,7 @@ __all__ = [
     "lease",
     "on_new_thread",
     "process_workers",
+    "settle",
     "thread_workers",
     "waiting",
 ]
@@ -254,7 +255,7 @@ class ThreadWorkers:
             finally:
                 CLOCK.reset(token)
             if self._watchdog.finish(watch):
-                _settle(job.future, result)
+                settle(job.future, result)
                 continue
             with self._lock:  # timed out: the watchdog answered for us and replaced us, unless the pool is short
                 if self._serving >= self._size:
@@ -262,7 +263,7 @@ class ThreadWorkers:
                 self._serving += 1
 
     def _expired(self, job: _Job) -> None:
-        _settle(job.future, CheckTimeout(f"ran past {job.timeout_s:g}s", job.timeout_s))
+        settle(job.future, CheckTimeout(f"ran past {job.timeout_s:g}s", job.timeout_s))
         with self._lock:
             self._serving -= 1
             if self._watchdog.abandoned <= _MAX_ABANDONED:
@@ -604,7 +605,7 @@ class ProcessWorkers:
             if not job.future.set_running_or_notify_cancel():
                 continue
             if worker is None:
-                _settle(job.future, failed or GraderInfraError("no check worker process"))
+                settle(job.future, failed or GraderInfraError("no check worker process"))
                 failed = None
                 continue
             try:
@@ -613,10 +614,11 @@ class ProcessWorkers:
                 result = error
             if worker.dead:
                 worker = None
-            _settle(job.future, result)
+            settle(job.future, result)
 
 
-def _settle(future: Future[tuple[Any, float]], result: tuple[Any, float] | BaseException) -> None:
+def settle(future: Future[Any], result: Any) -> None:
+    """``result`` (or the exception it is) to ``future``, unless it is already settled (a watchdog got there first)."""
     if future.done():
         return
     if isinstance(result, BaseException):
