@@ -25,6 +25,7 @@ __all__ = [
     "verifiers_python",
     "verihub_home",
     "vllm_args",
+    "vllm_key",
     "vllm_python",
 ]
 
@@ -102,6 +103,12 @@ def grader_token(explicit: str | None = None) -> str | None:
     """The token a grader pool sends its ``verihub serve`` servers: ``--grader-token`` (or ``token=``), else
     ``VERIHUB_GRADER_TOKEN``."""
     return explicit if explicit is not None else os.environ.get("VERIHUB_GRADER_TOKEN")
+
+
+def vllm_key(explicit: str | None = None) -> str | None:
+    """The key sent to a vLLM server the user started (the async trainer's ``vllm_server``): ``vllm_server_key``,
+    else ``VERIHUB_VLLM_KEY``, the variable its key middleware reads too (:mod:`verihub.generation.vllm_path`)."""
+    return explicit if explicit is not None else os.environ.get("VERIHUB_VLLM_KEY")
 
 
 def api_key(explicit: str | None = None) -> str | None:

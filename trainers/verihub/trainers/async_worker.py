@@ -53,12 +53,14 @@ class RolloutWorker:
         inflight: int,
         queue_size: int,
         request_timeout_s: float,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.server_url, self.model_name, self.lora_name = server_url.rstrip("/"), model_name, lora_name
         self.tokenizer, self.rows, self.draw = tokenizer, rows, draw
         self.rewards, self.observe = rewards, observe
         self.k, self.max_tokens, self.temperature, self.top_p = num_generations, max_tokens, temperature, top_p
         self.inflight, self.request_timeout_s = inflight, request_timeout_s
+        self.headers = dict(headers or {})  # the server's key
         self.rollout_buffer: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self.metrics_queue: queue.Queue[dict[str, Any]] = queue.Queue()
         self.model_version = 0
@@ -103,7 +105,9 @@ class RolloutWorker:
     async def _loop(self) -> None:
         import httpx
 
-        async with httpx.AsyncClient(base_url=self.server_url, timeout=self.request_timeout_s) as client:
+        async with httpx.AsyncClient(
+            base_url=self.server_url, headers=self.headers, timeout=self.request_timeout_s
+        ) as client:
             running: set[asyncio.Task[None]] = set()
             while not self._stop.is_set():
                 while len(running) < self.inflight and not self._stop.is_set():

@@ -24,6 +24,7 @@ __all__ = ["RunConfig", "cli_parameters", "knobs_table", "split_knobs"]
 
 Mode = Literal["both", "sync", "async"]  # which trainer reads a knob
 _ONLY = {"both": "", "sync": " Not with --async.", "async": " With --async only."}
+_SECRETS = {"grader_token", "vllm_server_key"}  # never printed as a default in --help
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,13 @@ class RunConfig:
         cli_type=str,
         mode="async",
     )
+    vllm_server_key: str | None = knob(
+        None,
+        "The key vllm_server asks of every request (default: $VERIHUB_VLLM_KEY).",
+        flag="--vllm-server-key",
+        cli_type=str,
+        mode="async",
+    )
     sync_check_every: int = knob(
         10,
         "Every N weight syncs, check that the server answers as the trainer's policy does (0: never).",
@@ -174,7 +182,7 @@ def cli_parameters() -> list[inspect.Parameter]:
         if flag.type is Path:
             default = Path(str(default))
         help_text = flag.help + _ONLY[field.metadata["mode"]]
-        option = typer.Option(flag.name, help=help_text.replace("[", "\\["), show_default=field.name != "grader_token")
+        option = typer.Option(flag.name, help=help_text.replace("[", "\\["), show_default=field.name not in _SECRETS)
         annotation = flag.type | None if default is None else flag.type
         parameters.append(
             inspect.Parameter(
