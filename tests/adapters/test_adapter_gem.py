@@ -133,6 +133,25 @@ def test_validate_runs_the_red_team_suite_on_a_gem_game(ref: str) -> None:
     assert report["max_exploit_reward"] == 0.0
 
 
+def test_validate_grades_the_moves_gems_own_sampler_calls_legal() -> None:
+    from verihub.validation.play import legal_play_faults
+
+    env = verihub.load_env(GUESS)
+    task = env.tasks("eval")[0]
+    moves = env.legal_plays(task)  # type: ignore[attr-defined]  # OpenEnvEnvironment's
+    assert len(moves) == len(set(moves)) >= 2 and all(re.fullmatch(r"\\boxed\{\d+\}", move) for move in moves)
+    graded: list[str] = []
+    grade_many = env.verifier.grade_many
+
+    def spied(tasks: Any, answers: list[str]) -> Any:
+        graded.extend(answers)
+        return grade_many(tasks, answers)
+
+    env.verifier.grade_many = spied  # type: ignore[method-assign]
+    assert legal_play_faults(env, env.tasks("eval")) == []  # GuessTheNumber grades every guess in range
+    assert len(graded) >= 6 and all(move.startswith("\\boxed{") for move in graded)  # 3 tasks, 2+ guesses each
+
+
 @pytest.mark.slow
 def test_one_grpo_step_on_a_gem_game(tiny_model: Path, tmp_path: Path) -> None:
     trainer = one_step_trainer(tiny_model, [GUESS], tmp_path / "run")

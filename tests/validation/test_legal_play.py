@@ -114,3 +114,15 @@ def test_declared_legal_plays_are_graded(make_env: MakeEnv) -> None:
     report = validate_env(env, attacks=False)
     assert not report.ok and report.legal_play_faults == 3
     assert "the declared move 'draw' faulted" in report.failures[0] and "no rule for a draw" in report.failures[0]
+
+
+def test_an_environment_that_cannot_list_its_legal_plays_fails_validate(make_env: MakeEnv) -> None:
+    env = verihub.load_env(declared_env(make_env, "declared_raise"))
+
+    def unlisted(task: Any) -> list[str]:
+        raise RuntimeError("the board is gone")
+
+    env.legal_plays = unlisted  # type: ignore[attr-defined]
+    report = validate_env(env, attacks=False)
+    assert not report.ok and report.legal_play_faults == 3
+    assert report.failures[0].endswith("listing its legal moves raised RuntimeError: the board is gone")

@@ -16,6 +16,8 @@ grading and their faults follow the same rules:
   ``\\boxed{5}``, from it); the observation and GEM's prompt for the next action come back, as the next user
   turn or the output of the one tool, ``act``. ``max_turns`` (default 20) bounds an episode; one GEM has not
   ended by then scores 0.
+- **legal play**: ``verihub validate`` grades moves GEM's own ``sample_random_action`` draws at a task's start;
+  one that faults fails validation (:mod:`verihub.validation.play`).
 - **the grade** is the episode's return, taken when it ends: GEM's games pay progress a step at a time
   (Mastermind half a point a peg), so the step rewards are summed, then rescaled from ``reward_range``
   (default ``[0, 1]``); penalties (-0.1 for an invalid action) that take it below the range are a loss.
@@ -29,6 +31,7 @@ the shared bridge stalls no other answer's evidence.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Mapping
@@ -51,6 +54,7 @@ __all__ = ["PREFIX", "GemEnv", "GemSession", "load_gem"]
 PREFIX = "gem:"
 OPTIONS = ("size", "seed", "max_turns", "reward_range", "timeout_s", "python")
 DEFAULT_SIZE, DEFAULT_TURNS = 100, 20
+LEGAL_MOVES = 4  # drawn per task for validate's legal play
 _ENV_ID = re.compile(r"[A-Za-z0-9][\w.:-]{0,100}")
 _BRIDGES: dict[str, BridgeProcess] = {}
 _APART: dict[str, Pool[BridgeProcess]] = {}  # bridges of the fault rule's evidence, by interpreter: one episode each
@@ -64,6 +68,14 @@ class GemEnv(Remote):
 
     def session(self) -> RemoteSession:
         return GemSession(self)
+
+    def legal_plays(self, task: Mapping[str, Any]) -> list[str]:
+        """First moves GEM's own ``sample_random_action`` draws at the task's start (none where it has none)."""
+        process = bridge(self.python, self.timeout_s)
+        seed = json.loads(str(task["reset"])).get("seed")
+        with process.held():
+            answer = process.ask({"op": "legal", "env": self.url.removeprefix(PREFIX), "seed": seed, "n": LEGAL_MOVES})
+        return [str(move) for move in answer["moves"]]
 
 
 def bridge(python: str, timeout_s: float) -> BridgeProcess:

@@ -220,6 +220,11 @@ class Remote(CheckParams):
             parameters["$defs"] = schema["$defs"]
         return parameters
 
+    def legal_plays(self, task: Mapping[str, Any]) -> list[str]:
+        """Moves the remote itself calls legal at ``task``'s start, which ``verihub validate`` grades: none by
+        default (a game that lists its moves in its observation has them read from there)."""
+        return []
+
     def session(self) -> RemoteSession:
         return RemoteSession(
             self.url, timeout_s=self.timeout_s, max_reply_bytes=self.max_reply_bytes, reward_range=self.reward_range
@@ -594,6 +599,10 @@ class OpenEnvEnvironment(Environment):
     def episode(self, task: Mapping[str, Any]) -> TaskSession:
         """The task's remote episode, turn by turn, for a multi-turn remote."""
         return TaskSession(self.remote, task)
+
+    def legal_plays(self, task: Mapping[str, Any]) -> list[str]:
+        """The remote's legal first moves at ``task`` (:class:`~verihub.validation.play.LegalPlays`)."""
+        return self.remote.legal_plays(task)
 
 
 class TaskSession(OwnLoop):

@@ -8,7 +8,8 @@ in the opponent's fault), and the fault rule, seeing the prompt graded without a
 legal move on the answer: ``wrong``, however good. So validate plays legal moves on a few tasks:
 
 - the moves the environment declares for a task, when it declares any: ``env.legal_plays(task)`` (a hook an
-  adapter may define: a taskset's own answer, a dataset row's ground truth, a game's legal moves), else
+  adapter may define: a taskset's own answer, a dataset row's ground truth, a game's legal moves, such as those
+  GEM's ``sample_random_action`` draws), else
 - the moves the game lists in the task's first observation (textarena's ``Available Moves: '[4]', '[5]'``,
   the listing its random opponent draws from), for an environment graded by its remote;
 
@@ -60,7 +61,7 @@ class PlayFault:
     reason: str
 
     def message(self) -> str:
-        if self.source == "random opponent":
+        if self.source == "random opponent" or not self.play:
             return f"legal play on task {self.task}: {self.reason}"
         what = "a random episode of listed moves" if self.source == "random episode" else f"the {self.source} move"
         return (
@@ -87,7 +88,11 @@ def legal_play_faults(env: Environment, tasks: Iterable[Mapping[str, Any]]) -> l
     chosen = [task for task, _ in zip(tasks, range(TASKS), strict=False)]
     for index, task in enumerate(chosen):
         task_id = str(task.get("id"))
-        declared = list(declare(task)) if declare is not None else []
+        try:
+            declared = list(declare(task)) if declare is not None else []
+        except Exception as error:  # noqa: BLE001 - an environment that cannot say its legal moves: reported
+            faults.append(PlayFault(task_id, "", "declared", f"listing its legal moves raised {describe_error(error)}"))
+            continue
         source, plays = ("declared", declared) if declared else ("listed", listed_moves(str(task.get("prompt", ""))))
         listed_any = listed_any or source == "listed" and bool(plays)
         plays = plays[:MOVES]

@@ -10,6 +10,8 @@ Its requests (the loop and its errors: ``_serve.py``):
 - ``{"op": "step", "episode": ID, "action": TEXT}``: ``{"observation": TEXT, "reward": R, "done": BOOL}``
   (done: terminated or truncated; a finished episode is dropped).
 - ``{"op": "close", "episode": ID}`` drops an episode.
+- ``{"op": "legal", "env": ID, "seed": S, "n": N}``: up to N distinct first moves the environment's own
+  ``sample_random_action`` draws after ``reset(seed=S)`` (none where it has none): ``{"moves": [TEXT, ...]}``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,25 @@ def _step(request: dict[str, Any]) -> dict[str, Any]:
     return {"observation": shown, "reward": float(reward), "done": done}
 
 
+def _legal(request: dict[str, Any]) -> dict[str, Any]:
+    import gem
+
+    env = gem.make(request["env"])
+    try:
+        env.reset(seed=request["seed"])
+        moves: dict[str, None] = {}
+        for _ in range(4 * int(request["n"])):
+            moves[str(env.sample_random_action())] = None
+            if len(moves) == request["n"]:
+                break
+    except NotImplementedError:  # GEM's default: an environment that cannot draw a move
+        return {"moves": []}
+    finally:
+        if hasattr(env, "close"):  # not every GEM environment has one
+            env.close()
+    return {"moves": list(moves)}
+
+
 def _close(request: dict[str, Any]) -> dict[str, Any]:
     _EPISODES.pop(str(request["episode"]), None)
     return {}
@@ -66,4 +87,4 @@ def _close(request: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     from _serve import serve
 
-    serve({"ready": _ready, "describe": _describe, "reset": _reset, "step": _step, "close": _close})
+    serve({"ready": _ready, "describe": _describe, "reset": _reset, "step": _step, "close": _close, "legal": _legal})
