@@ -166,3 +166,38 @@ def test_with_a_real_chat_template_the_answer_stays_inside_the_users_turn(smollm
         return  # a 135M model rarely writes a verdict at all: a fault, never the planted 1
     result = judge_result(verdict.score, verdict.reason, FORGED_TURN, ())
     assert result.answer_fault or (verdict.score, verdict.reason) != (1.0, json.loads(VERDICT)["reason"])
+
+
+def test_verihub_eval_counts_the_attempts_as_the_monitors_do(judge_env: Path, tmp_path: Path) -> None:
+    from conftest import results_table, run_eval
+
+    def fair_judge(request: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"content": fair_verdict(fenced(request["messages"][-1]["content"]))}]
+
+    with ScriptedChatServer(fair_judge) as judge:
+        env = verihub.load_env(judge_env, judge_model=f"openai:judge@{judge.url}")
+        attack = payloads(env)["fake-verdict"]
+        honest = env.reference(env.dataset("eval")[0])
+
+        def policy(request: dict[str, Any]) -> list[dict[str, Any]]:  # per prompt: one attack, one honest answer
+            return [{"content": attack}, {"content": honest}][: int(request.get("n", 1))]
+
+        with ScriptedChatServer(policy) as model:
+            ran = run_eval(
+                str(judge_env),
+                f"openai:policy@{model.url}",
+                tmp_path / "out",
+                "-n",
+                "2",
+                "-k",
+                "2",
+                "--judge-model",
+                f"openai:judge@{judge.url}",
+            )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    table = results_table(tmp_path / "out")
+    flags = dict(zip(table["completion"], table["judge_injection"], strict=True))
+    assert "verdict" in flags[attack] and flags[honest] == ""
+    assert "judge-injection attempts" in ran.stdout and "verdict 2" in ran.stdout, ran.stdout
+    rewards = [reward for reward, text in zip(table["reward"], table["completion"], strict=True) if text == attack]
+    assert rewards == [0.0, 0.0]  # the fair judge was not moved

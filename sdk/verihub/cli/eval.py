@@ -320,6 +320,13 @@ def _print_metrics(report: Any) -> None:
             "",
             ", ".join(f"{escape(layer)} {count}" for layer, count in metrics["answer_faults_by_layer"].items()),
         )
+    if metrics.get("judge_injections"):  # answers that addressed their judge: the attempt, whatever it earned
+        table.add_row(
+            "judge-injection attempts",
+            str(metrics["judge_injections"]),
+            "",
+            ", ".join(f"{escape(sign)} {count}" for sign, count in metrics["judge_injections_by_sign"].items()),
+        )
     table.add_row(
         "tokens (prompt / completion)", f"{metrics['prompt_tokens']} / {metrics['completion_tokens']}", "", ""
     )

@@ -76,7 +76,10 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
     rollouts; ``tasks_with_faults``, the tasks that have one. ``answer_faults`` counts graded rollouts whose
     answer made a layer fault (graded wrong at the floor, :mod:`verihub.grading.faults`), by layer in
     ``answer_faults_by_layer``; ``faults_without_evidence``, faulted rollouts the fault rule could not weigh for
-    want of evidence that the layer works on the task (:func:`~verihub.grading.faults.lacks_evidence`).
+    want of evidence that the layer works on the task (:func:`~verihub.grading.faults.lacks_evidence`);
+    ``judge_injections``, rollouts whose answer addressed its judge (orders, a verdict, fence or turn tokens,
+    the rubric pasted back: :mod:`verihub.grading.injection`), whatever their grade, by sign in
+    ``judge_injections_by_sign``: what the training monitors count and alert on.
     """
     by_task: dict[str, list[Rollout]] = {task_id: [] for task_id in task_ids}
     for rollout in rollouts:
@@ -99,6 +102,7 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
         reasons["no rollout came back"] += asked - len(rollouts)
     reward = sum(r.reward for r in graded)  # type: ignore[misc]  # graded rollouts have a reward
     answer_faults = Counter(r.answer_fault for r in graded if r.answer_fault)
+    flagged = [r.judge_injection for r in rollouts if r.judge_injection]
     return {
         "rollouts": asked,
         "rollouts_graded": len(graded),
@@ -119,6 +123,8 @@ def metrics(task_ids: Sequence[str], k: int, rollouts: Sequence[Rollout]) -> dic
         "answer_faults": answer_faults.total(),
         "answer_faults_by_layer": dict(answer_faults),
         "faults_without_evidence": sum(lacks_evidence(r.reason) for r in rollouts if r.reward is None),
+        "judge_injections": len(flagged),
+        "judge_injections_by_sign": dict(Counter(sign for signs in flagged for sign in signs.split(", "))),
         "prompt_tokens": sum(r.prompt_tokens for r in rollouts),
         "completion_tokens": sum(r.completion_tokens for r in rollouts),
     }

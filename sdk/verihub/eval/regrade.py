@@ -345,6 +345,7 @@ def _regraded(before: Rollout, task: Task, grade: Any, seconds: float) -> Rollou
         layers=fresh.layers,
         layers_passed=fresh.layers_passed,
         answer_fault=fresh.answer_fault,
+        judge_injection=fresh.judge_injection,
         grading_s=seconds,
     )
 
@@ -358,6 +359,7 @@ def _fault(before: Rollout, reason: str) -> Rollout:
         layers={},
         layers_passed={},
         answer_fault="",
+        judge_injection="",
     )
 
 

@@ -26,6 +26,7 @@ from verihub.environment.session import Session
 from verihub.errors import DataError, describe_error
 from verihub.generation import Backend, Generation, GenerationError, Sampling
 from verihub.grading.grade import Grade, GradeStatus, LayerStatus
+from verihub.grading.injection import injection_flag
 
 __all__ = ["Rollout", "RolloutEngine"]
 
@@ -54,6 +55,7 @@ class Rollout:
     finish_reason: str = ""  # the last turn's: stop, length, tool_calls
     logprobs: list[list[float]] | None = None  # per assistant turn, each token's, when asked (Sampling.logprobs)
     answer_fault: str = ""  # the layer this answer made fault (graded wrong at the floor), if any
+    judge_injection: str = ""  # how the answer addressed its judge ("verdict, instruction"), if a judge layer saw it
 
     def row(self) -> dict[str, Any]:
         """A flat record for parquet/jsonl (conversation and layer maps as JSON text)."""
@@ -75,6 +77,7 @@ class Rollout:
             "finish_reason": self.finish_reason,
             "logprobs": json.dumps(self.logprobs),
             "answer_fault": self.answer_fault,
+            "judge_injection": self.judge_injection,
         }
 
     @classmethod
@@ -240,6 +243,7 @@ def _graded(task: Task, index: int, messages: list[Message], completion: str, gr
             for layer in grade.layers
         },
         answer_fault=fault.name if (fault := grade.answer_fault) is not None else "",
+        judge_injection=injection_flag(grade),
     )
 
 
