@@ -4,20 +4,25 @@ at one version; installed from those wheels into a fresh environment, the parts 
 command has every part's commands, with the extras resolving to the parts.
 
 The suite imports verihub from editable installs, which find any module in the tree; a file a wheel left
-out would only fail for users (and in the container image)."""
+out would only fail for users (and in the container image). The templates `verihub init` copies live at the top
+(templates/), linked from sdk/verihub/templates: the SDK's wheel, and a wheel built from its sdist as pip builds
+one from PyPI's, carry them as files, and `init` from the installed wheel makes the same package as from here."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+from verihub.spec.scaffold import init_env
 
 # distribution -> (its folder, the folders of the verihub package it ships)
 PARTS = {
@@ -65,17 +70,55 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return found
 
 
+def files_of(package: Path) -> Iterator[Path]:
+    """The files a build ships from ``package``, its links followed (the templates are a link to the top)."""
+    for directory, folders, files in os.walk(package, followlinks=True):
+        folders[:] = [name for name in folders if name != "__pycache__"]
+        yield from (Path(directory) / name for name in files if not name.endswith(".pyc"))
+
+
+@pytest.mark.slow
+def test_the_sdks_sdist_builds_a_wheel_with_the_templates(wheels: dict[str, Path], tmp_path: Path) -> None:
+    made = subprocess.run(  # hatchling's PEP 517 hook, as a build frontend calls it
+        [sys.executable, "-c", f"import hatchling.build as b; print(b.build_sdist({str(tmp_path)!r}))"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO / "sdk",
+    )
+    assert made.returncode == 0, made.stderr
+    sdist = tmp_path / made.stdout.split()[-1]
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(sdist) as archive:
+        archive.extractall(unpacked, filter="data")  # as pip does: the links resolved into files
+    (root,) = unpacked.iterdir()
+    assert not (root / "verihub" / "templates").is_symlink()
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), root],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("verihub_sdk-*.whl")
+    templates = {
+        f"verihub/templates/{path.relative_to(REPO / 'templates').as_posix()}" for path in files_of(REPO / "templates")
+    }
+    assert len(templates) > 10
+    for built_wheel in (wheel, wheels["verihub-sdk"]):
+        with zipfile.ZipFile(built_wheel) as archive:
+            lacking = templates - set(archive.namelist())
+            assert not lacking, f"{built_wheel.name} lacks {sorted(lacking)}"
+            for entry in templates:
+                assert archive.read(entry) == (REPO / entry.removeprefix("verihub/")).read_bytes(), entry
+
+
 @pytest.mark.slow
 def test_each_wheel_holds_every_module_and_template_of_its_folder_and_no_other(wheels: dict[str, Path]) -> None:
     shipped: dict[str, str] = {}
     for name, (folder, packages) in PARTS.items():
         in_wheel = {entry for entry in zipfile.ZipFile(wheels[name]).namelist() if ".dist-info/" not in entry}
-        expected = {
-            path.relative_to(folder).as_posix()
-            for package in packages
-            for path in package.rglob("*")
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
-        }
+        expected = {path.relative_to(folder).as_posix() for package in packages for path in files_of(package)}
         assert sorted(expected - in_wheel) == [], f"{name}'s wheel lacks them"
         assert sorted(in_wheel - expected) == [], f"{name}'s wheel holds files from outside its folder"
         for entry in in_wheel:
@@ -170,3 +213,15 @@ def test_the_wheels_install_as_one_verihub_with_every_parts_commands(wheels: dic
     }
     assert {"validate", "eval", "serve", "push", "install", "hub", "train", "sft", "models"} <= commands, shown.stdout
     assert "did not load" not in shown.stderr, shown.stderr
+    made = subprocess.run(
+        [str(venv / "bin" / "verihub"), "init", "from-wheel", "--template", "judge"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stderr
+    here = init_env("from-wheel", "judge", tmp_path / "here")
+    assert sorted(p.relative_to(here) for p in here.rglob("*")) == sorted(
+        p.relative_to(tmp_path / "from-wheel") for p in (tmp_path / "from-wheel").rglob("*")
+    )

@@ -1,1 +1,0 @@
-"""Package templates that ``verihub init`` copies (one directory each). Data only, no code to import."""
