@@ -21,7 +21,7 @@ ROUTES = [("get", "/health"), ("get", "/v1/models"), ("post", "/pause"), ("post"
 
 @pytest.fixture
 def app(monkeypatch: pytest.MonkeyPatch) -> FastAPI:
-    monkeypatch.syspath_prepend(str(vllm_server._KEY_PATH))  # as the server's PYTHONPATH has it
+    monkeypatch.syspath_prepend(str(vllm_server.KEY_PATH))  # as the server's PYTHONPATH has it
     monkeypatch.setenv("VERIHUB_VLLM_KEY", KEY)
     from verihub_vllm_key import RequireKey
 

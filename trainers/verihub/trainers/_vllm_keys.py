@@ -2,7 +2,7 @@
 
 TRL's ``VLLMClient`` (``trl.experimental.async_grpo.vllm_client``: weight sync, pause and resume, server
 info) calls the module-level ``requests.get``/``post`` with no headers, and the servers verihub starts answer
-nothing without their key (:mod:`verihub.generation.vllm_path.verihub_vllm_key`). :func:`keyed` puts a
+nothing without their key (:mod:`verihub.generation._vllm_path.verihub_vllm_key`). :func:`keyed` puts a
 stand-in for ``requests`` in that module whose ``get`` and ``post`` add the key of the server a URL is on
 (registered by its base URL, so no key reaches another address) and which is ``requests`` in all else.
 """

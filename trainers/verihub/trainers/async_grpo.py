@@ -56,7 +56,7 @@ class AsyncGRPOTrainer(TrainerRun):
     ``--enable-lora --max-lora-rank R --max-loras N --logprobs-mode processed_logprobs`` and
     ``VLLM_SERVER_DEV_MODE=1``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``; to ask a key on every route, as the
     servers verihub starts do, add ``--middleware verihub_vllm_key.RequireKey`` with
-    :mod:`verihub.generation.vllm_path` on its ``PYTHONPATH`` and the key in ``VERIHUB_VLLM_KEY``, which
+    ``verihub.generation.vllm_server.KEY_PATH`` on its ``PYTHONPATH`` and the key in ``VERIHUB_VLLM_KEY``, which
     this trainer reads too, or ``vllm_server_key``); None starts one from ``VERIHUB_VLLM_PYTHON``."""
 
     def __init__(
