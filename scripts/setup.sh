@@ -13,23 +13,30 @@
 # 600 MB) and .venv-verifiers-legacy-0.1.5 (the oldest `score_rollout` signature, about 370 MB), which
 # tests/adapters/test_adapter_verifiers_legacy.py loads through VERIHUB_VERIFIERS_PYTHON; with --gem, .venv-gem,
 # GEM's game environments (engines/gem/uv.lock: gem-llm 0.1.0, which pins what the main lock cannot share), whose
-# games `gem:` environments play. If either cannot be built,
-# setup goes on and its tests are skipped, saying why.
+# games `gem:` environments play; with --nemo-gym, .venv-nemo-gym, NVIDIA's NeMo-Gym 0.7 (engines/nemo-gym/uv.lock,
+# about 1.5 GB) on CPython 3.13.15, which scripts/build_cpython.sh builds once from Debian's source package into
+# ~/.cache/verihub (about 3-5 minutes on 2 cores; NeMo-Gym asks for Python >= 3.13.14, which no registry ships
+# for this Debian), whose resources servers `nemo-gym:` environments run. If one of these cannot be built,
+# setup goes on and records why in .venv-NAME.failed: its tests fail in CI, saying so, and skip elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_VLLM=0
 WITH_VERIFIERS=0
 WITH_GEM=0
+WITH_NEMO_GYM=0
 for argument in "$@"; do
   case "$argument" in
     --vllm) WITH_VLLM=1 ;;
     --verifiers) WITH_VERIFIERS=1 ;;
     --gem) WITH_GEM=1 ;;
-    *) echo "usage: scripts/setup.sh [--vllm] [--verifiers] [--gem]" >&2; exit 2 ;;
+    --nemo-gym) WITH_NEMO_GYM=1 ;;
+    *) echo "usage: scripts/setup.sh [--vllm] [--verifiers] [--gem] [--nemo-gym]" >&2; exit 2 ;;
   esac
 done
 
 APT_PACKAGES=(libnl-route-3-200 libnl-3-200 passt python3 tar bash git chromium build-essential)  # nsjail's libraries; pasta (a jail's network: true); the jail's tools; hub storage; the browser test; a C compiler (reasoning-gym builds pycosat from source)
+# --nemo-gym builds CPython from Debian's source (scripts/build_cpython.sh): its download and check, its libraries
+CPYTHON_BUILD=(curl gpgv xz-utils debian-archive-keyring libssl-dev zlib1g-dev libffi-dev libsqlite3-dev libbz2-dev liblzma-dev libreadline-dev uuid-dev libncurses-dev libexpat1-dev)
 VENV=.venv
 UV_DIR=.tools/uv  # uv itself, apart from .venv (which uv may recreate while it runs)
 SYNC_WHAT="--extra train --extra hub --extra reasoning-gym --extra games --group dev"  # what the suite needs (test_setup.py reads it)
@@ -50,6 +57,7 @@ find_python() {
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
+  [ "$WITH_NEMO_GYM" = 0 ] || APT_PACKAGES+=("${CPYTHON_BUILD[@]}")
   for package in "${APT_PACKAGES[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
   done
@@ -107,11 +115,11 @@ fi
 # main lock. A failed build is not setup's failure: it is recorded in .venv-NAME.failed, which its tests' skip
 # quotes.
 own_environment() {
-  local name=$1 log
+  local name=$1 interpreter=${2:-$(find_python)} log
   rm -f ".venv-$name.failed"
   log=$(mktemp)
   if ! UV_PROJECT_ENVIRONMENT="$PWD/.venv-$name" "$uv" sync -q --locked --no-python-downloads --compile-bytecode \
-      --project "engines/$name" --python "$(find_python)" 2>"$log"; then
+      --project "engines/$name" --python "$interpreter" 2>"$log"; then
     tail -n 20 "$log" > ".venv-$name.failed"
     echo "setup: --$name: .venv-$name could not be built (its tests will be skipped):" >&2
     cat ".venv-$name.failed" >&2
@@ -128,3 +136,14 @@ if [ "$WITH_VERIFIERS" = 1 ]; then
   own_environment verifiers-legacy-0.1.5
 fi
 if [ "$WITH_GEM" = 1 ]; then own_environment gem; fi  # it pins reasoning-gym 0.1.23 and nltk 3.9.1
+if [ "$WITH_NEMO_GYM" = 1 ]; then
+  log=$(mktemp)
+  if python313=$(bash scripts/build_cpython.sh 2> >(tee "$log" >&2)); then  # its progress shown, and kept
+    own_environment nemo-gym "$python313"
+  else
+    tail -n 20 "$log" > .venv-nemo-gym.failed
+    echo "setup: --nemo-gym: CPython 3.13.15 could not be built (its tests will be skipped):" >&2
+    cat .venv-nemo-gym.failed >&2
+  fi
+  rm -f "$log"
+fi

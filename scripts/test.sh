@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Lint, then the whole test suite, in a fresh or refreshed .venv (and .venv-vllm: the real vLLM engine's tests run on
-# CPU; .venv-verifiers: verifiers' vf-eval plays `verihub serve`; .venv-gem: GEM's games). Extra arguments go to pytest.
+# CPU; .venv-verifiers: verifiers' vf-eval plays `verihub serve`; .venv-gem: GEM's games; .venv-nemo-gym:
+# NeMo-Gym's resources servers, on a CPython 3.13 built once into ~/.cache/verihub). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --vllm --verifiers --gem
+bash scripts/setup.sh --vllm --verifiers --gem --nemo-gym
 # Lint and format, by pyproject.toml's [tool.ruff], on the whole tree (separate lines: set -e stops at either).
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -19,6 +19,7 @@ __all__ = [
     "hub_location",
     "hub_owner",
     "hub_token",
+    "nemo_gym_python",
     "sandbox_backend",
     "sandbox_pool_size",
     "token_file",
@@ -107,7 +108,7 @@ def grader_token(explicit: str | None = None) -> str | None:
 
 def vllm_key(explicit: str | None = None) -> str | None:
     """The key sent to a vLLM server the user started (the async trainer's ``vllm_server``): ``vllm_server_key``,
-    else ``VERIHUB_VLLM_KEY``, the variable its key middleware reads too (:mod:`verihub.generation.vllm_path`)."""
+    else ``VERIHUB_VLLM_KEY``, the variable the key middleware reads too (in ``vllm_server.KEY_PATH``)."""
     return explicit if explicit is not None else os.environ.get("VERIHUB_VLLM_KEY")
 
 
@@ -153,6 +154,18 @@ def gem_python() -> str:
         "gem",
         "gem: environments need GEM (gem-llm), in this interpreter or another one: "
         "VERIHUB_GEM_PYTHON=PATH/bin/python (`scripts/setup.sh --gem` makes .venv-gem)",
+    )
+
+
+def nemo_gym_python() -> str:
+    """``VERIHUB_NEMO_GYM_PYTHON``: the interpreter with NeMo-Gym (``nemo-gym``, on Python >= 3.13.14) that runs
+    ``nemo-gym:`` environments' resources servers (default: this one, when it has NeMo-Gym). ``scripts/setup.sh
+    --nemo-gym`` builds that Python and makes ``.venv-nemo-gym/bin/python``."""
+    return _interpreter(
+        "VERIHUB_NEMO_GYM_PYTHON",
+        "nemo_gym",
+        "nemo-gym: environments need NVIDIA's NeMo-Gym (Python >= 3.13.14), in this interpreter or another one: "
+        "VERIHUB_NEMO_GYM_PYTHON=PATH/bin/python (`scripts/setup.sh --nemo-gym` makes .venv-nemo-gym)",
     )
 
 

@@ -1,7 +1,8 @@
 """`verihub serve` serving adapted environments, as a user serves what they load by name: a GEM game (gem-llm in
-.venv-gem) and legacy verifiers environments (verifiers 0.3.1 in .venv-verifiers-legacy), single-turn
-(sophistry-bench-sprint, unmodified from PyPI) and multi-turn (tests/adapters/vf_legacy/vf_legacy_guess.py).
-One real server on loopback holds all three: batch grades equal the in-process ones, and OpenEnv's unmodified
+.venv-gem), legacy verifiers environments (verifiers 0.3.1 in .venv-verifiers-legacy), single-turn
+(sophistry-bench-sprint, unmodified from PyPI) and multi-turn (tests/adapters/vf_legacy/vf_legacy_guess.py), and
+a NeMo-Gym resources server (nemo-gym 0.7.0 in .venv-nemo-gym) on the example rows it ships. One real server on
+loopback holds all four: batch grades equal the in-process ones, and OpenEnv's unmodified
 client plays both games over the server's websocket, turn by turn, to the grade the game gives."""
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from conftest import REPO, start_serve, stop_serve, use_own_environment
 GEM_GUESS = "gem:game:GuessTheNumber-v0-easy?size=10"
 VF_GUESS = f"verifiers:vf_legacy_guess?paths=[{REPO / 'tests' / 'adapters' / 'vf_legacy'}]"
 SOPHISTRY = "verifiers:sophistry_bench_sprint"
-REFS = (GEM_GUESS, VF_GUESS, SOPHISTRY)
+NEMO_ROWS = REPO / ".venv-nemo-gym/lib/python3.13/site-packages/resources_servers/equivalence_rule/data/example.jsonl"
+NEMO = f"nemo-gym:equivalence_rule?data={NEMO_ROWS}&reference='{{expected_answer}}'"
+REFS = (GEM_GUESS, VF_GUESS, SOPHISTRY, NEMO)
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +31,7 @@ def served() -> Iterator[tuple[str, dict[str, verihub.Environment]]]:
     with pytest.MonkeyPatch.context() as monkeypatch:  # the server inherits the interpreters' variables
         use_own_environment("gem", "VERIHUB_GEM_PYTHON", monkeypatch)
         use_own_environment("verifiers-legacy", "VERIHUB_VERIFIERS_PYTHON", monkeypatch)
+        use_own_environment("nemo-gym", "VERIHUB_NEMO_GYM_PYTHON", monkeypatch)
         envs = {ref: verihub.load_env(ref) for ref in REFS}
         process, url = start_serve(*REFS)
         try:
@@ -79,6 +83,7 @@ def test_batch_grades_of_adapted_environments_are_the_in_process_ones(
         GEM_GUESS: ["\\boxed{5}", "\\boxed{99}", "no guess at all"],
         VF_GUESS: ["8", "0", ""],
         SOPHISTRY: ["I claim nothing.", "The answer is 42."],
+        NEMO: [envs[NEMO].reference(task_of(envs[NEMO])), "Not the text at all."],
     }
     items, expected = [], []
     for ref, completions in answers.items():

@@ -287,7 +287,9 @@ def load_env(
     see :mod:`verihub.adapters.gem`. Refs of a scheme an installed package registers in the ``verihub.adapters``
     entry-point group go to its loader: ``hf://datasets/ORG/NAME[@REV]`` (the hub's: an RL environment dataset of
     a hub, at a pinned revision; ``hub``, ``token`` and the options of the framework it holds) is
-    :func:`verihub.hub.hf_datasets.load_hf_env`.
+    :func:`verihub.hub.hf_datasets.load_hf_env`; ``nemo-gym:SERVER`` (a NeMo-Gym resources server on rows of its
+    format, in NeMo-Gym's own interpreter) takes ``data``, ``size``, ``seed``, ``config``, ``reference``,
+    ``reward_range``, ``timeout_s`` and ``python``: :mod:`verihub.adapters.nemo_gym`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
@@ -297,7 +299,7 @@ def load_env(
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
     """
-    registered = adapter_for(str(ref)) if "://" in str(ref) else None
+    registered = adapter_for(str(ref))  # a scheme an installed package registers (hf://, nemo-gym:, ...)
     if registered is not None:
         return registered(  # a loader returns an Environment, as the group promises
             str(ref),

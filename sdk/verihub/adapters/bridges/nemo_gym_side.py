@@ -1,0 +1,130 @@
+"""The far side of :mod:`verihub.adapters.nemo_gym`: run by the interpreter that has NVIDIA's NeMo-Gym
+(``nemo-gym`` 0.7, its own environment on Python >= 3.13.14). It holds one resources server, built as NeMo-Gym
+builds it (its FastAPI app, with NeMo-Gym's own middlewares and failsafes) and called in process through
+Starlette's test client: no port is opened, so nothing on the machine can reach the server but this bridge.
+
+Its requests (the loop and its errors: ``_serve.py``):
+
+- ``{"op": "load", "server": NAME, "config": {...}}`` builds ``resources_servers.NAME.app``'s resources server
+  with ``config`` (its config class's fields, such as ``grading_rule``): ``{"server": CLASS, "versions": {...}}``.
+- ``{"op": "verify", "row": ROW, "completion": TEXT}`` seeds a session with the row (``/seed_session``) and
+  verifies the completion as the model's one reply, a Responses API output message (``/verify``), in a session
+  of its own (cookies cleared before each): ``{"reward": R, "metrics": {NAME: NUMBER}}``. An answer other than
+  200, or a reply without a numeric ``reward``, is an error with what the server said.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import secrets
+from typing import Any
+
+_SERVER: dict[str, Any] = {}  # the test client of the one server this bridge holds
+_SHOWN = 500  # characters of a server's answer in an error
+
+
+def _load(request: dict[str, Any]) -> dict[str, Any]:
+    from importlib.metadata import version
+
+    from fastapi.testclient import TestClient
+    from nemo_gym.base_resources_server import SimpleResourcesServer
+    from nemo_gym.config_types import BaseServerConfig
+    from nemo_gym.server_utils import ServerClient
+    from omegaconf import OmegaConf
+
+    name = str(request["server"])
+    module = importlib.import_module(f"resources_servers.{name}.app")
+    found: list[Any] = [
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value)
+        and issubclass(value, SimpleResourcesServer)
+        and value.__module__ == module.__name__
+        and not inspect.isabstract(value)
+    ]
+    if len(found) != 1:
+        raise LookupError(f"resources_servers.{name}.app defines {len(found)} resources servers, not one")
+    server_class = found[0]
+    config_class = server_class.model_fields["config"].annotation
+    config = config_class(name=name, host="127.0.0.1", port=0, entrypoint="app.py", **(request.get("config") or {}))
+    server = server_class(
+        config=config,
+        server_client=ServerClient(  # a head server nothing here calls: the bridge asks the resources server only
+            head_server_config=BaseServerConfig(host="127.0.0.1", port=0),
+            global_config_dict=OmegaConf.create({}),
+        ),
+    )
+    app = server.setup_webserver()
+    server.setup_exception_middleware(app)
+    client = TestClient(app, base_url="http://nemo-gym.invalid", raise_server_exceptions=False)
+    client.__enter__()  # the app's lifespan: its startup runs now, once
+    _SERVER["client"] = client
+    return {"server": server_class.__name__, "versions": {"nemo-gym": version("nemo-gym")}}
+
+
+def _verify(request: dict[str, Any]) -> dict[str, Any]:
+    client = _SERVER.get("client")
+    if client is None:
+        raise LookupError("no resources server is loaded (the bridge restarted since)")
+    row = dict(request["row"])
+    client.cookies.clear()  # a session of its own: nothing of another answer's
+    _answer(client.post("/seed_session", json=row), "/seed_session")
+    verified = _answer(
+        client.post("/verify", json={**row, "response": _response(row, str(request["completion"]))}), "/verify"
+    )
+    reward = verified.get("reward")
+    if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
+        raise ValueError(f"/verify answered no numeric reward: reward={reward!r}")
+    metrics = {
+        key: float(value)
+        for key, value in verified.items()
+        if key not in ("reward", "responses_create_params", "response")
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    }
+    return {"reward": float(reward), "metrics": metrics}
+
+
+def _answer(response: Any, route: str) -> dict[str, Any]:
+    if response.status_code != 200:
+        raise RuntimeError(f"{route} answered HTTP {response.status_code}: {response.text[:_SHOWN]}")
+    try:
+        body = response.json()
+    except ValueError:
+        raise ValueError(f"{route} answered no JSON: {response.text[:_SHOWN]!r}") from None
+    if not isinstance(body, dict):
+        raise ValueError(f"{route} answered {type(body).__name__}, not an object")
+    return body
+
+
+def _response(row: dict[str, Any], completion: str) -> dict[str, Any]:
+    """The completion as a Responses API response: one assistant output message of one text part."""
+    params = row.get("responses_create_params") or {}
+    return {
+        "id": f"resp_{secrets.token_hex(8)}",
+        "created_at": 0,
+        "model": str(params.get("model") or "verihub"),
+        "object": "response",
+        "output": [
+            {
+                "id": f"msg_{secrets.token_hex(8)}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": completion, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": params.get("parallel_tool_calls", True),
+        "tool_choice": params.get("tool_choice", "auto"),
+        "tools": params.get("tools") or [],
+        "status": "completed",
+    }
+
+
+if __name__ == "__main__":
+    from _serve import serve
+
+    serve({"load": _load, "verify": _verify})
