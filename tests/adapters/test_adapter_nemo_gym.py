@@ -1,7 +1,9 @@
 """NVIDIA NeMo-Gym's own resources servers (nemo-gym 0.7.0, unmodified, in .venv-nemo-gym on the CPython 3.13.15
 that scripts/build_cpython.sh builds) as verihub environments: equivalence_rule and mcqa, on rows the tests write
 in NeMo-Gym's format and on the example rows nemo-gym ships, through load_env, eval, validate and a GRPO step;
-the servers' failures as faults, and rows verihub cannot pose refused when they load, saying which."""
+rows with tools (example_single_tool_call, example_session_state_mgmt's stateful counter) played turn by turn, each
+call on the server in the episode's own session; the servers' failures as faults, and rows verihub cannot pose
+refused when they load, saying which."""
 
 from __future__ import annotations
 
@@ -139,7 +141,7 @@ def test_a_server_failure_is_a_fault_never_a_zero(capitals: Path, tmp_path: Path
 
 def test_rows_verihub_cannot_pose_are_refused_when_they_load(tmp_path: Path) -> None:
     cases = {
-        "tools": ({"tools": [{"type": "function", "name": "get_weather", "parameters": {}}]}, "offers tools"),
+        "tools": ({"tools": [{"type": "web_search"}]}, "function tools only"),
         "image": (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
             "other than text",
@@ -157,6 +159,10 @@ def test_rows_verihub_cannot_pose_are_refused_when_they_load(tmp_path: Path) -> 
         verihub.load_env(
             "nemo-gym:equivalence_rule", data=write_rows(tmp_path / "r.jsonl", capital_rows()), reference="{answer}"
         )
+    rows = capital_rows()
+    rows[3]["responses_create_params"]["tools"] = [{"type": "function", "name": "get_weather", "parameters": {}}]
+    with pytest.raises(SpecError, match="tools.*differ between rows"):
+        verihub.load_env("nemo-gym:equivalence_rule", data=write_rows(tmp_path / "t.jsonl", rows))
     with pytest.raises(SpecError, match="data.*is required"):
         verihub.load_env("nemo-gym:equivalence_rule")
     with pytest.raises(RemoteEnvError, match="No module named 'resources_servers.no_such_server'"):
@@ -190,3 +196,91 @@ def test_one_grpo_step_on_a_nemo_gym_server(tiny_model: Path, capitals: Path, tm
     trainer.train()
     record = first_step(tmp_path / "run")
     assert record["step"] == 1 and record[f"verihub/{item.name}/fault_rate"] == 0.0
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def test_rows_with_tools_play_each_call_on_the_server() -> None:
+    env = verihub.load_env(
+        "nemo-gym:example_single_tool_call", data=SHIPPED / "example_single_tool_call/data/example.jsonl"
+    )
+    assert env.spec.interaction.kind == "multi_turn" and env.spec.interaction.max_turns == 8
+    assert [tool["function"]["name"] for tool in env.tool_schemas] == ["get_weather"]
+    task = env.tasks("train")[0]
+    session = env.session(task)
+    first = session.reset()
+    assert [message["role"] for message in first["messages"]] == ["system", "user"]  # its developer message first
+    result = session.step({"content": "", "tool_calls": [call("get_weather", city="San Francisco")]})
+    assert json.loads(result.observation["messages"][0]["content"])["weather_description"].endswith("is cold.")
+    refused = session.step(
+        {"content": "", "tool_calls": [call("verify"), call("seed_session"), call("get_weather", town=3)]}
+    )
+    said = [message["content"] for message in refused.observation["messages"]]
+    assert said[0] == said[1].replace("seed_session", "verify") == "error: no tool named 'verify'; tools: get_weather"
+    assert said[2].startswith("error: get_weather refused the arguments (HTTP 422)")  # the model's to hear
+    done = session.step({"content": "It is cold in San Francisco."})
+    assert (done.done, done.reward, done.info["status"]) == (
+        True,
+        1.0,
+        "ok",
+    )  # it called get_weather: the server's rule
+    silent = env.session(task)
+    silent.reset()
+    assert silent.step({"content": "No idea."}).reward == 0.0
+    assert env.grade(task, "No idea.").reward == 0.0  # a text grade: one reply, no call
+
+
+def test_each_episode_keeps_its_own_server_session() -> None:
+    counter = verihub.load_env(
+        "nemo-gym:example_session_state_mgmt", data=SHIPPED / "example_session_state_mgmt/data/example.jsonl"
+    )
+    task = next(
+        task
+        for split in counter.split_names
+        for task in counter.tasks(split)
+        if json.loads(task["row"])["expected_count"] == json.loads(task["row"])["initial_count"] + 3
+    )  # "add 1 then add 2": from its initial count to the expected one
+    right, other = counter.session(task), counter.session(task)
+    right.reset()
+    other.reset()
+    right.step({"content": "", "tool_calls": [call("increment_counter", count=1)]})
+    other.step({"content": "", "tool_calls": [call("increment_counter", count=100)]})  # interleaved, apart
+    right.step({"content": "", "tool_calls": [call("increment_counter", count=2)]})
+    seen = other.step({"content": "", "tool_calls": [call("get_counter_value")]})
+    initial = json.loads(task["row"])["initial_count"]
+    assert json.loads(seen.observation["messages"][0]["content"]) == {"count": initial + 100}
+    assert right.step({"content": "Done."}).reward == 1.0
+    assert other.step({"content": "Done."}).reward == 0.0
+
+
+def test_a_dead_bridge_ends_the_episode_as_a_fault() -> None:
+    from verihub.adapters import nemo_gym
+
+    env = verihub.load_env(
+        "nemo-gym:example_single_tool_call", data=SHIPPED / "example_single_tool_call/data/example.jsonl"
+    )
+    session = env.session(env.tasks("train")[0])
+    session.reset()
+    session.step({"content": "", "tool_calls": [call("get_weather", city="Paris")]})
+    shared, _ = nemo_gym._bridges(nemo_gym.NemoGymServer(**env.spec.verifier[0].args))
+    assert shared._process is not None
+    shared._process.kill()
+    shared._process.wait()
+    ended = session.step({"content": "It is cold."})  # its server session died with the bridge
+    assert ended.done and ended.reward is None and "no episode" in ended.info["reason"]
+
+
+def test_eval_plays_a_tool_row_with_a_model_that_calls_the_tool(tmp_path: Path) -> None:
+    def model(request: dict[str, Any]) -> list[dict[str, Any]]:  # calls get_weather once, then answers
+        if any(message["role"] == "tool" for message in request["messages"]):
+            return [{"content": "It is cold."}]
+        return [{"tool_calls": [{"name": "get_weather", "arguments": {"city": "San Francisco"}}]}]
+
+    ref = f"nemo-gym:example_single_tool_call?data={SHIPPED / 'example_single_tool_call/data/example.jsonl'}"
+    with ScriptedChatServer(model) as server:
+        result = run_eval(ref, f"openai:scripted@{server.url}", tmp_path / "out", "--split", "train", "-n", "2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    table = results_table(tmp_path / "out")
+    assert list(table["status"]) == ["ok", "ok"] and list(table["turns"]) == [2, 2]

@@ -1,8 +1,8 @@
 """`verihub serve` serving adapted environments, as a user serves what they load by name: a GEM game (gem-llm in
 .venv-gem), legacy verifiers environments (verifiers 0.3.1 in .venv-verifiers-legacy), single-turn
 (sophistry-bench-sprint, unmodified from PyPI) and multi-turn (tests/adapters/vf_legacy/vf_legacy_guess.py), and
-a NeMo-Gym resources server (nemo-gym 0.7.0 in .venv-nemo-gym) on the example rows it ships. One real server on
-loopback holds all four: batch grades equal the in-process ones, and OpenEnv's unmodified
+NeMo-Gym resources servers (nemo-gym 0.7.0 in .venv-nemo-gym) on the example rows it ships, one with a tool. One
+real server on loopback holds them all: batch grades equal the in-process ones, and OpenEnv's unmodified
 client plays both games over the server's websocket, turn by turn, to the grade the game gives."""
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ VF_GUESS = f"verifiers:vf_legacy_guess?paths=[{REPO / 'tests' / 'adapters' / 'vf
 SOPHISTRY = "verifiers:sophistry_bench_sprint"
 NEMO_ROWS = REPO / ".venv-nemo-gym/lib/python3.13/site-packages/resources_servers/equivalence_rule/data/example.jsonl"
 NEMO = f"nemo-gym:equivalence_rule?data={NEMO_ROWS}&reference='{{expected_answer}}'"
-REFS = (GEM_GUESS, VF_GUESS, SOPHISTRY, NEMO)
+NEMO_TOOLS = (
+    f"nemo-gym:example_single_tool_call?data={NEMO_ROWS.parents[2] / 'example_single_tool_call/data/example.jsonl'}"
+)
+REFS = (GEM_GUESS, VF_GUESS, SOPHISTRY, NEMO, NEMO_TOOLS)
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +111,16 @@ def test_openenvs_client_plays_the_gem_and_the_legacy_verifiers_games_over_the_s
     assert (won.reward, won.metadata["status"]) == (1.0, "ok") and turns <= 4
     lost, turns = play(url, envs[VF_GUESS], lambda texts: "0")  # never the number: the game's max_turns ends it
     assert (lost.reward, lost.metadata["status"], turns) == (0.0, "wrong", 6)
+
+
+def test_openenvs_client_plays_a_nemo_gym_row_with_its_tool(served: tuple[str, dict[str, verihub.Environment]]) -> None:
+    url, envs = served
+    env = envs[NEMO_TOOLS]
+    weather = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "SF"}'}}
+    with GenericEnvClient(base_url=url, message_timeout_s=120).sync() as client:
+        first = client.reset(env=env.id, task_id=task_of(env)["id"])
+        assert [tool["function"]["name"] for tool in first.observation["tools"]] == ["get_weather"]
+        called = client.step({"content": "", "tool_calls": [weather]})
+        assert "The weather in SF is cold." in called.observation["messages"][0]["content"] and not called.done
+        answered = client.step({"content": "It is cold."})
+    assert (answered.reward, answered.done, answered.metadata["status"]) == (1.0, True, "ok")

@@ -31,8 +31,9 @@ from verihub.grading.grade import Grade, GradeStatus, LayerResult, LayerStatus
 
 if TYPE_CHECKING:
     from verihub.adapters.openenv import OpenEnvEnvironment
+    from verihub.environment.core import Environment
 
-__all__ = ["TOOL", "OpenEnvSession", "action_tool"]
+__all__ = ["TOOL", "OpenEnvSession", "action_tool", "episode_grade"]
 
 TOOL = "act"
 _CLOSING: set[asyncio.Task[None]] = set()  # connections closed in the background (close() from a running loop)
@@ -131,19 +132,7 @@ class OpenEnvSession(CallsAreTurns, Session, OwnLoop):
         return text
 
     def _graded(self, reward: float, detail: str) -> Grade:
-        """The remote's reward as a grade by the environment's one layer (its weight and pass score)."""
-        layer = self.env.verifier.layers[0].spec
-        passed = reward >= layer.pass_score
-        result = LayerResult(
-            layer.name,
-            str(layer.layer),
-            LayerStatus.PASSED if passed else LayerStatus.FAILED,
-            reward,
-            layer.weight,
-            0.0,
-            detail,
-        )
-        return Grade(GradeStatus.OK if passed else GradeStatus.WRONG, layer.weight * reward, (result,), "")
+        return episode_grade(self.env, reward, detail)
 
     # -- the connection ---------------------------------------------------------------------------------
 
@@ -169,6 +158,23 @@ class OpenEnvSession(CallsAreTurns, Session, OwnLoop):
 
     def step(self, action: Action) -> StepResult:
         return self._sync(self.astep(action))
+
+
+def episode_grade(env: Environment, reward: float, detail: str) -> Grade:
+    """An episode's reward, which its environment gave, as a grade by the environment's one layer (its weight
+    and pass score)."""
+    layer = env.verifier.layers[0].spec
+    passed = reward >= layer.pass_score
+    result = LayerResult(
+        layer.name,
+        str(layer.layer),
+        LayerStatus.PASSED if passed else LayerStatus.FAILED,
+        reward,
+        layer.weight,
+        0.0,
+        detail,
+    )
+    return Grade(GradeStatus.OK if passed else GradeStatus.WRONG, layer.weight * reward, (result,), "")
 
 
 def _close_on(loop: asyncio.AbstractEventLoop | None, connection: RemoteSession) -> None:

@@ -25,8 +25,10 @@ routes in process: no port is opened, so nothing else on the machine reaches it.
   (``validate``'s gold check, and the fault rule's evidence); without one the prompt stands in (a placeholder,
   never evidence), as for other adapted environments.
 
-Rows that offer tools (``responses_create_params.tools``) are refused for now: their play goes through the
-server's tool routes, turn by turn, which this adapter does not drive yet. The server raising (NeMo-Gym's
+Rows that offer tools (``responses_create_params.tools``, the same in every row) make a multi-turn tool
+environment (``max_turns``, default 8): the model calls the row's tools, each call posted to the server's route
+in the episode's own server session, and the episode's output items (messages, calls, their outputs) are what
+``/verify`` grades at its end (:mod:`verihub.adapters._nemo_gym_session`). The server raising (NeMo-Gym's
 middleware answers 500), any answer but 200, a reply without a numeric reward or one outside ``reward_range``,
 the bridge dying or a call past ``timeout_s`` is a fault with its reason (``env_error``), never a 0; whose fault
 follows verihub's one rule (:mod:`verihub.grading.faults`). Answers share the server's bridge, one call at a time;
@@ -55,7 +57,8 @@ from verihub.grading._pools import START_S, Pool
 __all__ = ["PREFIX", "NemoGymServer", "load_nemo_gym"]
 
 PREFIX = "nemo-gym:"
-OPTIONS = ("data", "size", "seed", "config", "reference", "reward_range", "timeout_s", "python")
+OPTIONS = ("data", "size", "seed", "config", "reference", "reward_range", "timeout_s", "python", "max_turns")
+DEFAULT_TURNS = 8
 _SERVER_NAME = re.compile(r"[a-z][a-z0-9_]{0,100}")
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
@@ -108,7 +111,8 @@ def _load(process: BridgeProcess, key: str, params: NemoGymServer) -> None:
     )
 
 
-def _ask(params: NemoGymServer, request: dict[str, Any]) -> dict[str, Any]:
+def ask(params: NemoGymServer, request: dict[str, Any]) -> dict[str, Any]:
+    """One request to the server's bridge (the evidence's own bridge when the fault rule gathers it)."""
     shared, pool = _bridges(params)
     if apart():  # the fault rule's evidence: never behind another answer on the shared bridge
         with held(pool) as process:
@@ -141,9 +145,11 @@ def nemo_gym_spec(
     reward_range: list[float] | tuple[float, float] | None = None,
     timeout_s: float = 60.0,
     python: str | None = None,
-) -> tuple[Any, NemoGymServer]:
+    max_turns: int = DEFAULT_TURNS,
+) -> tuple[Any, NemoGymServer, list[dict[str, Any]]]:
     """The :class:`~verihub.spec.loader.LoadedSpec` of ``nemo-gym:SERVER`` on ``data`` (see the module
-    docstring), the server built and its rows read, so that a bad row or server fails here, saying which."""
+    docstring), its parameters and the rows' tools (Responses API function tools; none for single replies), the
+    server built and its rows read, so that a bad row or server fails here, saying which."""
     from verihub.adapters.openenv import SPLIT
     from verihub.spec.lines import LineMap
     from verihub.spec.loader import LoadedSpec
@@ -170,6 +176,13 @@ def nemo_gym_spec(
             [SpecProblem(ref, None, "reward_range", f"must be [low, high] with low < high, got {[low, high]}")]
         )
     rows = tasks(0, 0, **params.model_dump())  # the rows' problems, now
+    tools = json.loads(rows[0]["row"])["responses_create_params"].get("tools") or []
+    if any((json.loads(row["row"])["responses_create_params"].get("tools") or []) != tools for row in rows):
+        raise SpecError(
+            [SpecProblem(params.data, None, "tools", "differ between rows: one environment offers one set")]
+        )
+    if tools and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or not 1 <= max_turns <= 100):
+        raise SpecError([SpecProblem(ref, None, "max_turns", f"must be an integer from 1 to 100, got {max_turns!r}")])
     loaded = _loaded(params)
     version = loaded["versions"].get("nemo-gym", "0.0.0")
     spec = EnvSpec.model_validate(
@@ -188,6 +201,7 @@ def nemo_gym_spec(
                 "split": SPLIT,
             },
             "prompt": {"messages": "messages"},
+            "interaction": {"kind": "multi_turn", "max_turns": max_turns} if tools else {},
             "verifier": [
                 {
                     "name": "verify",
@@ -204,7 +218,7 @@ def nemo_gym_spec(
             ),
         }
     )
-    return LoadedSpec(spec, Path(PREFIX + server) / "environment.yaml", LineMap()), params
+    return LoadedSpec(spec, Path(PREFIX + server) / "environment.yaml", LineMap()), params, tools
 
 
 def tasks(n: int, seed: int, **params: Any) -> list[dict[str, Any]]:
@@ -239,8 +253,9 @@ def _task(row: Any, path: Path, index: int, reference: str | None) -> dict[str, 
     params = row.get("responses_create_params")
     if not isinstance(params, dict) or "input" not in params:
         raise KeyError("responses_create_params.input is missing")
-    if params.get("tools"):
-        raise ValueError("the row offers tools, which nemo-gym: environments do not play yet (single replies only)")
+    tools = params.get("tools") or []
+    if not isinstance(tools, list) or any(not isinstance(t, dict) or t.get("type") != "function" for t in tools):
+        raise ValueError("responses_create_params.tools: verihub plays function tools only")
     messages = ([{"role": "system", "content": str(params["instructions"])}] if params.get("instructions") else []) + (
         [{"role": "user", "content": params["input"]}]
         if isinstance(params["input"], str)
@@ -287,7 +302,13 @@ def _messages(items: Any) -> list[dict[str, str]]:
 @check(params=NemoGymServer, mode="thread")
 def verify(completion: str, task: Mapping[str, Any], params: NemoGymServer) -> CheckResult:
     """The server's ``/verify`` reward for the completion as the model's reply, rescaled; its numbers in the detail."""
-    answer = _ask(params, {"op": "verify", "row": json.loads(str(task["row"])), "completion": completion})
+    answer = ask(params, {"op": "verify", "row": json.loads(str(task["row"])), "completion": completion})
+    return CheckResult(*scored(params, answer))
+
+
+def scored(params: NemoGymServer, answer: Mapping[str, Any]) -> tuple[float, str]:
+    """A ``/verify`` answer's reward rescaled from ``reward_range``, and its numbers as a detail; RemoteEnvError
+    for a reward outside the range."""
     reward = float(answer["reward"])
     low, high = params.reward_range
     if not low <= reward <= high:
@@ -295,7 +316,7 @@ def verify(completion: str, task: Mapping[str, Any], params: NemoGymServer) -> C
             f"NeMo-Gym server {params.server!r} rewarded {reward:g}, outside reward_range [{low:g}, {high:g}]"
         )
     shown = ", ".join(f"{name} {value:g}" for name, value in sorted(answer.get("metrics", {}).items()))
-    return CheckResult((reward - low) / (high - low), f"reward {reward:g}" + (f"; {shown}" if shown else ""))
+    return (reward - low) / (high - low), f"reward {reward:g}" + (f"; {shown}" if shown else "")
 
 
 def load_nemo_gym(
@@ -324,5 +345,9 @@ def load_nemo_gym(
     }
     if unknown := sorted(set(merged) - set(OPTIONS)):
         raise TypeError(f"nemo-gym: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
-    loaded, _ = nemo_gym_spec(ref, **merged)
+    loaded, params, tools = nemo_gym_spec(ref, **merged)
+    if tools:
+        from verihub.adapters._nemo_gym_session import NemoGymEnvironment
+
+        return NemoGymEnvironment(loaded, params, tools, judge=judge, on_missing_judge=on_missing_judge)
     return Environment(loaded, judge=judge, on_missing_judge=on_missing_judge)

@@ -289,7 +289,7 @@ def load_env(
     a hub, at a pinned revision; ``hub``, ``token`` and the options of the framework it holds) is
     :func:`verihub.hub.hf_datasets.load_hf_env`; ``nemo-gym:SERVER`` (a NeMo-Gym resources server on rows of its
     format, in NeMo-Gym's own interpreter) takes ``data``, ``size``, ``seed``, ``config``, ``reference``,
-    ``reward_range``, ``timeout_s`` and ``python``: :mod:`verihub.adapters.nemo_gym`.
+    ``reward_range``, ``timeout_s``, ``python`` and ``max_turns``: :mod:`verihub.adapters.nemo_gym`.
     Other refs take none of these.
 
     A directory that holds an environment.yaml wins over an installed environment of the same name.
