@@ -284,3 +284,16 @@ def test_eval_plays_a_tool_row_with_a_model_that_calls_the_tool(tmp_path: Path) 
     assert result.returncode == 0, result.stderr[-2000:]
     table = results_table(tmp_path / "out")
     assert list(table["status"]) == ["ok", "ok"] and list(table["turns"]) == [2, 2]
+
+
+@pytest.mark.slow
+def test_one_grpo_step_on_a_nemo_gym_tool_row(tiny_model: Path, tmp_path: Path) -> None:
+    env = verihub.load_env(
+        "nemo-gym:example_single_tool_call", data=SHIPPED / "example_single_tool_call/data/example.jsonl"
+    )
+    trainer = one_step_trainer(tiny_model, [env], tmp_path / "run")
+    (item,) = trainer.mix
+    assert item.multi_turn  # trained as a tool environment: the row's get_weather offered to the policy
+    trainer.train()
+    record = first_step(tmp_path / "run")
+    assert record["step"] == 1 and record[f"verihub/{item.name}/fault_rate"] == 0.0
