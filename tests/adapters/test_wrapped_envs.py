@@ -104,7 +104,8 @@ def test_a_wrapped_spec_loads_its_source_under_its_own_identity(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("spec", "complaint"),
     [
-        (GUESS.replace("textarena:", "nowhere:"), "must start with one of"),
+        (GUESS.replace("textarena:", "nowhere:"), "'nowhere:.*' names no installed adapter"),
+        (GUESS.replace("textarena:", "Nowhere "), "must be another ecosystem's load_env ref"),
         (GUESS + "verifier: []\n", "verifier"),
         (GUESS.replace("version: 1.0.0", "version: one"), "version"),
     ],

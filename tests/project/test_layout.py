@@ -38,13 +38,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("verihub.hub",),  # a distribution of its own, on the SDK
     ("verihub.trainers",),  # likewise, on the SDK and the hub (environments installed by hub id)
 ]
-# Imports against the direction on purpose, each with its reason.
-EXCEPTIONS = {
-    (
-        "verihub.environment.core",
-        "verihub.adapters",
-    ): "load_env hands adapter refs (reasoning-gym:, openenv:, ...) to their adapter",
-}
+# Imports against the direction on purpose, each with its reason: none (load_env finds adapters by entry point).
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 # The SDK's root: the public API, and what every part shares. Anything else belongs in a subpackage.
 SDK_ROOT = {"__init__", "_lazy", "_sync", "errors", "ids", "settings", "testing"}
 

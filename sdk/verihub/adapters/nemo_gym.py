@@ -324,10 +324,8 @@ def load_nemo_gym(
     *,
     size: int | None = None,
     seed: int | None = None,
-    difficulty: Any = None,
     config: Mapping[str, Any] | None = None,
     judge: Any = None,
-    judge_model: str | None = None,
     on_missing_judge: Any = "error",
     **options: Any,
 ) -> Environment:
@@ -335,14 +333,9 @@ def load_nemo_gym(
     ``options`` are :func:`nemo_gym_spec`'s keywords, also given in the ref (``nemo-gym:mcqa?data=rows.jsonl``)."""
     from verihub.adapters.openenv import ref_options
 
-    if difficulty is not None or judge_model is not None:
-        raise TypeError("nemo-gym: environments take no difficulty and no judge model (the server grades)")
     ref, given = ref_options(ref)
-    merged = {
-        **given,
-        **options,
-        **{key: value for key, value in (("size", size), ("seed", seed), ("config", config)) if value is not None},
-    }
+    chosen = (("size", size), ("seed", seed), ("config", config))
+    merged = {**given, **options, **{key: value for key, value in chosen if value is not None}}
     if unknown := sorted(set(merged) - set(OPTIONS)):
         raise TypeError(f"nemo-gym: environments take no {', '.join(unknown)} (options: {', '.join(OPTIONS)})")
     loaded, params, tools = nemo_gym_spec(ref, **merged)

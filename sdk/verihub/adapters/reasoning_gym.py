@@ -71,6 +71,7 @@ __all__ = [
     "DatasetInfo",
     "UnknownDatasetError",
     "generate",
+    "load_reasoning_gym",
     "list_datasets",
     "parse_ref",
     "reasoning_gym_spec",
@@ -802,3 +803,11 @@ def reasoning_gym_spec(
     )
     file = Path(PREFIX + name) / "environment.yaml"
     return LoadedSpec(spec, file, LineMap())
+
+
+def load_reasoning_gym(ref: str, *, judge: Any = None, on_missing_judge: Any = "error", **options: Any) -> Any:
+    """``verihub.load_env("reasoning-gym:NAME")`` (the ``verihub.adapters`` entry point ``reasoning-gym``): the
+    environment :func:`reasoning_gym_spec` describes, ``options`` its keywords."""
+    from verihub.environment.core import Environment
+
+    return Environment(reasoning_gym_spec(ref, **options), judge=judge, on_missing_judge=on_missing_judge)

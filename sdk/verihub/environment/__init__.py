@@ -4,8 +4,9 @@ environment packages (:mod:`.installed`), what its grades depend on (:mod:`.dige
 episode each (:mod:`.session`, with typed tools as JSON schemas in :mod:`.toolschema`); refs that name a hub
 package, ``owner/name@spec``, installed through the hub client's entry point before loading (:mod:`.hub_refs`).
 
-Imports the spec, checks, sandbox, generation and grading; ``load_env`` hands ``reasoning-gym:`` and
-``openenv:`` refs to :mod:`verihub.adapters`. Never what serves, evaluates, publishes or trains.
+Imports the spec, checks, sandbox, generation and grading; ``load_env`` hands a ``SCHEME:`` ref to the loader
+an installed package registers for it (``verihub.adapters`` entry points: :mod:`.installed`), never importing an
+adapter by name. Never what serves, evaluates, publishes or trains.
 """
 
 from verihub import _lazy

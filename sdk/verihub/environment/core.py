@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from verihub.environment.dataset import Split, SplitError, as_dataset, load_splits
-from verihub.environment.installed import adapter_for, hub_env_entry_point, installed_env_dir, installed_envs
+from verihub.environment.installed import (
+    adapter_for,
+    adapter_schemes,
+    hub_env_entry_point,
+    installed_env_dir,
+    installed_envs,
+    ref_scheme,
+)
 from verihub.environment.origin import LoadReport
 from verihub.errors import (
     DataError,
@@ -299,93 +306,63 @@ def load_env(
     Raises :class:`~verihub.errors.SpecError` for an invalid spec (every problem, with lines) and
     :class:`~verihub.errors.EnvNotFoundError` for a name that is neither.
     """
-    registered = adapter_for(str(ref))  # a scheme an installed package registers (hf://, nemo-gym:, ...)
-    if registered is not None:
-        return registered(  # a loader returns an Environment, as the group promises
+    scheme = ref_scheme(str(ref))
+    if scheme is not None and not Path(ref).exists():  # another ecosystem's environment: its adapter loads it
+        loader = adapter_for(str(ref))
+        if loader is None:
+            schemes = adapter_schemes()
+            raise EnvNotFoundError(
+                str(ref),
+                [f"{name}:" for name in schemes],
+                [f"{name}:" for name in difflib.get_close_matches(scheme, schemes, n=2)],
+                f"no installed adapter loads {scheme}: refs (a package adds one in the verihub.adapters entry-point "
+                "group)",
+            )
+        if judge is None and judge_model:
+            from verihub.grading.judge import ModelJudge
+
+            judge = ModelJudge(judge_model)
+        given = {"size": size, "seed": seed, "difficulty": difficulty, "config": config, "judge": judge}
+        # a loader returns an Environment, as the group promises; it is given only what the caller gave
+        return loader(
             str(ref),
-            size=size,
-            seed=seed,
-            difficulty=difficulty,
-            config=config,
+            on_missing_judge=on_missing_judge,
+            **{name: value for name, value in given.items() if value is not None},
+            **settings,
+        )
+    given = {"size": size, "seed": seed, "difficulty": difficulty, "config": config}
+    unexpected = sorted([name for name, value in given.items() if value is not None] + list(settings))
+    if unexpected:
+        raise TypeError(
+            f"load_env() got unexpected keyword arguments {', '.join(unexpected)} "
+            "(environments of other ecosystems take them: reasoning-gym:, openenv:, ...)"
+        )
+    path = Path(ref)
+    if not find_spec_file(path).is_file():
+        path = _installed_env_dir(str(ref), path)
+    wrapped = read_wrapped(find_spec_file(path))
+    if wrapped is not None:  # another ecosystem's environment, under this file's identity
+        if ref_scheme(wrapped.source) not in adapter_schemes():
+            problem = f"{wrapped.source!r} names no installed adapter (installed: {', '.join(adapter_schemes())})"
+            raise SpecError([SpecProblem(str(find_spec_file(path)), None, "source", problem)])
+        env = load_env(
+            wrapped.source,
             judge=judge,
             judge_model=judge_model,
             on_missing_judge=on_missing_judge,
-            **settings,
+            **wrapped.resolved_options(find_spec_file(path).parent),
         )
-    if str(ref).startswith("openenv:"):
-        from verihub.adapters.openenv import load_openenv
-
-        return load_openenv(
-            str(ref),
-            size=size,
-            seed=seed,
-            difficulty=difficulty,
-            config=config,
-            judge=judge,
-            on_missing_judge=on_missing_judge,
-            **settings,
-        )
-    if str(ref).startswith("verifiers:"):
-        from verihub.adapters.verifiers import load_verifiers
-
-        return load_verifiers(
-            str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge, **settings
-        )
-    if str(ref).startswith("gem:"):
-        from verihub.adapters.gem import load_gem
-
-        return load_gem(
-            str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge, **settings
-        )
-    if str(ref).startswith(("textarena:", "skyrl-gym:")):
-        from verihub.adapters.skyrl_gym import load_skyrl_gym
-        from verihub.adapters.textarena import load_textarena
-
-        load = load_textarena if str(ref).startswith("textarena:") else load_skyrl_gym
-        return load(
-            str(ref), size=size, seed=seed, config=config, judge=judge, on_missing_judge=on_missing_judge, **settings
-        )
-    if str(ref).startswith("harbor:"):
-        from verihub.adapters.harbor import load_harbor
-
-        if size is not None or difficulty is not None or config is not None:
-            raise TypeError("harbor: environments take max_turns and seed (their size is the task directory's)")
-        return load_harbor(str(ref), seed=seed, judge=judge, on_missing_judge=on_missing_judge, **settings)
-    if str(ref).startswith("reasoning-gym:"):
-        from verihub.adapters.reasoning_gym import reasoning_gym_spec
-
-        loaded = reasoning_gym_spec(str(ref), size=size, seed=seed, difficulty=difficulty, config=config, **settings)
-    else:
-        given = {"size": size, "seed": seed, "difficulty": difficulty, "config": config}
-        unexpected = sorted([name for name, value in given.items() if value is not None] + list(settings))
-        if unexpected:
-            raise TypeError(
-                f"load_env() got unexpected keyword arguments {', '.join(unexpected)} "
-                "(only reasoning-gym: and openenv: environments take them)"
-            )
-        path = Path(ref)
-        if not find_spec_file(path).is_file():
-            path = _installed_env_dir(str(ref), path)
-        wrapped = read_wrapped(find_spec_file(path))
-        if wrapped is not None:  # another ecosystem's environment, under this file's identity
-            env = load_env(
-                wrapped.source,
-                judge=judge,
-                judge_model=judge_model,
-                on_missing_judge=on_missing_judge,
-                **wrapped.resolved_options(find_spec_file(path).parent),
-            )
-            identity = {
-                "id": wrapped.id,
-                "version": wrapped.version,
-                "tags": wrapped.tags or env.spec.tags,
-                "description": wrapped.description or env.spec.description,
-                "domain": wrapped.domain or env.spec.domain,
-                "license": wrapped.license,
-            }
-            env.spec = env.spec.model_copy(update=identity)
-            return env
-        loaded = load_spec(path)
+        identity = {
+            "id": wrapped.id,
+            "version": wrapped.version,
+            "tags": wrapped.tags or env.spec.tags,
+            "description": wrapped.description or env.spec.description,
+            "domain": wrapped.domain or env.spec.domain,
+            "license": wrapped.license,
+        }
+        env.spec = env.spec.model_copy(update=identity)
+        return env
+    loaded = load_spec(path)
     if judge is None and (judge_model or _names_a_judge_model(loaded.spec)):
         from verihub.grading.judge import ModelJudge
 

@@ -15,10 +15,9 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from verihub.environment.core import Environment, load_env
-from verihub.environment.installed import open_installed_hub
+from verihub.environment.installed import open_installed_hub, ref_scheme
 from verihub.errors import VerihubError
 from verihub.ids import RepoId, dist_name
-from verihub.spec.wrapped import ADAPTER_PREFIXES
 
 __all__ = ["load_env_ref", "names_hub_package"]
 
@@ -30,7 +29,7 @@ def names_hub_package(ref: str | Path) -> bool:
     name, an adapter's ref or an ``hf://`` dataset. Without ``@``, a path that exists (or whose folder does) is a
     directory: its own error then says precisely what is missing there."""
     text = str(ref)
-    if text.startswith(ADAPTER_PREFIXES) or "/" not in text:
+    if ref_scheme(text) is not None or "/" not in text:
         return False
     path = Path(text)
     return "@" in text or not (path.exists() or path.parent.exists())

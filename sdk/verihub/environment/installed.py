@@ -9,16 +9,23 @@ An environment package declares, in its pyproject.toml::
 The hub client (verihub-hub) declares how to open a hub, ``verihub.hubs``: ``open_hub(location, token)``
 (:func:`open_installed_hub`), which the CLI and hub ids with versions (:mod:`.hub_refs`) use.
 
-A loader declares the scheme of the refs it loads (``hf`` for ``hf://datasets/...``, the hub's)::
+A loader declares the scheme of the refs it loads (``openenv`` for ``openenv:URL``, ``hf`` for
+``hf://datasets/...``): every ecosystem verihub adapts is one, its own included, so a third-party package adds
+one the same way and :func:`~verihub.load_env` knows none by name::
 
     [project.entry-points."verihub.adapters"]
-    hf = "verihub.hub.hf_datasets:load_hf_env"   # load(ref, **options) -> Environment
+    hf = "verihub.hub.hf_datasets:load_hf_env"
+
+A loader is called ``load(ref, *, on_missing_judge, judge=..., size=..., seed=..., difficulty=..., config=...,
+**settings) -> Environment``, given only the keywords the caller gave (``judge`` made from ``judge_model``
+where one was named), and says which it does not take with a TypeError.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.resources
+import re
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
@@ -29,6 +36,8 @@ __all__ = [
     "ENV_ENTRY_POINT_GROUP",
     "HUBS_ENTRY_POINT_GROUP",
     "adapter_for",
+    "adapter_schemes",
+    "ref_scheme",
     "hub_env_entry_point",
     "installed_env_dir",
     "installed_envs",
@@ -53,13 +62,27 @@ def open_installed_hub(location: str | None, token: str | None, *, needed_for: s
     return found[0].load()(location, token)
 
 
+_SCHEME = re.compile(r"([a-z][a-z0-9+.-]*):")  # lowercase: a drive letter (C:) is a path
+
+
+def ref_scheme(ref: str) -> str | None:
+    """The scheme a ref names (``openenv`` for ``openenv:URL``, ``hf`` for ``hf://...``), or None."""
+    found = _SCHEME.match(ref)
+    return found.group(1) if found else None
+
+
 def adapter_for(ref: str) -> Callable[..., Any] | None:
-    """The installed loader of ``ref``'s scheme (``hf`` for ``hf://...``), if one is registered."""
-    scheme, colon, _ = ref.partition(":")
-    if not colon or not scheme:
+    """The installed loader of ``ref``'s scheme, if one is registered."""
+    scheme = ref_scheme(ref)
+    if scheme is None:
         return None
     found = [entry for entry in entry_points(group=ADAPTER_ENTRY_POINT_GROUP) if entry.name == scheme]
     return found[0].load() if found else None
+
+
+def adapter_schemes() -> list[str]:
+    """The schemes installed loaders register, sorted."""
+    return sorted({entry.name for entry in entry_points(group=ADAPTER_ENTRY_POINT_GROUP)})
 
 
 def installed_envs() -> dict[str, list[EntryPoint]]:

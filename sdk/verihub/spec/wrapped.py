@@ -17,6 +17,7 @@ file's identity (id, version, description, domain, tags, license).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from verihub.errors import SpecError, SpecProblem
 
-__all__ = ["ADAPTER_PREFIXES", "PATH_OPTIONS", "WrappedSpec", "read_wrapped"]
+__all__ = ["PATH_OPTIONS", "SCHEME", "WrappedSpec", "read_wrapped"]
 
 PATH_OPTIONS = ("data", "paths")  # options that name files: relative to the environment's directory
-ADAPTER_PREFIXES = (
-    "reasoning-gym:",
-    "openenv:",
-    "textarena:",
-    "skyrl-gym:",
-    "verifiers:",
-    "gem:",
-    "harbor:",
-    "hf://",  # a hub's RL environment dataset (verihub.hub.hf_datasets), pinned by its @REV
-)
-"""Refs :func:`~verihub.load_env` hands to an adapter: no directory, installed name or hub id (a URL holds ``/``)."""
+SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:")  # a load_env ref of another ecosystem: SCHEME:..., its adapter's
 
 
 class WrappedSpec(BaseModel):
@@ -55,8 +46,8 @@ class WrappedSpec(BaseModel):
     @field_validator("source")
     @classmethod
     def _an_adapter(cls, source: str) -> str:
-        if not source.startswith(ADAPTER_PREFIXES):
-            raise ValueError(f"must start with one of {', '.join(ADAPTER_PREFIXES)}")
+        if not SCHEME.match(source):  # which adapters are installed, load_env says
+            raise ValueError("must be another ecosystem's load_env ref, SCHEME:... (textarena:GAME, openenv:URL, ...)")
         if source.startswith("harbor:"):  # its tasks are files that a wrapped package does not carry yet
             raise ValueError("a Harbor task directory is loaded by path (harbor:PATH), not wrapped")
         return source
