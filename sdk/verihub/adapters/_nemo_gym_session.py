@@ -105,7 +105,7 @@ class NemoGymSession(Session):
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         from verihub.adapters.nemo_gym import ask
 
-        return ask(self.env.params, request)
+        return ask(self.env.params, request, episode=True)
 
 
 class _Verify:

@@ -111,10 +111,11 @@ def _load(process: BridgeProcess, key: str, params: NemoGymServer) -> None:
     )
 
 
-def ask(params: NemoGymServer, request: dict[str, Any]) -> dict[str, Any]:
-    """One request to the server's bridge (the evidence's own bridge when the fault rule gathers it)."""
+def ask(params: NemoGymServer, request: dict[str, Any], *, episode: bool = False) -> dict[str, Any]:
+    """One request to the server's bridge: the evidence's own bridge when the fault rule gathers it, except for an
+    ``episode``'s requests, which go where the episode lives (the shared bridge)."""
     shared, pool = _bridges(params)
-    if apart():  # the fault rule's evidence: never behind another answer on the shared bridge
+    if apart() and not episode:  # the fault rule's evidence: never behind another answer on the shared bridge
         with held(pool) as process:
             return process.ask(request)
     with shared.held():
