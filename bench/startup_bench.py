@@ -11,7 +11,8 @@ alike. Cases:
 - ``import verihub`` (goal <= 150 ms), ``verihub --help`` (goal <= 250 ms), ``verihub checks``,
   ``verihub validate envs/compare`` with ``--no-attacks`` and with the red-team suite;
 - floors the commands cannot go under: a bare typer app's ``--help`` (typer and its rich help renderer),
-  ``import datasets`` (validate loads tasks through it), and the peer ``hf version`` (huggingface_hub).
+  ``import datasets`` (validate loads tasks through it), and the peers ``hf version`` (huggingface_hub) and
+  ``pip --help`` (the goal for ``verihub --help`` and ``verihub checks``: no slower).
 
 With ``--baseline PYTHON`` (another environment's interpreter, e.g. main's), every verihub case also runs
 there, and the table compares the two. The last line prints the ratios.
@@ -78,6 +79,7 @@ def floor_cases(python: str, typer_app: Path) -> list[tuple[str, list[str]]]:
     hf = Path(python).with_name("hf")
     if hf.exists():
         cases.append(("hf version", [str(hf), "version"]))
+    cases.append(("pip --help", [python, "-m", "pip", "--help", "--disable-pip-version-check"]))
     return cases
 
 
@@ -127,6 +129,8 @@ def main() -> None:
         _ratio(named["import verihub"], named["python -c pass"], "python -c pass"),
         _ratio(named["verihub --help"], named["typer app --help"], "a bare typer app"),
         _ratio(named["validate --no-attacks"], named["import datasets"], "import datasets"),
+        _ratio(named["verihub --help"], named["pip --help"], "pip --help"),
+        _ratio(named["verihub checks"], named["pip --help"], "pip --help"),
     ]
     if base:
         ratios += [_ratio(case, base[index], "baseline") for index, case in enumerate(now) if index]
