@@ -79,3 +79,28 @@ def test_a_run_of_marks_is_cut_at_thirty_and_folding_still_reads_what_it_did() -
     assert compatibility_fold("\uff21s an \ufb01ne AI \u2460") == "As an fine AI 1"
     assert compatibility_fold("q\u1fed.") == "q \u0308\u0300."  # a compatibility form inside a canonical one
     assert fold(fold("a" + "\u0301\u200d" * 40)) == fold("a" + "\u0301\u200d" * 40)
+
+
+def test_the_code_python_tests_extracts_is_found_in_linear_time_on_every_shape() -> None:
+    """python_tests runs in the jail, but finds the answer's last code block on the host: a regex from every
+    ``` opener to the end of its line was quadratic on a line of openers (0.1 s a grade at 80,000 characters)."""
+    from verihub.checks.code import _candidate
+
+    def took(text: str) -> float:
+        best = float("inf")
+        for _ in range(2):
+            start = perf_counter()
+            _candidate(text, "code_block")
+            best = min(best, perf_counter() - start)
+        return best
+
+    grown = {}
+    for shape, payload_of in SHAPES.items():
+        sizes = (MAX_ANSWER_CHARS, 4 * MAX_ANSWER_CHARS)  # past the edge limit: the old regex took 1.6 s at 320,000
+        quarter, full = (f"```python\n{payload_of(size)}" for size in sizes)
+        at_quarter, at_full = took(quarter), took(full)
+        if at_full > FLOOR_S and at_full > 8 * max(at_quarter, 1e-3):
+            grown[shape] = (round(at_quarter, 3), round(at_full, 3))
+    assert not grown, f"code extraction grows faster than the answer on {grown}"
+    assert _candidate("intro\n```python\nx = 1\n```\nthen\n```py\ny = 2\n```", "code_block") == "y = 2\n"
+    assert _candidate("``` not closed\nx = 1", "code_block") is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import re
 import secrets
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -11,14 +10,12 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from verihub.checks import _harness
-from verihub.checks._extract import strip_think
+from verihub.checks._extract import fenced_blocks, strip_think
 from verihub.checks.base import CheckParams, CheckResult
 from verihub.errors import DataError, SandboxInfraError
 from verihub.spec.models import SandboxSpec as Limits
 
 __all__ = ["PythonTestsParams", "python_tests"]
-
-_CODE_BLOCK = re.compile(r"```(?:python|py)?[^\n]*\n(.*?)```", re.DOTALL)
 
 
 class PythonTestsParams(CheckParams):
@@ -99,8 +96,8 @@ def _candidate(completion: str, extract: str) -> str | None:
     text = strip_think(completion)
     if extract == "full":
         return text
-    blocks = _CODE_BLOCK.findall(text)
-    return blocks[-1] if blocks else None
+    blocks = fenced_blocks(text)  # one linear scan: a regex from every opener was quadratic on a line of them
+    return blocks[-1][1] if blocks else None
 
 
 def _test_names(tests: str) -> set[str]:
