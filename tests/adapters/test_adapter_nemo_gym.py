@@ -255,6 +255,19 @@ def test_each_episode_keeps_its_own_server_session() -> None:
     assert other.step({"content": "Done."}).reward == 0.0
 
 
+def test_a_policy_cannot_fan_an_episode_out_into_unbounded_calls() -> None:
+    from verihub.environment.session import MAX_TOOL_CALLS
+
+    env = verihub.load_env(
+        "nemo-gym:example_single_tool_call", data=SHIPPED / "example_single_tool_call/data/example.jsonl", max_turns=1
+    )
+    session = env.session(env.tasks("train")[0])
+    session.reset()
+    said = [session.call_tool("get_weather", {"city": "SF"}) for _ in range(MAX_TOOL_CALLS + 2)]  # as a trainer calls
+    assert all("is cold" in output for output in said[:MAX_TOOL_CALLS])
+    assert said[MAX_TOOL_CALLS:] == [f"error: at most {MAX_TOOL_CALLS} tool calls an episode; this one did not run"] * 2
+
+
 def test_a_dead_bridge_ends_the_episode_as_a_fault() -> None:
     from verihub.adapters import nemo_gym
 

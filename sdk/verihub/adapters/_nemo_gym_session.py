@@ -65,8 +65,8 @@ class NemoGymSession(Session):
         super().__init__(env, task, grader=_Verify(self))
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
-        if self.fault is not None:
-            return f"error: {self.fault}; this rollout will not be scored"
+        if refusal := self._take_call():  # the episode's call budget, as every session keeps it
+            return refusal
         names = [tool["function"]["name"] for tool in self.env.tool_schemas]
         if name not in names:
             return f"error: no tool named {name!r}; tools: {', '.join(names)}"

@@ -84,9 +84,14 @@ _BRIDGES_LOCK = threading.Lock()
 _LOADED: dict[str, dict[str, Any]] = {}  # a server's load answer, by its parameters
 
 
+def _key(params: NemoGymServer) -> str:
+    """What tells one server's bridges from another's: the server, its config, the interpreter, the limit."""
+    return params.model_dump_json(include={"server", "config", "python", "timeout_s"})
+
+
 def _bridges(params: NemoGymServer) -> tuple[BridgeProcess, Pool[BridgeProcess]]:
     """The shared bridge of ``params``' server, and the pool of those that verify the fault rule's evidence."""
-    key = params.model_dump_json(include={"server", "config", "python", "timeout_s"})
+    key = _key(params)
     with _BRIDGES_LOCK:
         if key not in _BRIDGES:
 
@@ -132,7 +137,7 @@ def _loaded(params: NemoGymServer) -> dict[str, Any]:
         if isinstance(error.__cause__, RemoteEnvError):
             raise error.__cause__ from None
         raise
-    return _LOADED[params.model_dump_json(include={"server", "config", "python", "timeout_s"})]
+    return _LOADED[_key(params)]
 
 
 def nemo_gym_spec(

@@ -193,13 +193,8 @@ class Session:
     def call_tool(self, name: str, arguments: dict[str, Any] | None) -> str:
         """Run one tool call; its output, or an error message for the model. A sandbox fault ends the
         session (reward None) and says so to the model."""
-        if self.fault is not None:
-            return f"error: {self.fault}; this rollout will not be scored"
-        # The trainer's tool environments call tools one by one, outside step()'s per-turn limit: the
-        # episode's budget holds for every caller.
-        if self.tool_calls >= MAX_TOOL_CALLS * self.max_turns:
-            return f"error: at most {MAX_TOOL_CALLS * self.max_turns} tool calls an episode; this one did not run"
-        self.tool_calls += 1
+        if refusal := self._take_call():
+            return refusal
         try:
             function = self._function(name)  # the first sandboxed call makes the sandbox, which can fail
         except (SandboxInfraError, SandboxUnavailable) as error:
@@ -217,6 +212,17 @@ class Session:
         except Exception as error:  # noqa: BLE001 - a tool's failure is reported to the model
             return f"error: {describe_error(error)}"
         return output if isinstance(output, str) else json.dumps(output, default=str)
+
+    def _take_call(self) -> str:
+        """Count one tool call against the episode, or why it does not run: a fault ended the episode, or its
+        budget is spent (the trainer's tool environments call tools one by one, outside step()'s per-turn
+        limit: the budget holds for every caller)."""
+        if self.fault is not None:
+            return f"error: {self.fault}; this rollout will not be scored"
+        if self.tool_calls >= MAX_TOOL_CALLS * self.max_turns:
+            return f"error: at most {MAX_TOOL_CALLS * self.max_turns} tool calls an episode; this one did not run"
+        self.tool_calls += 1
+        return ""
 
     def _sandbox_failed(self, name: str, error: Exception) -> str:
         self._end(fault=f"tool failed: {name}: {error}")

@@ -72,18 +72,12 @@ def _load(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _verify(request: dict[str, Any]) -> dict[str, Any]:
-    client = _client()
-    row = dict(request["row"])
-    client.cookies.clear()  # a session of its own: nothing of another answer's
-    _answer(client.post("/seed_session", json=row), "/seed_session")
+    client, row = _seeded(request)
     return _verified(client, row, [_message(str(request["completion"]))])
 
 
 def _begin(request: dict[str, Any]) -> dict[str, Any]:
-    client = _client()
-    row = dict(request["row"])
-    client.cookies.clear()
-    _answer(client.post("/seed_session", json=row), "/seed_session")
+    client, row = _seeded(request)
     episode = secrets.token_hex(8)
     tools = {tool.get("name") for tool in (row.get("responses_create_params") or {}).get("tools") or []}
     _EPISODES[episode] = {"row": row, "tools": tools, "cookies": _kept(client)}
@@ -117,6 +111,14 @@ def _finish(request: dict[str, Any]) -> dict[str, Any]:
 def _close(request: dict[str, Any]) -> dict[str, Any]:
     _EPISODES.pop(str(request["episode"]), None)
     return {}
+
+
+def _seeded(request: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The client in a new server session (cookies cleared: nothing of another answer's) seeded with the row."""
+    client, row = _client(), dict(request["row"])
+    client.cookies.clear()
+    _answer(client.post("/seed_session", json=row), "/seed_session")
+    return client, row
 
 
 def _kept(client: Any) -> list[tuple[str, str, str, str]]:
