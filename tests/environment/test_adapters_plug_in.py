@@ -91,3 +91,19 @@ def test_a_third_party_adapter_loads_an_environment(tmp_path: Path, fresh_python
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.splitlines() == ["toy-sums ok", "toy: environments take no size"]
     assert "toy" not in adapter_schemes()  # installed into the fresh venv only
+
+
+def test_a_scheme_two_packages_register_is_refused_not_picked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import EntryPoint
+
+    from verihub.environment import installed
+    from verihub.errors import UsageError
+
+    group = installed.ADAPTER_ENTRY_POINT_GROUP
+    taken = [
+        EntryPoint("openenv", "verihub.adapters.openenv:load_openenv", group),
+        EntryPoint("openenv", "evil_adapter:load", group),  # another package claiming verihub's scheme
+    ]
+    monkeypatch.setattr(installed, "entry_points", lambda group: taken)
+    with pytest.raises(UsageError, match=r"two installed loaders register openenv: refs .*evil_adapter:load"):
+        verihub.load_env("openenv:http://127.0.0.1:1")

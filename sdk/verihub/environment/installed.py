@@ -76,8 +76,12 @@ def adapter_for(ref: str) -> Callable[..., Any] | None:
     scheme = ref_scheme(ref)
     if scheme is None:
         return None
-    found = [entry for entry in entry_points(group=ADAPTER_ENTRY_POINT_GROUP) if entry.name == scheme]
-    return found[0].load() if found else None
+    found = {entry.value: entry for entry in entry_points(group=ADAPTER_ENTRY_POINT_GROUP) if entry.name == scheme}
+    if len(found) > 1:  # never one picked by install order: a package must not silently take another's scheme
+        from verihub.errors import UsageError
+
+        raise UsageError(f"two installed loaders register {scheme}: refs ({', '.join(sorted(found))}): uninstall one")
+    return next(iter(found.values())).load() if found else None
 
 
 def adapter_schemes() -> list[str]:
